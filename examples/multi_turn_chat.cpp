@@ -1,0 +1,87 @@
+// A multi-turn chat walked through the machine: each request is queried, begun at the granted offset,
+// "generated" and committed, and the decision is printed with its reason, so that the rule can be
+// watched at work. No engine is involved; the generated tokens are made up.
+
+#include <pfx/core.hpp>
+
+#include <cstddef>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Tokens = std::vector<pfx::token>;
+
+Tokens tokens(std::size_t n, pfx::token from) {
+  Tokens t(n);
+  for (std::size_t i = 0; i < n; ++i) t[i] = from + static_cast<pfx::token>(i);
+  return t;
+}
+
+Tokens operator+(Tokens a, const Tokens& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+struct Turn {
+  const char* what;
+  Tokens prompt;
+  std::size_t generated;
+};
+
+}  // namespace
+
+int main() {
+  pfx::Machine lane;
+  // The engine prefills on a 16-token grid; reuse below 64 tokens is not worth it (the seed's default).
+  const pfx::Config config{.enabled = true, .keep_min = 64, .chunk = 16};
+  if (!lane.configure(config).accepted()) return 1;
+  lane.reserve(4096);  // once, as the KV state is allocated once at full capacity
+
+  const Tokens system = tokens(200, 1000);
+  const Tokens question1 = tokens(37, 5000);
+  Tokens history;  // what the lane holds after each turn: prompt + generated
+
+  std::printf("config: enabled=%d keep_min=%zu chunk=%zu\n\n", config.enabled, config.keep_min,
+              config.chunk);
+  std::printf("%-4s %-44s %6s %6s %6s  %-16s %s\n", "turn", "request", "prompt", "lcp", "offset",
+              "reason", "bound");
+
+  std::vector<Turn> turns;
+  turns.push_back({"first question", system + question1, 25});
+  int turn_number = 0;
+  for (std::size_t t = 0; t < 6; ++t) {
+    Turn turn;
+    switch (t) {
+      case 0: turn = turns[0]; break;
+      case 1: turn = {"follow-up: prompt = history + new message", history + tokens(30, 6000), 40}; break;
+      case 2: turn = {"follow-up again", history + tokens(12, 7000), 20}; break;
+      case 3: turn = {"edit an early message (diverges at 210)", system + tokens(10, 5000) + tokens(50, 8000), 30}; break;
+      case 4: turn = {"regenerate the same prompt", turns.back().prompt, 30}; break;
+      default: turn = {"new session, other system prompt", tokens(150, 9000), 10}; break;
+    }
+    turns.push_back(turn);
+    ++turn_number;
+
+    const pfx::Outcome asked = lane.query(turn.prompt);
+    const pfx::Decision& d = asked.decision;
+    std::printf("%-4d %-44s %6zu %6zu %6zu  %-16s %s\n", turn_number, turn.what, turn.prompt.size(),
+                d.common_prefix, d.offset, std::string(pfx::name(d.reason)).c_str(),
+                std::string(pfx::name(d.bound)).c_str());
+
+    const pfx::Outcome began = lane.begin(turn.prompt, d.offset);
+    // The engine would prefill prompt[offset:] here, then decode `generated` tokens.
+    history = turn.prompt + tokens(turn.generated, 20000 + 100 * turn_number);
+    const pfx::Outcome committed = lane.commit(history, turn.prompt.size());
+    if (!began.accepted() || !committed.accepted()) {
+      std::printf("refused: %s\n", std::string(pfx::describe(began.accepted() ? committed.refusal
+                                                                             : began.refusal))
+                                       .c_str());
+      return 1;
+    }
+  }
+  std::printf("\nheld: %zu tokens, canonical_end %zu, %zu bytes\n", lane.held().ids.size(),
+              lane.held().canonical_end, lane.memory_bytes());
+  return 0;
+}

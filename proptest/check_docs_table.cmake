@@ -1,0 +1,11 @@
+# Fails unless DOC contains, verbatim, the table that TABLE_PROGRAM prints.
+execute_process(COMMAND "${TABLE_PROGRAM}" OUTPUT_VARIABLE table RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${TABLE_PROGRAM} failed: ${rc}")
+endif()
+file(READ "${DOC}" doc)
+string(FIND "${doc}" "${table}" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "${DOC} does not hold the invariant catalogue's table; it should read:\n${table}")
+endif()
+message(STATUS "${DOC} holds the catalogue's table")

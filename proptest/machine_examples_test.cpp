@@ -1,0 +1,221 @@
+// Examples that pin documented behaviour: the refusal table, the reasons and bounds an operator sees,
+// the deliberate differences from the seed, and the cost guarantees. Each constexpr body runs once in
+// static_assert (a regression fails the build) and once at run time (coverage sees it).
+
+#include "support/requirement.hpp"
+
+#include <pfx/core.hpp>
+
+#include <array>
+#include <cstddef>
+#include <vector>
+
+namespace {
+
+using pfx::Bound;
+using pfx::Config;
+using pfx::Machine;
+using pfx::Reason;
+using pfx::Refusal;
+using Tokens = std::vector<pfx::token>;
+
+/// 0, 1, 2, ... n-1.
+constexpr Tokens iota(std::size_t n, pfx::token from = 0) {
+  Tokens t;
+  for (std::size_t i = 0; i < n; ++i) t.push_back(from + static_cast<pfx::token>(i));
+  return t;
+}
+
+constexpr Tokens concat(Tokens a, const Tokens& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+constexpr Machine configured(Config c) {
+  Machine m;
+  (void)m.configure(c);
+  return m;
+}
+
+/// Every refusal of docs/spec.md's table, each from a state where it applies; the machine's state
+/// must be exactly as it was.
+constexpr bool every_refusal_is_reported_and_changes_nothing() {
+  bool ok = true;
+  Machine m = configured({true, 2, 2});
+  const Tokens held = iota(10);
+  ok = ok && m.record(held, 8).accepted();
+  const Machine idle = m;
+
+  ok = ok && m.commit(held, 8).refusal == Refusal::not_writing && m == idle;
+  ok = ok && m.abort().refusal == Refusal::not_writing && m == idle;
+  ok = ok && m.record(held, 11).refusal == Refusal::canonical_end_past_ids && m == idle;
+  ok = ok && m.configure({true, 2, 0}).refusal == Refusal::chunk_zero && m == idle;
+  const Tokens prompt = concat(iota(10), {42});  // granted: align_down(min(10, 8, 10), 2) = 8
+  ok = ok && m.query(prompt).decision.offset == 8;
+  ok = ok && m.begin(prompt, 6).refusal == Refusal::offset_not_granted && m == idle;
+  ok = ok && m.begin(prompt, 9).refusal == Refusal::offset_not_granted && m == idle;
+
+  ok = ok && m.begin(prompt, 8).accepted();
+  const Machine writing = m;
+  ok = ok && m.query(prompt).refusal == Refusal::writing && m == writing;
+  ok = ok && m.begin(prompt, 0).refusal == Refusal::writing && m == writing;
+  ok = ok && m.record(prompt, 0).refusal == Refusal::writing && m == writing;
+  ok = ok && m.configure({}).refusal == Refusal::writing && m == writing;
+  const Tokens answer = concat(prompt, {7, 7});
+  ok = ok && m.commit(answer, 14).refusal == Refusal::canonical_end_past_ids && m == writing;
+  ok = ok && m.commit(answer, 7).refusal == Refusal::canonical_end_before_offset && m == writing;
+  Tokens broken = answer;
+  broken[3] = 99;
+  ok = ok && m.commit(broken, 11).refusal == Refusal::ids_drop_kept_prefix && m == writing;
+  ok = ok && m.commit(iota(9, 1), 9).refusal == Refusal::ids_drop_kept_prefix && m == writing;
+  ok = ok && m.commit(answer, 11).accepted();
+  return ok;
+}
+static_assert(every_refusal_is_reported_and_changes_nothing());
+
+TEST(Machine, EveryRefusalOfTheTableIsReportedAndChangesNothing) {
+  pfx::test::verifies("INV-10 INV-9");
+  EXPECT_TRUE(every_refusal_is_reported_and_changes_nothing());
+}
+
+/// begin shrinks the record at once; abort keeps the untouched prefix; commit publishes prompt +
+/// generated with canonical_end = len(prompt).
+constexpr bool begin_shrinks_abort_keeps_commit_publishes() {
+  bool ok = true;
+  Machine m = configured({true, 4, 1});
+  const Tokens turn1 = iota(20);
+  ok = ok && m.record(turn1, 16).accepted();
+  const Tokens turn2 = concat(iota(12), {50, 51, 52});
+  const pfx::Decision d = m.query(turn2).decision;
+  ok = ok && d.offset == 12 && d.reason == Reason::reused && d.bound == Bound::common_prefix;
+  ok = ok && m.begin(turn2, 12).accepted();
+  ok = ok && m.held().ids == iota(12) && m.held().canonical_end == 12;  // INV-8 at once
+  ok = ok && m.phase() == pfx::Phase::writing && m.begin_offset() == 12;
+  Machine aborted = m;
+  ok = ok && aborted.abort().accepted() && aborted.held().ids == iota(12);
+  ok = ok && aborted.phase() == pfx::Phase::idle;
+  const Tokens answer = concat(turn2, {60, 61});
+  ok = ok && m.commit(answer, turn2.size()).accepted();
+  ok = ok && m.held().ids == answer && m.held().canonical_end == turn2.size();
+  return ok;
+}
+static_assert(begin_shrinks_abort_keeps_commit_publishes());
+
+TEST(Machine, BeginShrinksTheRecordAbortKeepsThePrefixCommitPublishes) {
+  pfx::test::verifies("INV-8");
+  EXPECT_TRUE(begin_shrinks_abort_keeps_commit_publishes());
+}
+
+/// One example per reason and per bound, so that an operator can see why a prompt missed.
+constexpr bool each_reason_and_bound_is_named() {
+  bool ok = true;
+  const Tokens held = iota(10);
+  const Machine off = configured({false, 0, 1});
+  ok = ok && off.query(held).decision.reason == Reason::disabled;
+  const Machine empty = configured({true, 0, 1});
+  ok = ok && empty.query(held).decision.reason == Reason::empty_record;
+
+  Machine m = configured({true, 3, 4});
+  ok = ok && m.record(held, 9).accepted();
+  const auto ask = [&](const Tokens& p) { return m.query(p).decision; };
+  const pfx::Decision diverged_at_0 = ask(iota(10, 1));
+  ok = ok && diverged_at_0.reason == Reason::nothing_reusable &&
+       diverged_at_0.bound == Bound::common_prefix && diverged_at_0.common_prefix == 0;
+  const pfx::Decision short_lcp = ask(concat(iota(2), {77, 78}));
+  ok = ok && short_lcp.reason == Reason::nothing_reusable && short_lcp.bound == Bound::alignment;
+  const pfx::Decision lcp5 = ask(concat(iota(5), {77}));
+  ok = ok && lcp5.offset == 4 && lcp5.bound == Bound::alignment && lcp5.common_prefix == 5;
+  const pfx::Decision cut_by_end = ask(concat(held, {1}));  // min(10, 9, 10) = 9 -> 8
+  ok = ok && cut_by_end.offset == 8 && cut_by_end.bound == Bound::alignment;
+
+  Machine one = configured({true, 3, 1});
+  ok = ok && one.record(held, 9).accepted();
+  ok = ok && one.query(concat(held, {1})).decision.bound == Bound::canonical_end;
+  ok = ok && one.query(iota(8)).decision.bound == Bound::one_token_left;
+  ok = ok && one.query(iota(8)).decision.offset == 7;
+  ok = ok && one.query(concat(iota(2), {9})).decision.reason == Reason::below_keep_min;
+  ok = ok && one.query({}).decision.offset == 0;  // an empty prompt: nothing to prefill from
+  return ok;
+}
+static_assert(each_reason_and_bound_is_named());
+
+TEST(Machine, EachReasonAndBoundIsNamedOnAnExample) {
+  pfx::test::verifies("INV-1 INV-2 INV-3 INV-4 INV-5 INV-6");
+  EXPECT_TRUE(each_reason_and_bound_is_named());
+  EXPECT_EQ(pfx::name(Reason::below_keep_min), "below keep_min");
+  EXPECT_EQ(pfx::name(Bound::one_token_left), "one token left");
+  EXPECT_EQ(pfx::describe(Refusal::chunk_zero), "chunk must be at least 1");
+}
+
+/// Disabled: every answer 0 with reason disabled, and record and commit store nothing (the seed).
+constexpr bool disabled_answers_zero_and_stores_nothing() {
+  bool ok = true;
+  Machine m = configured({false, 0, 1});
+  ok = ok && m.record(iota(50), 50).accepted() && m.held().ids.empty();
+  ok = ok && m.begin(iota(50), 0).accepted();
+  ok = ok && m.commit(iota(60), 50).accepted() && m.held().ids.empty();
+  ok = ok && m.query(iota(70)).decision == pfx::Decision{0, 0, Reason::disabled, Bound::none};
+  return ok;
+}
+static_assert(disabled_answers_zero_and_stores_nothing());
+
+TEST(Machine, DisabledAnswersZeroAndStoresNothing) {
+  pfx::test::verifies("INV-6");
+  EXPECT_TRUE(disabled_answers_zero_and_stores_nothing());
+}
+
+/// step() is the pure transition function: the state passed in is not touched.
+constexpr bool step_is_pure() {
+  Machine before = configured({true, 1, 1});
+  (void)before.record(iota(5), 5);
+  const Machine copy = before;
+  const Tokens prompt = concat(iota(3), {9});
+  const auto [after, out] = pfx::step(before, pfx::events::Begin{prompt, 3});
+  return before == copy && out.accepted() && after.held().ids == iota(3) &&
+         after.phase() == pfx::Phase::writing;
+}
+static_assert(step_is_pure());
+
+TEST(Machine, StepIsAPureTransitionFunction) {
+  pfx::test::verifies("INV-8");
+  EXPECT_TRUE(step_is_pure());
+}
+
+TEST(Machine, CommitWithinTheReservedCapacityNeverReallocates) {
+  pfx::test::verifies("MEM-1");
+  Machine m = configured({true, 64, 1});
+  constexpr std::size_t capacity = 4096;
+  m.reserve(capacity);
+  const pfx::token* storage = m.held().ids.data();
+  Tokens context = iota(1000);
+  ASSERT_TRUE(m.record(context, context.size()).accepted());
+  std::size_t canonical_end = context.size();
+  for (int turn = 0; turn < 5; ++turn) {
+    const Tokens prompt = concat(context, iota(100, 5000 + turn));
+    const std::size_t offset = m.query(prompt).decision.offset;
+    ASSERT_EQ(offset, canonical_end);
+    ASSERT_TRUE(m.begin(prompt, offset).accepted());
+    context = concat(prompt, {1, 2, 3});
+    ASSERT_TRUE(m.commit(context, prompt.size()).accepted());
+    canonical_end = prompt.size();
+    EXPECT_EQ(m.held().ids.data(), storage);  // the kept prefix was not moved or copied
+    EXPECT_EQ(m.capacity(), capacity);
+  }
+  EXPECT_EQ(m.memory_bytes(), sizeof(Machine) + capacity * sizeof(pfx::token));
+}
+
+TEST(Machine, WithoutReserveTheRecordUsesFourBytesPerHeldTokenPlusAConstant) {
+  pfx::test::verifies("MEM-1");
+  Machine m = configured({true, 1, 1});
+  Tokens context;
+  for (std::size_t turn = 1; turn <= 8; ++turn) {
+    const Tokens prompt = concat(context, iota(100 * turn, 1000));
+    ASSERT_TRUE(m.begin(prompt, m.query(prompt).decision.offset).accepted());
+    context = concat(prompt, {1});
+    ASSERT_TRUE(m.commit(context, prompt.size()).accepted());
+    EXPECT_EQ(m.capacity(), context.size());  // no geometric slack
+    EXPECT_EQ(m.memory_bytes(), sizeof(Machine) + 4 * context.size());
+  }
+}
+
+}  // namespace

@@ -1,0 +1,96 @@
+#pragma once
+
+/// \file
+/// Translates between the machine (core/) and the reference model (spec/), so that the two, written
+/// independently, can be compared step by step. Names, not enums, carry the meaning across.
+
+#include <pfx/core.hpp>
+#include <pfx/spec/catalogue.hpp>
+#include <pfx/spec/model.hpp>
+#include <pfx/spec/reference.hpp>
+
+#include <span>
+#include <variant>
+
+namespace pfx::bridge {
+
+constexpr spec::Config to_spec(const Config& c) { return {c.enabled, c.keep_min, c.chunk}; }
+constexpr Config to_core(const spec::Config& c) { return {c.enabled, c.keep_min, c.chunk}; }
+
+/// The machine's whole state as the reference model writes it.
+constexpr spec::State to_spec(const Machine& m) {
+  spec::State s;
+  s.config = to_spec(m.config());
+  s.ids = spec::Tokens(m.held().ids.begin(), m.held().ids.end());
+  s.canonical_end = m.held().canonical_end;
+  s.writing = m.phase() == Phase::writing;
+  s.begin_offset = m.begin_offset();
+  return s;
+}
+
+/// A reference event as a core event; the core event borrows the reference event's tokens.
+constexpr Event to_core(const spec::Event& e) {
+  struct Visitor {
+    constexpr Event operator()(const spec::Query& q) const { return events::Query{q.prompt}; }
+    constexpr Event operator()(const spec::Begin& b) const {
+      return events::Begin{b.prompt, b.offset};
+    }
+    constexpr Event operator()(const spec::Commit& c) const {
+      return events::Commit{c.ids, c.canonical_end};
+    }
+    constexpr Event operator()(const spec::Abort&) const { return events::Abort{}; }
+    constexpr Event operator()(const spec::Record& r) const {
+      return events::Record{r.ids, r.canonical_end};
+    }
+    constexpr Event operator()(const spec::Clear&) const { return events::Clear{}; }
+    constexpr Event operator()(const spec::Configure& c) const {
+      return events::Configure{to_core(c.config)};
+    }
+  };
+  return std::visit(Visitor{}, e);
+}
+
+/// The machine's answer to `e` as the reference model writes it.
+constexpr spec::Output to_spec(const Outcome& out, const spec::Event& e) {
+  spec::Output o;
+  o.refusal = name(out.refusal);
+  const bool asks_offset =
+      std::holds_alternative<spec::Query>(e) || std::holds_alternative<spec::Begin>(e);
+  o.has_decision = asks_offset && out.refusal != Refusal::writing;
+  if (o.has_decision) {
+    o.offset = out.decision.offset;
+    o.common_prefix = out.decision.common_prefix;
+    o.reason = name(out.decision.reason);
+    o.bound = name(out.decision.bound);
+  }
+  return o;
+}
+
+/// The result of driving the machine and the model through one event side by side.
+struct Comparison {
+  spec::Output machine;    ///< the machine's answer, translated
+  spec::Output reference;  ///< the model's answer
+  std::string_view violated;  ///< the first invariant the machine's step breaks, or ""
+  bool states_agree = false;  ///< the machine's state equals the model's afterwards
+
+  [[nodiscard]] constexpr bool ok() const {
+    return machine == reference && violated.empty() && states_agree;
+  }
+};
+
+/// Applies `e` to both, checks every invariant of the catalogue on the machine's step, and compares.
+constexpr Comparison step_both(Machine& machine, spec::State& model, const spec::Event& e) {
+  const spec::State before = to_spec(machine);
+  const Outcome out = machine.apply(to_core(e));
+  const spec::State after = to_spec(machine);
+
+  Comparison c;
+  c.machine = to_spec(out, e);
+  c.reference = spec::apply(model, e);
+  const spec::Step step{before.config, before, e, c.machine, after};
+  c.violated = spec::first_violation(step);
+  c.states_agree = after == model;
+  return c;
+}
+
+}  // namespace pfx::bridge

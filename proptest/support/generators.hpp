@@ -1,0 +1,168 @@
+#pragma once
+
+/// \file
+/// Generators that make the interesting cases likely. Independent random vectors almost never share
+/// a prefix, so prompts are built from what is held: equal, extended, shortened, or diverging at a
+/// chosen point; cut points sit around keep_min, around multiples of chunk and around the block size
+/// of the run-time prefix compare; canonical_end falls below, at and above the common prefix.
+
+#include <gtest/gtest.h>
+// rapidcheck/gtest.h needs gtest/gtest.h first.
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <pfx/spec/model.hpp>
+#include <pfx/spec/reference.hpp>
+
+#include <algorithm>
+#include <initializer_list>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace pfx::gen {
+
+using spec::Token;
+using spec::Tokens;
+
+/// One of the given values.
+inline std::size_t one_of(std::initializer_list<std::size_t> values) {
+  return *rc::gen::elementOf(std::vector<std::size_t>(values));
+}
+
+/// A configuration: mostly enabled, keep_min and chunk around small values and the seed's default.
+inline rc::Gen<spec::Config> config() {
+  return rc::gen::exec([] {
+    spec::Config c;
+    c.enabled = *rc::gen::weightedElement<bool>({{9, true}, {1, false}});
+    c.keep_min = *rc::gen::weightedElement<std::size_t>(
+        {{3, 0}, {3, 1}, {3, 2}, {3, 3}, {2, 4}, {2, 8}, {1, 64}, {2, 5}});
+    c.chunk = *rc::gen::weightedElement<std::size_t>(
+        {{4, 1}, {3, 2}, {3, 3}, {2, 4}, {1, 8}, {1, 16}, {1, 5}});
+    return c;
+  });
+}
+
+/// `length` tokens over an alphabet of `alphabet` letters.
+inline Tokens tokens(std::size_t length, Token alphabet) {
+  return *rc::gen::container<Tokens>(length, rc::gen::inRange<Token>(0, alphabet));
+}
+
+/// A length scale: mostly short, sometimes long enough to cross the run-time compare's blocks.
+inline std::size_t length_scale() {
+  return *rc::gen::weightedElement<std::size_t>({{6, 12}, {4, 40}, {1, 200}, {1, 2600}});
+}
+
+/// A cut point in [0, limit]: around keep_min, around multiples of chunk, around the compare's
+/// block size, at the ends, or anywhere.
+inline std::size_t cut_point(const spec::Config& c, std::size_t limit) {
+  const std::size_t multiple = c.chunk * *rc::gen::inRange<std::size_t>(1, 6);
+  const std::size_t block = 1024 * *rc::gen::inRange<std::size_t>(1, 3);
+  const std::size_t base = pfx::gen::one_of({0, c.keep_min, multiple, block, limit,
+                                                          *rc::gen::inRange<std::size_t>(0, limit + 1)});
+  std::size_t cut = base;
+  const int nudge = *rc::gen::inRange(-1, 2);  // one below, at, or one above
+  if (nudge < 0 && cut > 0) --cut;
+  if (nudge > 0) ++cut;
+  return std::min(cut, limit);
+}
+
+/// How a prompt relates to what is held.
+enum class Shape { equal, extends, shortens, diverges, unrelated };
+
+inline const char* name(Shape s) {
+  switch (s) {
+    case Shape::equal: return "equal";
+    case Shape::extends: return "extends";
+    case Shape::shortens: return "shortens";
+    case Shape::diverges: return "diverges";
+    case Shape::unrelated: return "unrelated";
+  }
+  return "?";
+}
+
+/// A prompt of the given shape relative to `held`.
+inline Tokens prompt_from(const Tokens& held, Shape shape, const spec::Config& c, Token alphabet) {
+  const auto tail = [&] { return tokens(*rc::gen::inRange<std::size_t>(0, c.chunk + 4), alphabet); };
+  Tokens prompt;
+  switch (shape) {
+    case Shape::equal: prompt = held; break;
+    case Shape::extends: {
+      prompt = held;
+      const Tokens more = tail();
+      prompt.insert(prompt.end(), more.begin(), more.end());
+      break;
+    }
+    case Shape::shortens:
+      prompt.assign(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(cut_point(c, held.size())));
+      break;
+    case Shape::diverges: {
+      const std::size_t at = cut_point(c, held.size());
+      prompt.assign(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(at));
+      // A token that differs from the held one at `at` (any token when `at` is past the end).
+      prompt.push_back(at < held.size() ? held[at] + 1 : 0);
+      const Tokens more = tail();
+      prompt.insert(prompt.end(), more.begin(), more.end());
+      break;
+    }
+    case Shape::unrelated:
+      prompt = tokens(*rc::gen::inRange<std::size_t>(0, held.size() + 8), alphabet);
+      break;
+  }
+  return prompt;
+}
+
+inline Shape shape() {
+  return *rc::gen::weightedElement<Shape>({{2, Shape::equal},
+                                           {4, Shape::extends},
+                                           {2, Shape::shortens},
+                                           {4, Shape::diverges},
+                                           {1, Shape::unrelated}});
+}
+
+/// canonical_end in [0, len(ids)]: below, at or above the common prefix with the prompt, or anywhere.
+inline std::size_t canonical_end(const spec::Config& c, const Tokens& ids, const Tokens& prompt) {
+  const std::size_t lcp = spec::lcp(ids, prompt);
+  const std::size_t pick = pfx::gen::one_of({
+      lcp == 0 ? 0 : lcp - 1, lcp, lcp + 1, ids.size(), cut_point(c, ids.size())});
+  return std::min(pick, ids.size());
+}
+
+/// A held record and a prompt to query it with.
+struct Case {
+  spec::Config config;
+  Tokens ids;
+  std::size_t canonical_end = 0;
+  Tokens prompt;
+  Shape shape = Shape::equal;
+};
+
+inline rc::Gen<Case> query_case() {
+  return rc::gen::exec([] {
+    Case k;
+    k.config = *config();
+    const Token alphabet = *rc::gen::element<Token>(1, 2, 3, 1000);
+    k.ids = tokens(*rc::gen::inRange<std::size_t>(0, length_scale() + 1), alphabet);
+    k.shape = shape();
+    k.prompt = prompt_from(k.ids, k.shape, k.config, alphabet);
+    k.canonical_end = canonical_end(k.config, k.ids, k.prompt);
+    return k;
+  });
+}
+
+/// Where canonical_end falls relative to the common prefix, for RC_TAG.
+inline const char* canonical_end_vs_lcp(const Case& k) {
+  const std::size_t lcp = spec::lcp(k.ids, k.prompt);
+  return k.canonical_end < lcp ? "canonical_end < lcp" : k.canonical_end == lcp ? "canonical_end == lcp" : "canonical_end > lcp";
+}
+
+}  // namespace pfx::gen
+
+namespace rc {
+
+template <>
+struct Arbitrary<pfx::gen::Case> {
+  static Gen<pfx::gen::Case> arbitrary() { return pfx::gen::query_case(); }
+};
+
+}  // namespace rc

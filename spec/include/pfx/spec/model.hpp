@@ -1,0 +1,70 @@
+#pragma once
+
+/// \file
+/// The reference model's vocabulary: plain structs of fields, written straight from docs/spec.md.
+/// Shares no code with core/ (the point of a reference is to be written independently).
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace pfx::spec {
+
+using Token = std::int32_t;
+using Tokens = std::vector<Token>;
+
+struct Config {
+  bool enabled = true;
+  std::size_t keep_min = 64;
+  std::size_t chunk = 1;
+  friend constexpr bool operator==(const Config&, const Config&) = default;
+};
+
+/// The whole protocol state: the rule's knobs, the record, and the phase.
+struct State {
+  Config config{};
+  Tokens ids{};
+  std::size_t canonical_end = 0;
+  bool writing = false;
+  std::size_t begin_offset = 0;
+  friend constexpr bool operator==(const State&, const State&) = default;
+};
+
+struct Query {
+  Tokens prompt;
+};
+struct Begin {
+  Tokens prompt;
+  std::size_t offset = 0;
+};
+struct Commit {
+  Tokens ids;
+  std::size_t canonical_end = 0;
+};
+struct Abort {};
+struct Record {
+  Tokens ids;
+  std::size_t canonical_end = 0;
+};
+struct Clear {};
+struct Configure {
+  Config config;
+};
+using Event = std::variant<Query, Begin, Commit, Abort, Record, Clear, Configure>;
+
+/// What an event answers. Names are the ones docs/spec.md uses, so that the model and the machine
+/// are compared by meaning, not by sharing an enum.
+struct Output {
+  std::string_view refusal = "none";
+  bool has_decision = false;  ///< query and begin answer a decision (unless refused for the phase)
+  std::size_t offset = 0;
+  std::size_t common_prefix = 0;
+  std::string_view reason = "";
+  std::string_view bound = "";
+  [[nodiscard]] constexpr bool accepted() const { return refusal == "none"; }
+  friend constexpr bool operator==(const Output&, const Output&) = default;
+};
+
+}  // namespace pfx::spec

@@ -1,0 +1,174 @@
+#pragma once
+
+/// \file
+/// The reference model: the offset found by direct search over every candidate, and the protocol as
+/// a plain function over a struct. Deliberately slow and obvious; see docs/spec.md.
+
+#include <pfx/spec/model.hpp>
+
+#include <cstddef>
+#include <string_view>
+#include <variant>
+
+namespace pfx::spec {
+
+/// Length of the longest common prefix, by definition.
+constexpr std::size_t lcp(const Tokens& a, const Tokens& b) {
+  std::size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) n = n + 1;
+  return n;
+}
+
+/// INV-1, INV-2, INV-3 and INV-5 for a candidate offset n (the bounds, without keep_min).
+constexpr bool within_bounds(const State& s, const Tokens& prompt, std::size_t n) {
+  const bool strict_prefix = n <= lcp(s.ids, prompt);
+  const bool canonical = n <= s.canonical_end;
+  const bool one_left = n == 0 || n + 1 <= prompt.size();
+  const bool aligned = n % s.config.chunk == 0;
+  return strict_prefix && canonical && one_left && aligned;
+}
+
+/// INV-1..5 for a candidate offset n.
+constexpr bool allowed(const State& s, const Tokens& prompt, std::size_t n) {
+  const bool keep_min = n == 0 || n >= s.config.keep_min;
+  return within_bounds(s, prompt, n) && keep_min;
+}
+
+/// The largest n in [0, len(prompt)) satisfying INV-1..5, found by trying every n; else 0.
+constexpr std::size_t reference_offset(const State& s, const Tokens& prompt) {
+  if (!s.config.enabled || s.ids.empty()) return 0;  // INV-6
+  std::size_t best = 0;
+  for (std::size_t n = 0; n < prompt.size(); ++n) {
+    if (allowed(s, prompt, n)) best = n;
+  }
+  return best;
+}
+
+/// The full answer to a query: offset, common prefix, the reason, and the bound that cut the reuse.
+constexpr Output reference_decision(const State& s, const Tokens& prompt) {
+  Output out;
+  out.has_decision = true;
+  if (!s.config.enabled) {
+    out.reason = "disabled";
+    out.bound = "none";
+    return out;
+  }
+  if (s.ids.empty()) {
+    out.reason = "empty record";
+    out.bound = "none";
+    return out;
+  }
+  out.common_prefix = lcp(s.ids, prompt);
+  out.offset = reference_offset(s, prompt);
+
+  // The largest offset the bounds alone allow (keep_min aside), by direct search.
+  std::size_t reach = 0;
+  for (std::size_t n = 0; n < prompt.size(); ++n) {
+    if (within_bounds(s, prompt, n)) reach = n;
+  }
+  if (reach == 0) {
+    out.reason = "nothing reusable";
+  } else if (reach < s.config.keep_min) {
+    out.reason = "below keep_min";
+  } else {
+    out.reason = "reused";
+  }
+
+  // Which bound is tightest: the first of the three caps that equals their minimum; alignment when
+  // rounding to the chunk grid lowered it further.
+  const std::size_t caps[3] = {out.common_prefix, s.canonical_end,
+                               prompt.empty() ? 0 : prompt.size() - 1};
+  const std::string_view names[3] = {"common prefix", "canonical end", "one token left"};
+  std::size_t tightest = 0;
+  for (std::size_t i = 1; i < 3; ++i) {
+    if (caps[i] < caps[tightest]) tightest = i;
+  }
+  out.bound = reach < caps[tightest] ? "alignment" : names[tightest];
+  return out;
+}
+
+/// The protocol: apply one event to the state, in place, and say what it answers. Each event checks
+/// its refusals in the order of the refusal table in docs/spec.md; a refusal changes nothing.
+struct Protocol {
+  State& s;
+
+  constexpr Output operator()(const Query& e) const {
+    if (s.writing) return refused("writing");
+    return reference_decision(s, e.prompt);
+  }
+
+  constexpr Output operator()(const Begin& e) const {
+    if (s.writing) return refused("writing");
+    Output out = reference_decision(s, e.prompt);
+    if (e.offset != 0 && e.offset != out.offset) {
+      out.refusal = "offset not granted";
+      return out;
+    }
+    Tokens kept;
+    for (std::size_t i = 0; i < e.offset; ++i) kept.push_back(s.ids[i]);
+    s.ids = kept;
+    if (s.canonical_end > e.offset) s.canonical_end = e.offset;
+    s.writing = true;
+    s.begin_offset = e.offset;
+    return out;
+  }
+
+  constexpr Output operator()(const Commit& e) const {
+    if (!s.writing) return refused("not writing");
+    if (e.canonical_end > e.ids.size()) return refused("canonical_end past ids");
+    if (e.canonical_end < s.begin_offset) return refused("canonical_end before offset");
+    if (lcp(s.ids, e.ids) != s.ids.size()) return refused("ids drop kept prefix");
+    if (s.config.enabled) {
+      s.ids = e.ids;
+      s.canonical_end = e.canonical_end;
+    }
+    s.writing = false;
+    s.begin_offset = 0;
+    return Output{};
+  }
+
+  constexpr Output operator()(const Abort&) const {
+    if (!s.writing) return refused("not writing");
+    s.writing = false;
+    s.begin_offset = 0;
+    return Output{};
+  }
+
+  constexpr Output operator()(const Record& e) const {
+    if (s.writing) return refused("writing");
+    if (e.canonical_end > e.ids.size()) return refused("canonical_end past ids");
+    if (s.config.enabled) {
+      s.ids = e.ids;
+      s.canonical_end = e.canonical_end;
+    }
+    return Output{};
+  }
+
+  constexpr Output operator()(const Clear&) const {
+    s.ids = Tokens{};
+    s.canonical_end = 0;
+    return Output{};
+  }
+
+  constexpr Output operator()(const Configure& e) const {
+    if (s.writing) return refused("writing");
+    if (e.config.chunk == 0) return refused("chunk zero");
+    s.config = e.config;
+    if (!s.config.enabled) {
+      s.ids = Tokens{};
+      s.canonical_end = 0;
+    }
+    return Output{};
+  }
+
+  static constexpr Output refused(std::string_view why) {
+    Output out;
+    out.refusal = why;
+    return out;
+  }
+};
+
+/// One step of the reference protocol.
+constexpr Output apply(State& s, const Event& e) { return std::visit(Protocol{s}, e); }
+
+}  // namespace pfx::spec
