@@ -24,7 +24,9 @@ Tokens operator+(Tokens a, const Tokens& b) {
   return a;
 }
 
-struct Turn {
+/// One request of the chat: what the user did, the prompt it produced, how many tokens the engine
+/// generates for it.
+struct Request {
   const char* what;
   Tokens prompt;
   std::size_t generated;
@@ -48,36 +50,34 @@ int main() {
   std::printf("%-4s %-44s %6s %6s %6s  %-16s %s\n", "turn", "request", "prompt", "lcp", "offset",
               "reason", "bound");
 
-  std::vector<Turn> turns;
-  turns.push_back({"first question", system + question1, 25});
-  int turn_number = 0;
-  for (std::size_t t = 0; t < 6; ++t) {
-    Turn turn;
-    switch (t) {
-      case 0: turn = turns[0]; break;
-      case 1: turn = {"follow-up: prompt = history + new message", history + tokens(30, 6000), 40}; break;
-      case 2: turn = {"follow-up again", history + tokens(12, 7000), 20}; break;
-      case 3: turn = {"edit an early message (diverges at 210)", system + tokens(10, 5000) + tokens(50, 8000), 30}; break;
-      case 4: turn = {"regenerate the same prompt", turns.back().prompt, 30}; break;
-      default: turn = {"new session, other system prompt", tokens(150, 9000), 10}; break;
+  // Each request is built from what the lane served before, as a chat front end builds it.
+  const auto next_request = [&](int turn) -> Request {
+    switch (turn) {
+      case 1: return {"first question", system + question1, 25};
+      case 2: return {"follow-up: history + new message", history + tokens(30, 6000), 40};
+      case 3: return {"follow-up again", history + tokens(12, 7000), 20};
+      case 4: return {"edit an early message (diverges at 210)",
+                      system + tokens(10, 5000) + tokens(50, 8000), 30};
+      case 5: return {"regenerate the same prompt", system + tokens(10, 5000) + tokens(50, 8000), 30};
+      case 6: return {"shares only 40 tokens of the system prompt", tokens(40, 1000) + tokens(90, 9500), 10};
+      default: return {"new session, another system prompt", tokens(150, 9000), 10};
     }
-    turns.push_back(turn);
-    ++turn_number;
+  };
 
-    const pfx::Outcome asked = lane.query(turn.prompt);
-    const pfx::Decision& d = asked.decision;
-    std::printf("%-4d %-44s %6zu %6zu %6zu  %-16s %s\n", turn_number, turn.what, turn.prompt.size(),
+  for (int turn = 1; turn <= 7; ++turn) {
+    const Request request = next_request(turn);
+    const pfx::Decision d = lane.query(request.prompt).decision;
+    std::printf("%-4d %-44s %6zu %6zu %6zu  %-16s %s\n", turn, request.what, request.prompt.size(),
                 d.common_prefix, d.offset, std::string(pfx::name(d.reason)).c_str(),
                 std::string(pfx::name(d.bound)).c_str());
 
-    const pfx::Outcome began = lane.begin(turn.prompt, d.offset);
-    // The engine would prefill prompt[offset:] here, then decode `generated` tokens.
-    history = turn.prompt + tokens(turn.generated, 20000 + 100 * turn_number);
-    const pfx::Outcome committed = lane.commit(history, turn.prompt.size());
-    if (!began.accepted() || !committed.accepted()) {
-      std::printf("refused: %s\n", std::string(pfx::describe(began.accepted() ? committed.refusal
-                                                                             : began.refusal))
-                                       .c_str());
+    const pfx::Outcome began = lane.begin(request.prompt, d.offset);
+    // A lane would prefill prompt[offset:] here, then decode `generated` tokens.
+    history = request.prompt + tokens(request.generated, 20000 + 100 * turn);
+    const pfx::Outcome committed =
+        began.accepted() ? lane.commit(history, request.prompt.size()) : began;
+    if (!committed.accepted()) {
+      std::printf("refused: %s\n", std::string(pfx::describe(committed.refusal)).c_str());
       return 1;
     }
   }

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Sets pfx up on a fresh Debian machine and runs its main job: installs the missing packages,
+# configures and builds the default preset, then walks a multi-turn chat through the machine.
+#
+#   scripts/setup.sh [--no-run]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+cmake --preset default
+cmake --build --preset default -j "$(nproc)"
+
+[ "${1:-}" = "--no-run" ] && exit 0
+exec build/default/examples/pfx_chat_example

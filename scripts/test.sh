@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs every pfx test (property tests, proofs, examples, the package check) for a preset: default,
+# or sanitize (AddressSanitizer + UndefinedBehaviorSanitizer). Builds what is missing first.
+#
+#   scripts/test.sh [default|sanitize]
+#
+# RapidCheck prints the seed of every property; RC_PARAMS="reproduce=..." (printed on a failure)
+# replays one, and RC_PARAMS="max_success=N" runs more cases.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset="${1:-default}"
+
+scripts/install-deps.sh
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "$(nproc)"
+ctest --preset "$preset" -j "$(nproc)"
