@@ -4,7 +4,7 @@
 /// The bounded exhaustive proofs: over every sequence of a two-letter alphabet up to a length, every
 /// canonical_end and every configuration in a range, the machine equals the reference model and every
 /// invariant of the catalogue holds. The same constexpr bodies run in static_assert
-/// (compile_time_proofs_*.cpp: a violation fails the build) and at run time (exhaustive_test.cpp:
+/// (compile_time_*_proof.cpp: a violation fails the build) and at run time (exhaustive_test.cpp:
 /// coverage sees them, and a failure prints the counterexample).
 
 #include "support/bridge.hpp"

@@ -37,7 +37,7 @@ std::string counterexample(const pfx::proof::Tally& t) {
 }  // namespace
 
 TEST(Exhaustive, TheRuleEqualsTheReferenceOnEveryCaseOfTheBoundedDomain) {
-  pfx::test::verifies("INV-1 INV-2 INV-3 INV-4 INV-5 INV-6 INV-7 INV-9 INV-10");
+  pfx::test::verifies("INV-1 INV-2 INV-3 INV-4 INV-5 INV-6 INV-7 INV-9");
   const pfx::proof::Tally t = pfx::proof::prove_rule_over(pfx::proof::run_time_rule_domain);
   EXPECT_EQ(t.failed, 0U) << counterexample(t);
   EXPECT_GT(t.checked, 400000U);  // the whole domain was walked, not a part of it
