@@ -24,6 +24,7 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -40,7 +41,7 @@ constexpr std::size_t generated_tokens = 512;
 constexpr std::size_t extension = new_prompt_tokens + generated_tokens;
 
 /// Minimum time per benchmark and repetition (seconds, --benchmark_min_time overrides it): the whole
-/// program runs in about 5 seconds per repetition.
+/// program runs in about 6 seconds per repetition.
 constexpr const char* default_min_time = "0.2";
 
 /// `n` token ids, deterministic and varied (a 32-bit LCG), in the range of a real vocabulary.

@@ -89,7 +89,8 @@ constexpr Tally prove_rule(const spec::Config& config, std::size_t max_length) {
 }
 
 /// The protocol: from every record, every prompt, begin with offsets granted and not; from Writing,
-/// abort, commits good and bad, and every event the phase refuses; from Idle, commit and abort.
+/// abort, commits good and bad, and every event the phase refuses; from Idle, commit and abort, and
+/// a record past its ids.
 /// Each step is compared with the reference and checked against INV-1..10.
 constexpr Tally prove_protocol(const spec::Config& config, std::size_t max_length) {
   Tally tally;
@@ -104,8 +105,9 @@ constexpr Tally prove_protocol(const spec::Config& config, std::size_t max_lengt
       const spec::Event record = spec::Record{ids, end};
       tally.count(bridge::step_both(idle, idle_model, record).ok(), config, ids, end, {}, 1);
 
-      // Idle refuses commit and abort.
-      const spec::Event idle_refused[] = {spec::Commit{ids, end}, spec::Abort{}};
+      // Idle refuses commit and abort; record refuses a canonical_end past its ids.
+      const spec::Event idle_refused[] = {spec::Commit{ids, end}, spec::Abort{},
+                                          spec::Record{ids, ids.size() + 1}};
       for (const spec::Event& e : idle_refused) {
         Machine m = idle;
         spec::State s = idle_model;

@@ -181,6 +181,21 @@ TEST(Machine, StepIsAPureTransitionFunction) {
   EXPECT_TRUE(step_is_pure());
 }
 
+/// The compare is exact in constant evaluation on sequences longer than the run-time block, where
+/// the run-time path would use memcmp (which a constant expression cannot call).
+constexpr bool common_prefix_is_constant_on_long_sequences() {
+  const Tokens a = iota(2500);
+  Tokens b = a;
+  b[2100] = -1;
+  return pfx::common_prefix(a, b) == 2100 && pfx::common_prefix(a, a) == 2500;
+}
+static_assert(common_prefix_is_constant_on_long_sequences());
+
+TEST(Machine, TheCompareIsUsableInConstantExpressionsOnLongSequences) {
+  pfx::test::verifies("INV-1");
+  EXPECT_TRUE(common_prefix_is_constant_on_long_sequences());
+}
+
 TEST(Machine, CommitWithinTheReservedCapacityNeverReallocates) {
   pfx::test::verifies("MEM-1");
   Machine m = configured({true, 64, 1});

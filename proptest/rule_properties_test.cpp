@@ -96,11 +96,42 @@ PFX_PROPERTY(Rule, TheRunTimeCompareFindsTheFirstMismatch, "INV-1",
     a[i] = shared.empty() ? static_cast<pfx::token>(i) : shared[i % shared.size()];
   }
   std::vector<pfx::token> b = a;
-  const std::size_t at = *rc::gen::inRange<std::size_t>(0, length + 1);
+  // The mismatch anywhere, or within two tokens of a block edge, where the block walk hands over
+  // to the scan.
+  const std::size_t edge = pfx::detail::lcp_block * *rc::gen::inRange<std::size_t>(0, 5);
+  const std::size_t near_edge = edge + *rc::gen::inRange<std::size_t>(0, 5);
+  const std::size_t at = std::min(
+      length, pfx::gen::one_of({*rc::gen::inRange<std::size_t>(0, length + 1),
+                                near_edge < 2 ? near_edge : near_edge - 2}));
   if (at < length) b[at] += 1;
   const std::size_t cut = *rc::gen::inRange<std::size_t>(0, length + 1);
   b.resize(pfx::gen::one_of({length, cut}));
   RC_CLASSIFY(at >= pfx::detail::lcp_block, "mismatch past the first block");
+  RC_CLASSIFY(at % pfx::detail::lcp_block == 0, "mismatch on a block edge");
   RC_ASSERT(pfx::common_prefix(a, b) == pfx::spec::lcp(a, b));
   RC_ASSERT(pfx::common_prefix(b, a) == pfx::spec::lcp(a, b));
+}
+
+TEST(Rule, TheRunTimeCompareIsExactAroundEveryBlockEdge) {
+  // Every mismatch position within two tokens of each block edge, and no mismatch at all, for
+  // lengths that end just before, on and just after an edge: where the block walk hands over to the
+  // scan, an off-by-one would hide.
+  pfx::test::verifies("INV-1");
+  constexpr std::size_t block = pfx::detail::lcp_block;
+  for (const std::size_t length : {block - 1, block, block + 1, 2 * block - 1, 2 * block,
+                                   2 * block + 1, 3 * block + 7}) {
+    std::vector<pfx::token> a(length);
+    for (std::size_t i = 0; i < length; ++i) a[i] = static_cast<pfx::token>(i % 7);
+    ASSERT_EQ(pfx::common_prefix(a, a), length);
+    for (std::size_t edge = 0; edge <= length + 2; edge += block) {
+      for (std::size_t at = edge < 2 ? 0 : edge - 2; at <= edge + 2 && at < length; ++at) {
+        std::vector<pfx::token> b = a;
+        b[at] += 1;
+        ASSERT_EQ(pfx::common_prefix(a, b), at) << "length " << length << ", mismatch at " << at;
+        ASSERT_EQ(pfx::common_prefix(b, a), at) << "length " << length << ", mismatch at " << at;
+        b.resize(at);  // b a strict prefix of a, ending near the edge
+        ASSERT_EQ(pfx::common_prefix(a, b), at) << "length " << length << ", prefix of " << at;
+      }
+    }
+  }
 }
