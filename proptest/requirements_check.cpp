@@ -1,7 +1,9 @@
 // Fails when an invariant of the catalogue or another requirement (spec/requirements.hpp) has no
-// test, or a test claims an ID neither knows. Reads the "verifies" properties that the tests recorded in their gtest XML reports.
+// test, or a test claims an ID neither knows. Reads the "verifies" properties that the tests
+// recorded in their gtest XML reports. Given the traceability document too, it also fails when the
+// document's per-test index differs from what the tests record.
 //
-//   pfx_requirements_check RESULTS_DIR
+//   pfx_requirements_check RESULTS_DIR [TRACEABILITY_MD]
 
 #include <pfx/spec/catalogue.hpp>
 #include <pfx/spec/requirements.hpp>
@@ -15,9 +17,64 @@
 #include <sstream>
 #include <string>
 
+namespace {
+
+using Ids = std::set<std::string>;
+using IdsByTest = std::map<std::string, Ids>;
+
+std::string read(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Ids split(const std::string& words) {
+  Ids ids;
+  std::istringstream in(words);
+  for (std::string id; in >> id;) ids.insert(id);
+  return ids;
+}
+
+std::string join(const Ids& ids) {
+  std::string out;
+  for (const std::string& id : ids) out += (out.empty() ? "" : " ") + id;
+  return out;
+}
+
+/// Suite.Name -> the IDs it records, from every report in `dir`.
+IdsByTest recorded(const std::filesystem::path& dir) {
+  // <testcase name="X" ... classname="S"> <properties> <property name="verifies" value="INV-1 ..."/>
+  const std::regex testcase(
+      R"re(<testcase name="([^"]*)"[^>]*classname="([^"]*)"[^>]*>\s*<properties>\s*<property name="verifies" value="([^"]*)")re");
+  IdsByTest by_test;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".xml") continue;
+    const std::string xml = read(entry.path());
+    for (std::sregex_iterator it(xml.begin(), xml.end(), testcase), end; it != end; ++it) {
+      by_test[(*it)[2].str() + "." + (*it)[1].str()] = split((*it)[3].str());
+    }
+  }
+  return by_test;
+}
+
+/// Suite.Name -> IDs, from the rows "| `Suite.Name` | INV-1 INV-2 |" of the document's index.
+IdsByTest documented(const std::filesystem::path& doc) {
+  const std::regex row(R"(^\| `([A-Za-z0-9_]+\.[A-Za-z0-9_]+)` \| ([A-Z0-9 -]+) \|$)");
+  IdsByTest by_test;
+  std::istringstream lines(read(doc));
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, row)) by_test[m[1].str()] = split(m[2].str());
+  }
+  return by_test;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: pfx_requirements_check RESULTS_DIR (the gtest XML reports)\n";
+  if (argc != 2 && argc != 3) {
+    std::cerr << "usage: pfx_requirements_check RESULTS_DIR [TRACEABILITY_MD]\n";
     return 2;
   }
   const std::filesystem::path dir = argv[1];
@@ -26,34 +83,22 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  std::set<std::string> known;
+  Ids known;
   pfx::spec::for_each_invariant([&](const auto& inv) { known.insert(std::string(inv.id)); });
   for (const pfx::spec::Requirement& r : pfx::spec::requirements) known.insert(std::string(r.id));
 
-  // <testcase name="X" ... classname="S"> <properties> <property name="verifies" value="INV-1 ..."/>
-  const std::regex testcase(
-      R"re(<testcase name="([^"]*)"[^>]*classname="([^"]*)"[^>]*>\s*<properties>\s*<property name="verifies" value="([^"]*)")re");
-  std::map<std::string, std::set<std::string>> tests_of;
   int problems = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".xml") continue;
-    std::ifstream in(entry.path());
-    std::stringstream text;
-    text << in.rdbuf();
-    const std::string xml = text.str();
-    for (std::sregex_iterator it(xml.begin(), xml.end(), testcase), end; it != end; ++it) {
-      const std::string test = (*it)[2].str() + "." + (*it)[1].str();
-      std::istringstream ids((*it)[3].str());
-      for (std::string id; ids >> id;) {
-        if (known.count(id) == 0) {
-          std::cerr << "FAIL " << test << " claims " << id << ", which no requirement has\n";
-          ++problems;
-        }
-        tests_of[id].insert(test);
+  const IdsByTest by_test = recorded(dir);
+  std::map<std::string, Ids> tests_of;
+  for (const auto& [test, ids] : by_test) {
+    for (const std::string& id : ids) {
+      if (known.count(id) == 0) {
+        std::cerr << "FAIL " << test << " claims " << id << ", which no requirement has\n";
+        ++problems;
       }
+      tests_of[id].insert(test);
     }
   }
-
   for (const std::string& id : known) {
     const auto found = tests_of.find(id);
     if (found == tests_of.end()) {
@@ -63,10 +108,33 @@ int main(int argc, char** argv) {
     }
     std::cout << id << ": " << found->second.size() << " tests\n";
   }
+
+  if (argc == 3) {
+    const IdsByTest in_doc = documented(argv[2]);
+    for (const auto& [test, ids] : by_test) {
+      const auto row = in_doc.find(test);
+      if (row == in_doc.end()) {
+        std::cerr << "FAIL " << argv[2] << " has no row for " << test << " (" << join(ids) << ")\n";
+        ++problems;
+      } else if (row->second != ids) {
+        std::cerr << "FAIL " << argv[2] << " says " << test << " verifies " << join(row->second)
+                  << ", but it records " << join(ids) << "\n";
+        ++problems;
+      }
+    }
+    for (const auto& [test, ids] : in_doc) {
+      if (by_test.count(test) == 0) {
+        std::cerr << "FAIL " << argv[2] << " lists " << test << ", which no report has\n";
+        ++problems;
+      }
+    }
+  }
+
   if (problems != 0) {
     std::cerr << problems << " requirement problem(s)\n";
     return 1;
   }
-  std::cout << "every requirement has a test\n";
+  std::cout << "every requirement has a test" << (argc == 3 ? ", and the index matches" : "")
+            << "\n";
   return 0;
 }
