@@ -10,18 +10,14 @@
 
 #if defined(PFX_PROOF_RULE)
 inline constexpr pfx::proof::Domain domain = pfx::proof::compile_time_rule_domain;
-static_assert(pfx::proof::prove_rule_over(domain, pfx::proof::only(PFX_PROOF_CHUNK,
-                                                                   PFX_PROOF_KEEP_MIN))
-                      .failed == 0,
-              "the offset rule differs from the reference model, or breaks an invariant, on the "
-              "bounded domain; run exhaustive_test for the counterexample");
+inline constexpr auto prove = [](const pfx::proof::Domain& d, const pfx::proof::Slice& s) {
+  return pfx::proof::prove_rule_over(d, s);
+};
 #elif defined(PFX_PROOF_PROTOCOL)
 inline constexpr pfx::proof::Domain domain = pfx::proof::compile_time_protocol_domain;
-static_assert(pfx::proof::prove_protocol_over(domain, pfx::proof::only(PFX_PROOF_CHUNK,
-                                                                       PFX_PROOF_KEEP_MIN))
-                      .failed == 0,
-              "the protocol differs from the reference model, or breaks an invariant, on the "
-              "bounded domain; run exhaustive_test for the counterexample");
+inline constexpr auto prove = [](const pfx::proof::Domain& d, const pfx::proof::Slice& s) {
+  return pfx::proof::prove_protocol_over(d, s);
+};
 #if PFX_PROOF_CHUNK == 1 && PFX_PROOF_KEEP_MIN == 0
 static_assert(pfx::proof::prove_configure(3).failed == 0,
               "configure differs from the reference model or breaks an invariant");
@@ -29,6 +25,12 @@ static_assert(pfx::proof::prove_configure(3).failed == 0,
 #else
 #error "define PFX_PROOF_RULE or PFX_PROOF_PROTOCOL"
 #endif
+
+// The object's name (pfx_compile_time_<proof>_proof_chunk<C>_keep_min<K>) says which proof and
+// slice failed.
+static_assert(prove(domain, pfx::proof::only(PFX_PROOF_CHUNK, PFX_PROOF_KEEP_MIN)).failed == 0,
+              "the machine differs from the reference model, or breaks an invariant, on this slice "
+              "of the bounded domain; run exhaustive_test for the counterexample");
 
 // Together the slices cover the whole domain, no more and no less.
 static_assert(PFX_PROOF_MAX_CHUNK == domain.max_chunk && PFX_PROOF_MAX_KEEP_MIN == domain.max_keep_min,
