@@ -1,8 +1,8 @@
 #pragma once
 
 /// \file
-/// The requirements beside the invariant catalogue that pfx::core promises and the tests verify:
-/// the seed's audits, the seed's rule, and the memory bound. Like every INV of the catalogue, each
+/// The requirements beside the invariant catalogue that pfx promises and the tests verify: the
+/// seed's audits, the seed's rule, the memory bound, bit-exact resume and the driver's guarantees. Like every INV of the catalogue, each
 /// must have a test (proptest/requirements_check.cpp).
 
 #include <array>
@@ -23,6 +23,27 @@ inline constexpr std::array requirements = {
     Requirement{"MEM-1",
                 "4 bytes per token of capacity plus a constant; commits within the reserved "
                 "capacity never reallocate"},
+    Requirement{"THM-1",
+                "with chunk = the engine's prefill grid, every response equals a cold run of the "
+                "same prompt bit for bit: logits, generated tokens, KV rows"},
+    Requirement{"CEX-1",
+                "the bit-exactness check can fail: the seed's rule (chunk = 1) and reuse past "
+                "canonical_end each make some resumed run differ from cold"},
+    Requirement{"DRV-1", "the KV state is allocated once, at full capacity, and never reallocated"},
+    Requirement{"DRV-2",
+                "rows a request gives up are poisoned with NaN, and an engine that reads one is "
+                "caught: the request is aborted with an error"},
+    Requirement{"DRV-3",
+                "a bad request (empty prompt, token outside the vocabulary, more tokens than the "
+                "capacity) is refused with an error naming the problem; record and KV state unchanged"},
+    Requirement{"DRV-4",
+                "after any mix of engine failures, the record holds only valid rows and every later "
+                "response still equals cold bit for bit"},
+    Requirement{"DRV-5",
+                "TF_GLM53_PREFIX_CACHE and TF_GLM53_PREFIX_CACHE_MIN keep the seed's meanings and "
+                "defaults; a malformed value is an error naming the variable"},
+    Requirement{"DRV-6",
+                "the CUDA backend keeps the same claims on a device, and says why when it cannot run"},
 };
 
 }  // namespace pfx::spec

@@ -1,0 +1,42 @@
+// The CUDA backend when pfx was built without a CUDA compiler: it says so, at every entry point.
+
+#include <pfx/driver/cuda.hpp>
+#include <pfx/driver/errors.hpp>
+
+namespace pfx::driver::cuda {
+namespace {
+
+constexpr const char* reason = "pfx was built without a CUDA compiler (configure with nvcc available, PFX_CUDA=ON)";
+
+}  // namespace
+
+bool built_with_cuda() noexcept { return false; }
+std::string unavailable_reason() { return reason; }
+
+struct KvStateOnDevice::Impl {};
+KvStateOnDevice::KvStateOnDevice(const KvShape&) { throw CudaError(reason); }
+KvStateOnDevice::~KvStateOnDevice() = default;
+const KvShape& KvStateOnDevice::shape() const noexcept { static const KvShape none{}; return none; }
+void KvStateOnDevice::fill(std::size_t, std::size_t, float) { throw CudaError(reason); }
+std::vector<float> KvStateOnDevice::copy_rows(std::size_t, std::size_t) const { throw CudaError(reason); }
+void KvStateOnDevice::synchronize() { throw CudaError(reason); }
+std::size_t KvStateOnDevice::memory_bytes() const noexcept { return 0; }
+float* KvStateOnDevice::device_data() const noexcept { return nullptr; }
+void* KvStateOnDevice::stream() const noexcept { return nullptr; }
+
+struct ReferenceEngineOnDevice::Impl {};
+ReferenceEngineOnDevice::ReferenceEngineOnDevice(const ReferenceModelShape&) { throw CudaError(reason); }
+ReferenceEngineOnDevice::~ReferenceEngineOnDevice() = default;
+std::size_t ReferenceEngineOnDevice::chunk() const noexcept { return 1; }
+std::size_t ReferenceEngineOnDevice::vocab() const noexcept { return 0; }
+const ReferenceModelShape& ReferenceEngineOnDevice::model() const noexcept {
+  static const ReferenceModelShape none{};
+  return none;
+}
+std::unique_ptr<KvState> ReferenceEngineOnDevice::make_kv_state(std::size_t) const { throw CudaError(reason); }
+void ReferenceEngineOnDevice::prefill(KvState&, std::span<const token>, std::size_t, std::span<float>) {
+  throw CudaError(reason);
+}
+void ReferenceEngineOnDevice::decode(KvState&, token, std::size_t, std::span<float>) { throw CudaError(reason); }
+
+}  // namespace pfx::driver::cuda

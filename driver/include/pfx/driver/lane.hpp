@@ -1,0 +1,94 @@
+#pragma once
+
+/// \file
+/// The Lane: serves one request at a time on one KV state, taking from it what the machine says may
+/// be reused (docs/driver.md, "The protocol").
+
+#include <pfx/driver/engine.hpp>
+#include <pfx/driver/kv_state.hpp>
+#include <pfx/machine.hpp>
+#include <pfx/token.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace pfx::driver {
+
+#ifdef NDEBUG
+inline constexpr bool poison_by_default = false;
+#else
+inline constexpr bool poison_by_default = true;
+#endif
+
+/// How a lane is set up. reuse and keep_min have the seed's meanings and defaults; see
+/// lane_options_from_environment for TF_GLM53_PREFIX_CACHE and TF_GLM53_PREFIX_CACHE_MIN.
+struct LaneOptions {
+  std::size_t capacity = 4096;  ///< token rows of the KV state, allocated once
+  bool reuse = true;            ///< TF_GLM53_PREFIX_CACHE (audit 259: on by default)
+  std::size_t keep_min = 64;    ///< TF_GLM53_PREFIX_CACHE_MIN
+  /// Fill rows a request gives up with NaN, so that an engine that reads one is caught. On in debug
+  /// builds; the tests turn it on everywhere.
+  bool poison = poison_by_default;
+};
+
+/// Where the time of one request went. first_token is the time to first token: from the call to the
+/// first generated token (or the prompt's logits when none is asked for).
+struct Timings {
+  std::chrono::nanoseconds protocol{};  ///< query, begin and commit on the machine
+  std::chrono::nanoseconds poison{};
+  std::chrono::nanoseconds prefill{};
+  std::chrono::nanoseconds first_token{};
+  std::chrono::nanoseconds decode{};
+  std::chrono::nanoseconds total{};
+};
+
+struct Response {
+  std::vector<token> generated;  ///< greedy, max_new_tokens of them
+  Decision decision;             ///< the offset the request began at, and why
+  std::size_t prefilled = 0;     ///< prompt tokens the engine computed: len(prompt) - offset
+  std::vector<float> logits;     ///< the logits of the prompt's last row
+  Timings timings;
+};
+
+class Lane {
+ public:
+  /// Allocates the KV state (engine.make_kv_state(capacity)) and reserves the record, once. The
+  /// machine's chunk is the engine's. Throws ConfigError when capacity or the engine's chunk is 0.
+  Lane(Engine& engine, const LaneOptions& options);
+
+  /// Serves one request: query, begin, poison, prefill on the chunk grid from the offset, greedy
+  /// decode, synchronize, commit(prompt + generated, len(prompt)).
+  /// Throws RequestError, before anything is written, for an empty prompt, a token outside the
+  /// vocabulary, or len(prompt) + max_new_tokens > capacity. On any later failure (the engine throws,
+  /// StaleRowRead on non-finite logits, a device error) it aborts, so the record keeps only rows
+  /// [0, offset), and rethrows.
+  Response serve(std::span<const token> prompt, std::size_t max_new_tokens);
+
+  /// Forgets the record (the seed's clear). The rows stay until a request gives them up.
+  void clear();
+
+  [[nodiscard]] const Machine& machine() const noexcept { return machine_; }
+  [[nodiscard]] const KvState& kv() const noexcept { return *kv_; }
+  [[nodiscard]] const LaneOptions& options() const noexcept { return options_; }
+  [[nodiscard]] const Engine& engine() const noexcept { return engine_; }
+  /// Rows [0, written_end()) may hold data; rows past it are poisoned or were never written.
+  [[nodiscard]] std::size_t written_end() const noexcept { return written_end_; }
+
+ private:
+  void check_request(std::span<const token> prompt, std::size_t max_new_tokens) const;
+  using Clock = std::chrono::steady_clock;
+  void write(std::span<const token> prompt, std::size_t max_new_tokens, Response& response,
+             Clock::time_point start);
+
+  Engine& engine_;
+  LaneOptions options_;
+  std::unique_ptr<KvState> kv_;
+  Machine machine_;
+  std::size_t written_end_ = 0;
+  std::vector<token> ids_;  ///< prompt + generated, kept to avoid an allocation per request
+};
+
+}  // namespace pfx::driver

@@ -1,0 +1,63 @@
+#pragma once
+
+/// \file
+/// The reference engine's model: a small deterministic transformer whose numerics depend on where
+/// prefill chunks start and on whether a row was written by prefill or by decode, as a real engine's
+/// do. That is what makes THM-1 a claim that can fail (docs/driver.md, "The reference engine").
+///
+/// Per token at position p:  h = embed[token] + position_code(p)
+/// Per layer:  a = rmsnorm(h); q, k, v = Wq a, Wk a, Wv a; row p of the layer's K and V := k, v
+///             h += Wo attention(q, rows 0..p);  h += W2 relu(W1 rmsnorm(h))
+/// Logits:     Wout rmsnorm(h)
+///
+/// Prefill of a chunk [s, e) reduces attention over the rows before the chunk (0..s-1) and over the
+/// chunk's own rows (s..p) as two partial softmax results, merged by log-sum-exp, as prefill kernels
+/// over a KV cache do. Decode reduces rows 0..p in one online-softmax pass, as decode kernels do.
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace pfx::driver {
+
+/// Sizes of the reference model. Defaults are small enough for property tests.
+struct ReferenceModelShape {
+  std::size_t vocab = 64;
+  std::size_t width = 16;   ///< model width = head width (one head per layer)
+  std::size_t hidden = 32;  ///< MLP width
+  std::size_t layers = 2;   ///< at least 2, so that layer-2 rows depend on layer-1 attention
+  std::size_t chunk = 8;    ///< canonical prefill chunk
+  std::uint64_t seed = 253; ///< the weights are a fixed function of the seed and the sizes
+
+  friend constexpr bool operator==(const ReferenceModelShape&, const ReferenceModelShape&) = default;
+};
+
+/// Throws std::invalid_argument naming the field unless every size is usable (layers >= 2, ...).
+void validate(const ReferenceModelShape& shape);
+
+/// The weights, row-major, generated from the seed. Host and CUDA engines use the same weights.
+struct ReferenceWeights {
+  struct Layer {
+    std::vector<float> wq, wk, wv, wo;  ///< width x width
+    std::vector<float> w1;              ///< hidden x width
+    std::vector<float> w2;              ///< width x hidden
+  };
+  std::vector<float> embed;    ///< vocab x width
+  std::vector<Layer> layers;
+  std::vector<float> unembed;  ///< vocab x width
+
+  /// Validates `shape`, then draws every weight from a splitmix64 stream of shape.seed.
+  [[nodiscard]] static ReferenceWeights generate(const ReferenceModelShape& shape);
+};
+
+/// The position code added to the embedding: an integer hash of (position, dimension) mapped to
+/// [-0.25, 0.25). Integer arithmetic, so host and device compute the same floats.
+[[nodiscard]] constexpr float position_code(std::uint64_t position, std::uint64_t dimension) noexcept {
+  std::uint64_t z = position * 0x9E3779B97F4A7C15ULL + dimension * 0xBF58476D1CE4E5B9ULL + 1;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) / static_cast<float>(1ULL << 24) * 0.5f - 0.25f;
+}
+
+}  // namespace pfx::driver

@@ -1,0 +1,128 @@
+#include <pfx/driver/errors.hpp>
+#include <pfx/driver/generation.hpp>
+#include <pfx/driver/lane.hpp>
+
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace pfx::driver {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::chrono::nanoseconds since(Clock::time_point start) { return Clock::now() - start; }
+
+/// A machine refusal here is a bug in the lane, not in the request.
+void expect_accepted(const Outcome& outcome, const char* event) {
+  if (!outcome.accepted()) {
+    throw std::logic_error(std::string("Lane: the machine refused ") + event + ": " +
+                           std::string(describe(outcome.refusal)));
+  }
+}
+
+}  // namespace
+
+Lane::Lane(Engine& engine, const LaneOptions& options) : engine_(engine), options_(options) {
+  if (options.capacity == 0) throw ConfigError("Lane: capacity must be at least 1 token");
+  if (engine.chunk() == 0) throw ConfigError("Lane: the engine's prefill chunk must be at least 1");
+  if (engine.vocab() == 0) throw ConfigError("Lane: the engine's vocabulary is empty");
+  expect_accepted(machine_.configure({.enabled = options.reuse, .keep_min = options.keep_min,
+                                      .chunk = engine.chunk()}),
+                  "configure");
+  kv_ = engine.make_kv_state(options.capacity);
+  if (kv_ == nullptr || kv_->shape().capacity != options.capacity) {
+    throw ConfigError("Lane: the engine's KV state does not have the requested capacity");
+  }
+  machine_.reserve(options.capacity);  // MEM-1: commits never reallocate
+  ids_.reserve(options.capacity);
+}
+
+void Lane::check_request(std::span<const token> prompt, std::size_t max_new_tokens) const {
+  if (prompt.empty()) throw RequestError("Lane::serve: the prompt is empty (at least one token is needed)");
+  const std::size_t vocab = engine_.vocab();
+  for (std::size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || static_cast<std::size_t>(prompt[i]) >= vocab) {
+      throw RequestError("Lane::serve: prompt token " + std::to_string(i) + " is " + std::to_string(prompt[i]) +
+                         ", outside the vocabulary 0.." + std::to_string(vocab - 1));
+    }
+  }
+  const std::size_t capacity = options_.capacity;
+  if (prompt.size() > capacity || max_new_tokens > capacity - prompt.size()) {
+    throw RequestError("Lane::serve: " + std::to_string(prompt.size()) + " prompt tokens + " +
+                       std::to_string(max_new_tokens) + " new tokens do not fit the KV state's " +
+                       std::to_string(capacity) + " rows");
+  }
+}
+
+Response Lane::serve(std::span<const token> prompt, std::size_t max_new_tokens) {
+  const Clock::time_point start = Clock::now();
+  check_request(prompt, max_new_tokens);  // before anything is written
+
+  Response response;
+  Clock::time_point t = Clock::now();
+  const Outcome answer = machine_.query(prompt);
+  expect_accepted(answer, "query");
+  response.decision = answer.decision;
+  expect_accepted(machine_.begin(prompt, answer.decision.offset), "begin");  // INV-8: record shrinks
+  response.timings.protocol += since(t);
+  try {
+    write(prompt, max_new_tokens, response, start);
+  } catch (...) {
+    machine_.abort();  // the record keeps rows [0, offset), which this request did not touch
+    throw;
+  }
+  t = Clock::now();
+  expect_accepted(machine_.commit(ids_, prompt.size()), "commit");
+  response.timings.protocol += since(t);
+  response.timings.total = since(start);
+  return response;
+}
+
+void Lane::write(std::span<const token> prompt, std::size_t max_new_tokens, Response& response,
+                 Clock::time_point start) {
+  const std::size_t offset = response.decision.offset;
+  Clock::time_point t = Clock::now();
+  if (options_.poison && offset < written_end_) {
+    kv_->fill(offset, written_end_, std::numeric_limits<float>::quiet_NaN());
+  }
+  written_end_ = offset;  // rows past the offset no longer hold anything this lane vouches for
+  response.timings.poison = since(t);
+
+  t = Clock::now();
+  response.logits.resize(engine_.vocab());
+  prefill_on_grid(engine_, *kv_, prompt, offset, response.logits, [&](std::size_t, std::size_t end) {
+    written_end_ = end;  // before the call: a failing engine may have written some of the rows
+  });
+  if (!all_finite(response.logits)) {
+    throw StaleRowRead("Lane::serve: the prompt's logits are not finite: the engine read a poisoned or "
+                       "unwritten KV row (or overflowed)");
+  }
+  response.prefilled = prompt.size() - offset;
+  response.timings.prefill = since(t);
+
+  ids_.assign(prompt.begin(), prompt.end());
+  response.generated.clear();
+  response.generated.reserve(max_new_tokens);
+  if (max_new_tokens > 0) response.generated.push_back(argmax(response.logits));
+  response.timings.first_token = since(start);
+
+  t = Clock::now();
+  std::vector<float> step_logits(engine_.vocab());
+  for (std::size_t position = prompt.size(); response.generated.size() < max_new_tokens; ++position) {
+    written_end_ = position + 1;
+    engine_.decode(*kv_, response.generated.back(), position, step_logits);
+    if (!all_finite(step_logits)) {
+      throw StaleRowRead("Lane::serve: the logits of decode step at position " + std::to_string(position) +
+                         " are not finite: the engine read a poisoned or unwritten KV row (or overflowed)");
+    }
+    response.generated.push_back(argmax(step_logits));
+  }
+  kv_->synchronize();  // every row is written before the record claims it
+  response.timings.decode = since(t);
+  ids_.insert(ids_.end(), response.generated.begin(), response.generated.end());
+}
+
+void Lane::clear() { machine_.clear(); }
+
+}  // namespace pfx::driver

@@ -1,0 +1,130 @@
+// Failures and stale rows: after any mix of engine failures every later response still equals a
+// cold run bit for bit (the record kept only valid rows), and an engine that reads a row the lane gave
+// up is caught by the poison.
+
+#include "support/lanes.hpp"
+#include "support/requirement.hpp"
+
+#include <pfx/driver/errors.hpp>
+#include <pfx/driver/faulty_engine.hpp>
+#include <pfx/driver/host_reference_engine.hpp>
+#include <pfx/driver/lane.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace {
+
+using pfx::token;
+using pfx::driver::FaultyEngine;
+using pfx::driver::HostReferenceEngine;
+using pfx::driver::InjectedFault;
+using pfx::driver::Lane;
+
+constexpr std::size_t capacity = 256;
+
+PFX_PROPERTY(Faults, AfterAnyMixOfFailuresEveryResponseEqualsCold, "DRV-4 THM-1 INV-8 DRV-2", ()) {
+  const pfx::driver::ReferenceModelShape shape = *pfx::test::model_shapes();
+  const std::size_t keep_min = *rc::gen::element<std::size_t>(0, 1, 5);
+  const double rate = *rc::gen::element(0.05, 0.2, 0.5);
+  const auto steps = *rc::gen::container<std::vector<pfx::test::TraceStep>>(pfx::test::trace_steps(shape.vocab));
+  HostReferenceEngine engine(shape);
+  FaultyEngine faulty(engine, rate, *rc::gen::arbitrary<std::uint64_t>());
+  Lane lane(faulty, {.capacity = capacity, .reuse = true, .keep_min = keep_min, .poison = true});
+  pfx::test::TraceBuilder trace(shape.vocab, capacity, shape.seed);
+
+  std::size_t served_after_a_failure = 0;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const pfx::test::TraceStep& step = steps[i];
+    if (step.kind == pfx::test::TraceStep::Kind::clear) {
+      lane.clear();
+      continue;
+    }
+    const std::vector<token> prompt = trace.prompt(step);
+    const std::size_t offset = lane.machine().query(prompt).decision.offset;
+    try {
+      const pfx::driver::Response response = lane.serve(prompt, step.max_new_tokens);
+      const pfx::test::Cold cold = pfx::test::cold_run(engine, capacity, prompt, step.max_new_tokens);
+      if (const auto why = pfx::test::differs_from_cold(lane, response, cold, prompt.size(), step.max_new_tokens)) {
+        RC_FAIL(*why + " at step " + std::to_string(i) + " after " + std::to_string(faulty.failures()) +
+                " failures (offset " + std::to_string(response.decision.offset) + ")");
+      }
+      served_after_a_failure += faulty.failures() > 0 ? 1 : 0;
+      trace.answered(prompt, response.generated);
+    } catch (const InjectedFault&) {
+      // INV-8: the aborted request leaves the record holding exactly the rows it did not touch.
+      RC_ASSERT(lane.machine().phase() == pfx::Phase::idle);
+      RC_ASSERT(lane.machine().held().ids == std::vector<token>(prompt.begin(), prompt.begin() + offset));
+      RC_ASSERT(lane.machine().held().canonical_end <= offset);
+    }
+  }
+  RC_CLASSIFY(faulty.failures() > 0 && served_after_a_failure > 0, "served after a failure");
+}
+
+/// An engine with a bug: once `peek` is set, after each prefill chunk it also reads the row just past
+/// the chunk, which it has not written. It adds 0 x that row to a logit, which changes nothing unless
+/// the row is NaN.
+class PeekingEngine final : public pfx::driver::Engine {
+ public:
+  explicit PeekingEngine(Engine& inner) : inner_(inner) {}
+  std::size_t chunk() const noexcept override { return inner_.chunk(); }
+  std::size_t vocab() const noexcept override { return inner_.vocab(); }
+  std::unique_ptr<pfx::driver::KvState> make_kv_state(std::size_t rows) const override {
+    return inner_.make_kv_state(rows);
+  }
+  void prefill(pfx::driver::KvState& kv, std::span<const token> tokens, std::size_t position,
+               std::span<float> logits) override {
+    inner_.prefill(kv, tokens, position, logits);
+    const std::size_t next = position + tokens.size();
+    if (peek && next < kv.shape().capacity) {
+      for (const float x : kv.copy_rows(next, next + 1)) logits[0] += 0.0f * x;
+    }
+  }
+  void decode(pfx::driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override {
+    inner_.decode(kv, next, position, logits);
+  }
+
+  bool peek = false;
+
+ private:
+  Engine& inner_;
+};
+
+TEST(Poisoning, AnEngineThatReadsARowTheLaneGaveUpIsCaught) {
+  pfx::test::verifies("DRV-2 AUDIT-253 INV-8");
+  HostReferenceEngine engine({.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = 4, .seed = 5});
+  const std::vector<token> first = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+  // Shares 12 tokens with `first`, then diverges: rows 12.. hold the first request's rows, now stale.
+  std::vector<token> second(first.begin(), first.begin() + 12);
+  second.insert(second.end(), {30, 31, 30, 31});
+
+  for (const bool poison : {true, false}) {
+    PeekingEngine peeking(engine);
+    Lane lane(peeking, {.capacity = 64, .reuse = true, .keep_min = 0, .poison = poison});
+    (void)lane.serve(first, 6);  // rows 0..24 written: 20 by prefill, 5 by decode
+    ASSERT_EQ(lane.written_end(), 25U);
+
+    peeking.peek = true;  // the second request reuses 12 rows and its first chunk peeks at row 16
+    if (!poison) {
+      EXPECT_NO_THROW((void)lane.serve(second, 0)) << "without the poison a stale read goes unnoticed";
+      continue;
+    }
+    EXPECT_THROW((void)lane.serve(second, 0), pfx::driver::StaleRowRead);
+    EXPECT_EQ(lane.machine().phase(), pfx::Phase::idle);
+    EXPECT_EQ(lane.machine().held().ids, std::vector<token>(first.begin(), first.begin() + 12))
+        << "the aborted request keeps only the reused prefix";
+    // Rows 16..24 were given up and not rewritten (the chunk [12, 16) was): all NaN.
+    for (const float x : lane.kv().copy_rows(16, 25)) ASSERT_TRUE(std::isnan(x));
+    for (const float x : lane.kv().copy_rows(0, 16)) ASSERT_FALSE(std::isnan(x));
+  }
+}
+
+TEST(Poisoning, AFreshKvStateIsPoisonedEverywhere) {
+  pfx::test::verifies("DRV-2");
+  HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 2, .seed = 9});
+  const auto kv = engine.make_kv_state(10);
+  for (const float x : kv->copy_rows(0, 10)) ASSERT_TRUE(std::isnan(x));
+}
+
+}  // namespace

@@ -1,0 +1,181 @@
+#pragma once
+
+/// \file
+/// What the driver tests share: a reference engine of generated sizes, a cold run to compare with,
+/// bit-for-bit comparison, and multi-turn traces (turns, edits, repeats, shorter prompts, new
+/// sessions, clears) built against the lane's own answers.
+
+#include <pfx/driver/engine.hpp>
+#include <pfx/driver/lane.hpp>
+#include <pfx/driver/reference_model.hpp>
+
+#include <rapidcheck.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pfx::test {
+
+/// Small models, so that a property runs hundreds of traces in seconds; chunk and keep_min vary so
+/// that offsets land on and off every bound.
+inline rc::Gen<driver::ReferenceModelShape> model_shapes() {
+  return rc::gen::apply(
+      [](std::size_t vocab, std::size_t width, std::size_t layers, std::size_t chunk, std::uint64_t seed) {
+        return driver::ReferenceModelShape{.vocab = vocab, .width = width, .hidden = 2 * width,
+                                           .layers = layers, .chunk = chunk, .seed = seed};
+      },
+      rc::gen::element<std::size_t>(8, 24, 64), rc::gen::element<std::size_t>(4, 8, 16),
+      rc::gen::element<std::size_t>(2, 3), rc::gen::element<std::size_t>(1, 2, 3, 4, 8, 16),
+      rc::gen::arbitrary<std::uint64_t>());
+}
+
+/// Bitwise equality of floats (NaN equals the same NaN; -0 differs from +0).
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+/// Rows a response wrote and vouches for: the prompt's, and the decode rows below the last token.
+inline std::size_t rows_written(std::size_t prompt, std::size_t max_new_tokens) {
+  return prompt + (max_new_tokens > 0 ? max_new_tokens - 1 : 0);
+}
+
+/// A run of the prompt on a lane that never reuses, in a KV state of its own.
+struct Cold {
+  driver::Response response;
+  std::vector<float> rows;
+};
+
+inline Cold cold_run(driver::Engine& engine, std::size_t capacity, const std::vector<token>& prompt,
+                     std::size_t max_new_tokens) {
+  driver::Lane lane(engine, {.capacity = capacity, .reuse = false, .keep_min = 0, .poison = true});
+  Cold cold{lane.serve(prompt, max_new_tokens), {}};
+  cold.rows = lane.kv().copy_rows(0, rows_written(prompt.size(), max_new_tokens));
+  return cold;
+}
+
+/// Why a resumed response differs from its cold run, or nullopt when it is the same bit for bit:
+/// logits of the prompt's last row, the generated tokens, and every row the request vouches for.
+inline std::optional<std::string> differs_from_cold(const driver::Lane& lane, const driver::Response& resumed,
+                                                    const Cold& cold, std::size_t prompt,
+                                                    std::size_t max_new_tokens) {
+  if (!same_bits(resumed.logits, cold.response.logits)) return "the prompt's logits differ";
+  if (resumed.generated != cold.response.generated) return "the generated tokens differ";
+  if (!same_bits(lane.kv().copy_rows(0, rows_written(prompt, max_new_tokens)), cold.rows)) {
+    return "the KV rows differ";
+  }
+  return std::nullopt;
+}
+
+/// One step of a multi-turn trace. The prompt is built when the step runs, from what the lane
+/// answered before, so that turns extend real answers.
+struct TraceStep {
+  enum class Kind { next_turn, edit_early, edit_late, repeat, shorter, new_session, clear };
+  Kind kind = Kind::next_turn;
+  std::vector<token> fresh;     ///< new user tokens
+  std::size_t where = 0;        ///< picks the edit position or the cut (taken modulo a length)
+  std::size_t system = 0;       ///< which shared system prompt a new session starts with
+  std::size_t max_new_tokens = 0;
+};
+
+inline const char* name(TraceStep::Kind kind) {
+  switch (kind) {
+    case TraceStep::Kind::next_turn: return "next turn";
+    case TraceStep::Kind::edit_early: return "edit early";
+    case TraceStep::Kind::edit_late: return "edit late";
+    case TraceStep::Kind::repeat: return "repeat";
+    case TraceStep::Kind::shorter: return "shorter";
+    case TraceStep::Kind::new_session: return "new session";
+    case TraceStep::Kind::clear: return "clear";
+  }
+  return "?";
+}
+
+inline rc::Gen<TraceStep> trace_steps(std::size_t vocab) {
+  using Kind = TraceStep::Kind;
+  return rc::gen::apply(
+      [](Kind kind, std::vector<token> fresh, std::size_t where, std::size_t system, std::size_t max_new) {
+        return TraceStep{kind, std::move(fresh), where, system, max_new};
+      },
+      rc::gen::weightedElement<Kind>({{6, Kind::next_turn}, {2, Kind::edit_early}, {2, Kind::edit_late},
+                                      {2, Kind::repeat}, {2, Kind::shorter}, {2, Kind::new_session},
+                                      {1, Kind::clear}}),
+      rc::gen::resize(24, rc::gen::nonEmpty(rc::gen::container<std::vector<token>>(
+                              rc::gen::inRange<token>(0, static_cast<token>(vocab))))),
+      rc::gen::arbitrary<std::size_t>(), rc::gen::inRange<std::size_t>(0, 3),
+      rc::gen::inRange<std::size_t>(0, 6));
+}
+
+/// Builds each step's prompt from the last one and the lane's last answer. System prompts are shared
+/// between sessions, so a new session can reuse another's rows.
+class TraceBuilder {
+ public:
+  TraceBuilder(std::size_t vocab, std::size_t capacity, std::uint64_t seed) : vocab_(vocab), capacity_(capacity) {
+    for (std::size_t s = 0; s < 3; ++s) {
+      std::vector<token> system(8 + 13 * s);
+      for (std::size_t i = 0; i < system.size(); ++i) {
+        system[i] = static_cast<token>((seed + 7 * s + 31 * i * i) % vocab);
+      }
+      systems_.push_back(std::move(system));
+    }
+  }
+
+  /// The prompt of `step` (empty for a clear).
+  std::vector<token> prompt(const TraceStep& step) const {
+    using Kind = TraceStep::Kind;
+    std::vector<token> p;
+    switch (step.kind) {
+      case Kind::clear: return {};
+      case Kind::next_turn:
+        p = conversation_;
+        p.insert(p.end(), step.fresh.begin(), step.fresh.end());
+        break;
+      case Kind::edit_early:
+      case Kind::edit_late:
+        p = conversation_.empty() ? systems_[step.system] : conversation_;
+        {
+          const std::size_t quarter = std::max<std::size_t>(1, p.size() / 4);
+          const std::size_t at = step.kind == Kind::edit_early ? step.where % quarter
+                                                               : p.size() - 1 - step.where % quarter;
+          // the edit always changes the token, so the prompt diverges exactly there
+          p[at] = step.fresh.front() == p[at] ? static_cast<token>((static_cast<std::size_t>(p[at]) + 1) % vocab_)
+                                              : step.fresh.front();
+        }
+        p.insert(p.end(), step.fresh.begin() + 1, step.fresh.end());
+        break;
+      case Kind::repeat: p = last_prompt_.empty() ? systems_[step.system] : last_prompt_; break;
+      case Kind::shorter:
+        p = last_prompt_.empty() ? systems_[step.system] : last_prompt_;
+        p.resize(1 + step.where % p.size());
+        break;
+      case Kind::new_session:
+        p = systems_[step.system];
+        p.insert(p.end(), step.fresh.begin(), step.fresh.end());
+        break;
+    }
+    if (p.size() + step.max_new_tokens > capacity_) {  // too long for the lane: a new session instead
+      p = systems_[step.system];
+      p.insert(p.end(), step.fresh.begin(), step.fresh.end());
+    }
+    return p;
+  }
+
+  /// Records what the lane answered, for the next step.
+  void answered(const std::vector<token>& prompt, const std::vector<token>& generated) {
+    last_prompt_ = prompt;
+    conversation_ = prompt;
+    conversation_.insert(conversation_.end(), generated.begin(), generated.end());
+  }
+
+ private:
+  std::size_t vocab_;
+  std::size_t capacity_;
+  std::vector<std::vector<token>> systems_;
+  std::vector<token> last_prompt_;
+  std::vector<token> conversation_;
+};
+
+}  // namespace pfx::test
