@@ -1,7 +1,9 @@
 // A user of pfx: the machine decides an offset, at compile time and at run time, and the reference
-// model agrees.
+// model agrees; a lane serves two turns on the host reference engine and reuses the first.
 
 #include <pfx/core.hpp>
+#include <pfx/driver/host_reference_engine.hpp>
+#include <pfx/driver/lane.hpp>
 #include <pfx/spec/reference.hpp>
 
 #include <cstdio>
@@ -24,5 +26,14 @@ int main() {
   s.canonical_end = 4;
   const std::size_t expected = pfx::spec::reference_offset(s, {1, 2, 3, 9});
   std::printf("pfx %s: offset %zu (reference %zu)\n", PFX_VERSION_STRING, reuse(), expected);
-  return reuse() == expected ? 0 : 1;
+
+  pfx::driver::HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4});
+  pfx::driver::Lane lane(engine, {.capacity = 64, .reuse = true, .keep_min = 4});
+  std::vector<pfx::token> turn = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const auto first = lane.serve(turn, 3);
+  turn.insert(turn.end(), first.generated.begin(), first.generated.end());
+  turn.push_back(5);
+  const auto second = lane.serve(turn, 3);
+  std::printf("lane: second turn reused %zu of %zu tokens\n", second.decision.offset, turn.size());
+  return reuse() == expected && second.decision.offset == 8 ? 0 : 1;
 }
