@@ -76,6 +76,7 @@ TEST(Cuda, AfterAnyMixOfFailuresEveryResponseEqualsAColdRunBitForBit) {
       continue;
     }
     const std::vector<token> prompt = trace.prompt(step);
+    const std::size_t offset = lane.machine().query(prompt).decision.offset;
     try {
       const pfx::driver::Response response = lane.serve(prompt, step.max_new_tokens);
       const pfx::test::Cold cold = pfx::test::cold_run(engine, capacity, prompt, step.max_new_tokens);
@@ -85,7 +86,9 @@ TEST(Cuda, AfterAnyMixOfFailuresEveryResponseEqualsAColdRunBitForBit) {
       }
       trace.answered(prompt, response.generated);
     } catch (const pfx::driver::InjectedFault&) {
-      // the lane aborted; the next responses must still equal cold
+      // INV-8: the aborted request leaves the record holding exactly the rows it did not touch.
+      RC_ASSERT(lane.machine().phase() == pfx::Phase::idle);
+      RC_ASSERT(lane.machine().held().ids == std::vector<token>(prompt.begin(), prompt.begin() + offset));
     }
   }
   });
@@ -136,6 +139,21 @@ TEST(Cuda, TheKvStateIsAllocatedOnceAndPoisoned) {
   for (const float x : kv.copy_rows(0, 13)) ASSERT_FALSE(std::isnan(x));
   EXPECT_EQ(kv.device_data(), allocation);
   EXPECT_EQ(kv.memory_bytes(), 64U * 2 * 2 * 8 * sizeof(float));
+}
+
+TEST(Cuda, AnEngineThatReadsARowTheLaneGaveUpIsCaughtOnTheDevice) {
+  PFX_REQUIRE_CUDA_DEVICE();
+  pfx::test::verifies("DRV-2 DRV-6");
+  ReferenceEngineOnDevice engine({.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = 4, .seed = 5});
+  pfx::test::PeekingEngine peeking(engine);
+  Lane lane(peeking, {.capacity = 64, .reuse = true, .keep_min = 0, .poison = true});
+  const std::vector<token> first = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+  (void)lane.serve(first, 6);
+  std::vector<token> second(first.begin(), first.begin() + 12);
+  second.insert(second.end(), {30, 31, 30, 31});
+  peeking.peek = true;  // the first chunk [12, 16) peeks at row 16, which the request gave up
+  EXPECT_THROW((void)lane.serve(second, 0), pfx::driver::StaleRowRead);
+  EXPECT_EQ(lane.machine().held().ids, std::vector<token>(first.begin(), first.begin() + 12));
 }
 
 }  // namespace

@@ -62,35 +62,6 @@ PFX_PROPERTY(Faults, AfterAnyMixOfFailuresEveryResponseEqualsCold, "DRV-4 THM-1 
   RC_CLASSIFY(faulty.failures() > 0 && served_after_a_failure > 0, "served after a failure");
 }
 
-/// An engine with a bug: once `peek` is set, after each prefill chunk it also reads the row just past
-/// the chunk, which it has not written. It adds 0 x that row to a logit, which changes nothing unless
-/// the row is NaN.
-class PeekingEngine final : public pfx::driver::Engine {
- public:
-  explicit PeekingEngine(Engine& inner) : inner_(inner) {}
-  std::size_t chunk() const noexcept override { return inner_.chunk(); }
-  std::size_t vocab() const noexcept override { return inner_.vocab(); }
-  std::unique_ptr<pfx::driver::KvState> make_kv_state(std::size_t rows) const override {
-    return inner_.make_kv_state(rows);
-  }
-  void prefill(pfx::driver::KvState& kv, std::span<const token> tokens, std::size_t position,
-               std::span<float> logits) override {
-    inner_.prefill(kv, tokens, position, logits);
-    const std::size_t next = position + tokens.size();
-    if (peek && next < kv.shape().capacity) {
-      for (const float x : kv.copy_rows(next, next + 1)) logits[0] += 0.0f * x;
-    }
-  }
-  void decode(pfx::driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override {
-    inner_.decode(kv, next, position, logits);
-  }
-
-  bool peek = false;
-
- private:
-  Engine& inner_;
-};
-
 TEST(Poisoning, AnEngineThatReadsARowTheLaneGaveUpIsCaught) {
   pfx::test::verifies("DRV-2 AUDIT-253 INV-8");
   HostReferenceEngine engine({.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = 4, .seed = 5});
@@ -100,7 +71,7 @@ TEST(Poisoning, AnEngineThatReadsARowTheLaneGaveUpIsCaught) {
   second.insert(second.end(), {30, 31, 30, 31});
 
   for (const bool poison : {true, false}) {
-    PeekingEngine peeking(engine);
+    pfx::test::PeekingEngine peeking(engine);
     Lane lane(peeking, {.capacity = 64, .reuse = true, .keep_min = 0, .poison = poison});
     (void)lane.serve(first, 6);  // rows 0..24 written: 20 by prefill, 5 by decode
     ASSERT_EQ(lane.written_end(), 25U);

@@ -34,6 +34,8 @@ Lane::Lane(Engine& engine, const LaneOptions& options) : engine_(engine), option
   if (kv_ == nullptr || kv_->shape().capacity != options.capacity) {
     throw ConfigError("Lane: the engine's KV state does not have the requested capacity");
   }
+  // Rows never written read like poisoned ones, whatever the KV state starts with.
+  if (options.poison) kv_->fill(0, options.capacity, std::numeric_limits<float>::quiet_NaN());
   machine_.reserve(options.capacity);  // MEM-1: commits never reallocate
   ids_.reserve(options.capacity);
 }
@@ -68,13 +70,13 @@ Response Lane::serve(std::span<const token> prompt, std::size_t max_new_tokens) 
   response.timings.protocol += since(t);
   try {
     write(prompt, max_new_tokens, response, start);
+    t = Clock::now();
+    expect_accepted(machine_.commit(ids_, prompt.size()), "commit");  // canonical_end: AUDIT-260
+    response.timings.protocol += since(t);
   } catch (...) {
-    machine_.abort();  // the record keeps rows [0, offset), which this request did not touch
+    machine_.abort();  // INV-8: the record keeps rows [0, offset), which this request did not touch
     throw;
   }
-  t = Clock::now();
-  expect_accepted(machine_.commit(ids_, prompt.size()), "commit");
-  response.timings.protocol += since(t);
   response.timings.total = since(start);
   return response;
 }
@@ -91,13 +93,20 @@ void Lane::write(std::span<const token> prompt, std::size_t max_new_tokens, Resp
 
   t = Clock::now();
   response.logits.resize(engine_.vocab());
-  prefill_on_grid(engine_, *kv_, prompt, offset, response.logits, [&](std::size_t, std::size_t end) {
+  const auto check_logits = [&](std::size_t begin, std::size_t end) {
+    if (!all_finite(response.logits)) {
+      throw StaleRowRead("Lane::serve: the logits of prefill chunk [" + std::to_string(begin) + ", " +
+                         std::to_string(end) + ") are not finite: the engine read a poisoned or unwritten "
+                         "KV row (or overflowed)");
+    }
+  };
+  std::size_t chunk_begin = offset;
+  prefill_on_grid(engine_, *kv_, prompt, offset, response.logits, [&](std::size_t begin, std::size_t end) {
+    if (begin > offset) check_logits(chunk_begin, begin);  // every chunk's logits, not only the last
+    chunk_begin = begin;
     written_end_ = end;  // before the call: a failing engine may have written some of the rows
   });
-  if (!all_finite(response.logits)) {
-    throw StaleRowRead("Lane::serve: the prompt's logits are not finite: the engine read a poisoned or "
-                       "unwritten KV row (or overflowed)");
-  }
+  check_logits(chunk_begin, prompt.size());
   response.prefilled = prompt.size() - offset;
   response.timings.prefill = since(t);
 

@@ -6,6 +6,7 @@
 /// sessions, clears) built against the lane's own answers.
 
 #include <pfx/driver/engine.hpp>
+#include <pfx/driver/kv_state.hpp>
 #include <pfx/driver/lane.hpp>
 #include <pfx/driver/reference_model.hpp>
 
@@ -14,6 +15,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <memory>
+#include <span>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,6 +72,35 @@ inline std::optional<std::string> differs_from_cold(const driver::Lane& lane, co
   }
   return std::nullopt;
 }
+
+/// An engine with a bug: once `peek` is set, after each prefill chunk it also reads the row just past
+/// the chunk, which it has not written. It adds 0 x that row to a logit, which changes nothing unless
+/// the row is NaN.
+class PeekingEngine final : public driver::Engine {
+ public:
+  explicit PeekingEngine(Engine& inner) : inner_(inner) {}
+  std::size_t chunk() const noexcept override { return inner_.chunk(); }
+  std::size_t vocab() const noexcept override { return inner_.vocab(); }
+  std::unique_ptr<driver::KvState> make_kv_state(std::size_t rows) const override {
+    return inner_.make_kv_state(rows);
+  }
+  void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
+               std::span<float> logits) override {
+    inner_.prefill(kv, tokens, position, logits);
+    const std::size_t next = position + tokens.size();
+    if (peek && next < kv.shape().capacity) {
+      for (const float x : kv.copy_rows(next, next + 1)) logits[0] += 0.0f * x;
+    }
+  }
+  void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override {
+    inner_.decode(kv, next, position, logits);
+  }
+
+  bool peek = false;
+
+ private:
+  Engine& inner_;
+};
 
 /// One step of a multi-turn trace. The prompt is built when the step runs, from what the lane
 /// answered before, so that turns extend real answers.

@@ -55,15 +55,18 @@ struct Response {
 
 class Lane {
  public:
-  /// Allocates the KV state (engine.make_kv_state(capacity)) and reserves the record, once. The
-  /// machine's chunk is the engine's. Throws ConfigError when capacity or the engine's chunk is 0.
+  /// Allocates the KV state (engine.make_kv_state(capacity)) and reserves the record, once; with
+  /// poisoning on, fills the state with NaN. The machine's chunk is the engine's. Throws ConfigError
+  /// when capacity, the engine's chunk or its vocabulary is 0, or the engine's KV state does not
+  /// have the requested capacity.
   Lane(Engine& engine, const LaneOptions& options);
 
   /// Serves one request: query, begin, poison, prefill on the chunk grid from the offset, greedy
   /// decode, synchronize, commit(prompt + generated, len(prompt)).
   /// Throws RequestError, before anything is written, for an empty prompt, a token outside the
-  /// vocabulary, or len(prompt) + max_new_tokens > capacity. On any later failure (the engine throws,
-  /// StaleRowRead on non-finite logits, a device error) it aborts, so the record keeps only rows
+  /// vocabulary, or len(prompt) + max_new_tokens > capacity (the record holds the last generated
+  /// token too, though it has no row). On any later failure (the engine throws, StaleRowRead on
+  /// non-finite logits of any chunk or step, a device error) it aborts, so the record keeps only rows
   /// [0, offset), and rethrows.
   Response serve(std::span<const token> prompt, std::size_t max_new_tokens);
 
@@ -74,7 +77,7 @@ class Lane {
   [[nodiscard]] const KvState& kv() const noexcept { return *kv_; }
   [[nodiscard]] const LaneOptions& options() const noexcept { return options_; }
   [[nodiscard]] const Engine& engine() const noexcept { return engine_; }
-  /// Rows [0, written_end()) may hold data; rows past it are poisoned or were never written.
+  /// Rows [0, written_end()) may hold data; with poisoning on, rows past it are NaN.
   [[nodiscard]] std::size_t written_end() const noexcept { return written_end_; }
 
  private:
