@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The CUDA checks, for a machine with a GPU: builds the `device` preset, runs the CUDA tests (which
+# must run, not skip) and the whole suite, then the driver benchmarks. Prints what it measured.
+#
+#   scripts/cuda-check.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+cmake --preset device >/dev/null
+cmake --build --preset device -j "$(nproc)"
+
+# The backend must see the device; a skipped CUDA test here is a failure.
+build/device/proptest/driver_cuda_test --gtest_brief=0 2>&1 | tee build/device/cuda-tests.log
+if grep -q "SKIPPED \]" build/device/cuda-tests.log; then
+  echo "cuda-check: CUDA tests were skipped on a machine that should have a device" >&2
+  exit 1
+fi
+ctest --preset device -j "$(nproc)"
+
+if [ -x build/device/bench/pfx_driver_bench ]; then
+  build/device/bench/pfx_driver_bench --benchmark_min_time=0.2
+fi
