@@ -19,7 +19,6 @@ namespace {
 using pfx::token;
 using pfx::driver::FaultyEngine;
 using pfx::driver::HostReferenceEngine;
-using pfx::driver::InjectedFault;
 using pfx::driver::Lane;
 
 constexpr std::size_t capacity = 256;
@@ -34,32 +33,9 @@ PFX_PROPERTY(Faults, AfterAnyMixOfFailuresEveryResponseEqualsCold, "DRV-4 THM-1 
   Lane lane(faulty, {.capacity = capacity, .reuse = true, .keep_min = keep_min, .poison = true});
   pfx::test::TraceBuilder trace(shape.vocab, capacity, shape.seed);
 
-  std::size_t served_after_a_failure = 0;
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const pfx::test::TraceStep& step = steps[i];
-    if (step.kind == pfx::test::TraceStep::Kind::clear) {
-      lane.clear();
-      continue;
-    }
-    const std::vector<token> prompt = trace.prompt(step);
-    const std::size_t offset = lane.machine().query(prompt).decision.offset;
-    try {
-      const pfx::driver::Response response = lane.serve(prompt, step.max_new_tokens);
-      const pfx::test::Cold cold = pfx::test::cold_run(engine, capacity, prompt, step.max_new_tokens);
-      if (const auto why = pfx::test::differs_from_cold(lane, response, cold, prompt.size(), step.max_new_tokens)) {
-        RC_FAIL(*why + " at step " + std::to_string(i) + " after " + std::to_string(faulty.failures()) +
-                " failures (offset " + std::to_string(response.decision.offset) + ")");
-      }
-      served_after_a_failure += faulty.failures() > 0 ? 1 : 0;
-      trace.answered(prompt, response.generated);
-    } catch (const InjectedFault&) {
-      // INV-8: the aborted request leaves the record holding exactly the rows it did not touch.
-      RC_ASSERT(lane.machine().phase() == pfx::Phase::idle);
-      RC_ASSERT(lane.machine().held().ids == std::vector<token>(prompt.begin(), prompt.begin() + offset));
-      RC_ASSERT(lane.machine().held().canonical_end <= offset);
-    }
-  }
-  RC_CLASSIFY(faulty.failures() > 0 && served_after_a_failure > 0, "served after a failure");
+  const pfx::test::TraceReplay replay = pfx::test::replay_against_cold(lane, engine, capacity, steps, trace);
+  RC_ASSERT(replay.failures == faulty.failures());
+  RC_CLASSIFY(replay.served_after_a_failure > 0, "served after a failure");
 }
 
 TEST(Poisoning, AnEngineThatReadsARowTheLaneGaveUpIsCaught) {

@@ -32,25 +32,8 @@ PFX_PROPERTY(Resume, EveryResponseEqualsAColdRunBitForBit, "THM-1 AUDIT-253 AUDI
   Lane lane(engine, {.capacity = capacity, .reuse = true, .keep_min = keep_min, .poison = true});
   pfx::test::TraceBuilder trace(shape.vocab, capacity, shape.seed);
 
-  std::size_t reused = 0;
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const pfx::test::TraceStep& step = steps[i];
-    if (step.kind == pfx::test::TraceStep::Kind::clear) {
-      lane.clear();
-      continue;
-    }
-    const std::vector<token> prompt = trace.prompt(step);
-    const pfx::driver::Response response = lane.serve(prompt, step.max_new_tokens);
-    RC_ASSERT(response.prefilled == prompt.size() - response.decision.offset);
-    const pfx::test::Cold cold = pfx::test::cold_run(engine, capacity, prompt, step.max_new_tokens);
-    if (const auto why = pfx::test::differs_from_cold(lane, response, cold, prompt.size(), step.max_new_tokens)) {
-      RC_FAIL(*why + " at step " + std::to_string(i) + " (" + pfx::test::name(step.kind) + ", offset " +
-              std::to_string(response.decision.offset) + " of " + std::to_string(prompt.size()) + ")");
-    }
-    reused += response.decision.offset;
-    trace.answered(prompt, response.generated);
-  }
-  RC_CLASSIFY(reused > 0, "some rows reused");
+  const pfx::test::TraceReplay replay = pfx::test::replay_against_cold(lane, engine, capacity, steps, trace);
+  RC_CLASSIFY(replay.reused > 0, "some rows reused");
   RC_CLASSIFY(shape.chunk > 1, "chunk > 1");
 }
 

@@ -6,6 +6,7 @@
 /// sessions, clears) built against the lane's own answers.
 
 #include <pfx/driver/engine.hpp>
+#include <pfx/driver/faulty_engine.hpp>
 #include <pfx/driver/kv_state.hpp>
 #include <pfx/driver/lane.hpp>
 #include <pfx/driver/reference_model.hpp>
@@ -209,5 +210,53 @@ class TraceBuilder {
   std::vector<token> last_prompt_;
   std::vector<token> conversation_;
 };
+
+/// What a replayed trace did, for RC_CLASSIFY.
+struct TraceReplay {
+  std::size_t reused = 0;                  ///< rows taken from the KV state, over all responses
+  std::size_t failures = 0;                ///< requests an injected fault aborted
+  std::size_t served_after_a_failure = 0;  ///< responses that followed a failure
+};
+
+/// Replays `steps` through `lane`: every response must equal a cold run on `engine` (the engine
+/// without any fault wrapper) bit for bit (THM-1), and every request an InjectedFault aborted must
+/// leave the record holding exactly the prompt's first `offset` tokens (INV-8). Fails the property
+/// with the step, its kind and its offset otherwise.
+inline TraceReplay replay_against_cold(driver::Lane& lane, driver::Engine& engine, std::size_t capacity,
+                                       const std::vector<TraceStep>& steps, TraceBuilder& trace) {
+  TraceReplay replay;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const TraceStep& step = steps[i];
+    if (step.kind == TraceStep::Kind::clear) {
+      lane.clear();
+      continue;
+    }
+    const std::vector<token> prompt = trace.prompt(step);
+    const std::size_t offset = lane.machine().query(prompt).decision.offset;
+    const std::string where = " at step " + std::to_string(i) + " (" + name(step.kind) + ", offset " +
+                              std::to_string(offset) + " of " + std::to_string(prompt.size()) + ", after " +
+                              std::to_string(replay.failures) + " failures)";
+    try {
+      const driver::Response response = lane.serve(prompt, step.max_new_tokens);
+      RC_ASSERT(response.decision.offset == offset);
+      RC_ASSERT(response.prefilled == prompt.size() - offset);
+      const Cold cold = cold_run(engine, capacity, prompt, step.max_new_tokens);
+      if (const auto why = differs_from_cold(lane, response, cold, prompt.size(), step.max_new_tokens)) {
+        RC_FAIL(*why + where);
+      }
+      replay.reused += offset;
+      replay.served_after_a_failure += replay.failures > 0 ? 1 : 0;
+      trace.answered(prompt, response.generated);
+    } catch (const driver::InjectedFault&) {
+      ++replay.failures;
+      if (lane.machine().phase() != Phase::idle) RC_FAIL("the lane is still writing after a failure" + where);
+      if (lane.machine().held().ids != std::vector<token>(prompt.begin(), prompt.begin() + offset) ||
+          lane.machine().held().canonical_end > offset) {
+        RC_FAIL("the record holds more than the untouched prefix after a failure" + where);
+      }
+    }
+  }
+  return replay;
+}
 
 }  // namespace pfx::test
