@@ -58,14 +58,15 @@ TEST(Cuda, TheBackendSaysWhyItCannotRunWhenItCannot) {
 
 TEST(Cuda, AfterAnyMixOfFailuresEveryResponseEqualsAColdRunBitForBit) {
   PFX_REQUIRE_CUDA_DEVICE();
-  pfx::test::verifies("THM-1 DRV-4 DRV-6");
+  pfx::test::verifies("THM-1 DRV-2 DRV-4 DRV-6");
   rc::detail::checkGTest([] {
     const pfx::driver::ReferenceModelShape shape = *pfx::test::model_shapes();
     const std::size_t keep_min = *rc::gen::element<std::size_t>(0, 1, 5, 16);
     const double rate = *rc::gen::element(0.0, 0.2);
     const auto steps = *rc::gen::container<std::vector<pfx::test::TraceStep>>(pfx::test::trace_steps(shape.vocab));
     ReferenceEngineOnDevice engine(shape);
-    pfx::driver::FaultyEngine faulty(engine, rate, shape.seed);
+    pfx::test::PoisonAuditingEngine audited(engine);
+    pfx::driver::FaultyEngine faulty(audited, rate, shape.seed);
     Lane lane(faulty, {.capacity = capacity, .reuse = true, .keep_min = keep_min, .poison = true});
     pfx::test::TraceBuilder trace(shape.vocab, capacity, shape.seed);
     const pfx::test::TraceReplay replay = pfx::test::replay_against_cold(lane, engine, capacity, steps, trace);

@@ -24,12 +24,13 @@ using pfx::driver::ReferenceModelShape;
 
 constexpr std::size_t capacity = 256;
 
-PFX_PROPERTY(Resume, EveryResponseEqualsAColdRunBitForBit, "THM-1 AUDIT-253 AUDIT-260", ()) {
+PFX_PROPERTY(Resume, EveryResponseEqualsAColdRunBitForBit, "THM-1 AUDIT-253 AUDIT-260 DRV-2", ()) {
   const ReferenceModelShape shape = *pfx::test::model_shapes();
   const std::size_t keep_min = *rc::gen::element<std::size_t>(0, 1, 5, 16);
   const auto steps = *rc::gen::container<std::vector<pfx::test::TraceStep>>(pfx::test::trace_steps(shape.vocab));
   HostReferenceEngine engine(shape);
-  Lane lane(engine, {.capacity = capacity, .reuse = true, .keep_min = keep_min, .poison = true});
+  pfx::test::PoisonAuditingEngine audited(engine);  // DRV-2: every call starts on poisoned rows
+  Lane lane(audited, {.capacity = capacity, .reuse = true, .keep_min = keep_min, .poison = true});
   pfx::test::TraceBuilder trace(shape.vocab, capacity, shape.seed);
 
   const pfx::test::TraceReplay replay = pfx::test::replay_against_cold(lane, engine, capacity, steps, trace);

@@ -17,8 +17,9 @@
 #include <cstddef>
 #include <cstring>
 #include <memory>
-#include <span>
 #include <optional>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -47,17 +48,37 @@ inline std::size_t rows_written(std::size_t prompt, std::size_t max_new_tokens) 
   return prompt + (max_new_tokens > 0 ? max_new_tokens - 1 : 0);
 }
 
-/// A run of the prompt on a lane that never reuses, in a KV state of its own.
+/// What a cold run of a prompt produced.
 struct Cold {
-  driver::Response response;
-  std::vector<float> rows;
+  std::vector<float> logits;     ///< of the prompt's last row
+  std::vector<token> generated;  ///< greedy
+  std::vector<float> rows;       ///< rows_written(...) rows of the KV state
 };
 
+/// The prompt run cold, by hand rather than through a Lane, so that a bug in the lane cannot hide
+/// in both sides of a comparison: a KV state of its own, prefill from 0 in chunks [k C, (k+1) C) cut
+/// at the prompt's end, then greedy decoding (the largest logit, the lowest id on a tie), each step
+/// writing the row of the token before it.
 inline Cold cold_run(driver::Engine& engine, std::size_t capacity, const std::vector<token>& prompt,
                      std::size_t max_new_tokens) {
-  driver::Lane lane(engine, {.capacity = capacity, .reuse = false, .keep_min = 0, .poison = true});
-  Cold cold{lane.serve(prompt, max_new_tokens), {}};
-  cold.rows = lane.kv().copy_rows(0, rows_written(prompt.size(), max_new_tokens));
+  const std::unique_ptr<driver::KvState> kv = engine.make_kv_state(capacity);
+  Cold cold;
+  cold.logits.resize(engine.vocab());
+  const std::span<const token> tokens(prompt);
+  for (std::size_t begin = 0; begin < prompt.size(); begin += engine.chunk()) {
+    const std::size_t length = std::min(engine.chunk(), prompt.size() - begin);
+    engine.prefill(*kv, tokens.subspan(begin, length), begin, cold.logits);
+  }
+  std::vector<float> logits = cold.logits;
+  while (cold.generated.size() < max_new_tokens) {
+    if (!cold.generated.empty()) {
+      engine.decode(*kv, cold.generated.back(), prompt.size() + cold.generated.size() - 1, logits);
+    }
+    const auto largest = std::max_element(logits.begin(), logits.end());  // the first of equals
+    cold.generated.push_back(static_cast<token>(largest - logits.begin()));
+  }
+  kv->synchronize();
+  cold.rows = kv->copy_rows(0, rows_written(prompt.size(), max_new_tokens));
   return cold;
 }
 
@@ -66,16 +87,16 @@ inline Cold cold_run(driver::Engine& engine, std::size_t capacity, const std::ve
 inline std::optional<std::string> differs_from_cold(const driver::Lane& lane, const driver::Response& resumed,
                                                     const Cold& cold, std::size_t prompt,
                                                     std::size_t max_new_tokens) {
-  if (!same_bits(resumed.logits, cold.response.logits)) return "the prompt's logits differ";
-  if (resumed.generated != cold.response.generated) return "the generated tokens differ";
+  if (!same_bits(resumed.logits, cold.logits)) return "the prompt's logits differ";
+  if (resumed.generated != cold.generated) return "the generated tokens differ";
   if (!same_bits(lane.kv().copy_rows(0, rows_written(prompt, max_new_tokens)), cold.rows)) {
     return "the KV rows differ";
   }
   return std::nullopt;
 }
 
-/// An engine with a bug: once `peek` is set, after each prefill chunk it also reads the row just past
-/// the chunk, which it has not written. It adds 0 x that row to a logit, which changes nothing unless
+/// An engine with a bug: once `peek` (or `peek_in_decode`) is set, after each prefill chunk (or
+/// decode step) it also reads the row just past the one it wrote, which it has not written. It adds 0 x that row to a logit, which changes nothing unless
 /// the row is NaN.
 class PeekingEngine final : public driver::Engine {
  public:
@@ -95,11 +116,55 @@ class PeekingEngine final : public driver::Engine {
   }
   void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override {
     inner_.decode(kv, next, position, logits);
+    if (peek_in_decode && position + 1 < kv.shape().capacity) {
+      for (const float x : kv.copy_rows(position + 1, position + 2)) logits[0] += 0.0f * x;
+    }
   }
 
-  bool peek = false;
+  bool peek = false;            ///< after each prefill chunk
+  bool peek_in_decode = false;  ///< after each decode step
 
  private:
+  Engine& inner_;
+};
+
+/// What PoisonAuditingEngine throws: the lane let an engine call see a row that is not poisoned.
+class PoisonNotApplied : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+/// Checks, on every call, what poisoning promises: a request writes rows in order, so when the
+/// engine is asked for row `position` (prefill or decode), that row and every row after it hold
+/// nothing (NaN). A row left over from an earlier request, or from a failed call, would show here.
+class PoisonAuditingEngine final : public driver::Engine {
+ public:
+  explicit PoisonAuditingEngine(Engine& inner) : inner_(inner) {}
+  std::size_t chunk() const noexcept override { return inner_.chunk(); }
+  std::size_t vocab() const noexcept override { return inner_.vocab(); }
+  std::unique_ptr<driver::KvState> make_kv_state(std::size_t rows) const override {
+    return inner_.make_kv_state(rows);
+  }
+  void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
+               std::span<float> logits) override {
+    audit(kv, position);
+    inner_.prefill(kv, tokens, position, logits);
+  }
+  void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override {
+    audit(kv, position);
+    inner_.decode(kv, next, position, logits);
+  }
+
+ private:
+  static void audit(const driver::KvState& kv, std::size_t position) {
+    const std::vector<float> rows = kv.copy_rows(position, kv.shape().capacity);
+    const auto live = std::find_if(rows.begin(), rows.end(), [](float x) { return x == x; });
+    if (live != rows.end()) {
+      throw PoisonNotApplied("an engine call at row " + std::to_string(position) +
+                             " found a row at or after it that is not poisoned");
+    }
+  }
+
   Engine& inner_;
 };
 
