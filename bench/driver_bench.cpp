@@ -28,6 +28,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include "run_benchmarks.hpp"
+
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -464,16 +466,5 @@ int main(int argc, char** argv) {
     register_overhead(&fixtures, backend);
   }
 
-  // The default minimum time, given as the first flag so that one on the command line overrides it
-  // (a per-benchmark MinTime would be written into every benchmark's name).
-  std::string min_time_flag = "--benchmark_min_time=";
-  min_time_flag += default_min_time;
-  std::vector<char*> args(argv, argv + argc);
-  args.insert(args.begin() + (argc > 0 ? 1 : 0), min_time_flag.data());
-  int args_count = static_cast<int>(args.size());
-  benchmark::Initialize(&args_count, args.data());
-  if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return pfx::bench::run_benchmarks(argc, argv, default_min_time);
 }

@@ -95,17 +95,26 @@ inline std::optional<std::string> differs_from_cold(const driver::Lane& lane, co
   return std::nullopt;
 }
 
-/// An engine with a bug: once `peek` (or `peek_in_decode`) is set, after each prefill chunk (or
-/// decode step) it also reads the row just past the one it wrote, which it has not written. It adds 0 x that row to a logit, which changes nothing unless
-/// the row is NaN.
-class PeekingEngine final : public driver::Engine {
+/// An engine that wraps another: chunk, vocabulary and KV states are the inner engine's.
+class WrappedEngine : public driver::Engine {
  public:
-  explicit PeekingEngine(Engine& inner) : inner_(inner) {}
+  explicit WrappedEngine(Engine& inner) : inner_(inner) {}
   std::size_t chunk() const noexcept override { return inner_.chunk(); }
   std::size_t vocab() const noexcept override { return inner_.vocab(); }
   std::unique_ptr<driver::KvState> make_kv_state(std::size_t rows) const override {
     return inner_.make_kv_state(rows);
   }
+
+ protected:
+  Engine& inner_;
+};
+
+/// An engine with a bug: once `peek` (or `peek_in_decode`) is set, after each prefill chunk (or
+/// decode step) it also reads the row just past the one it wrote, which it has not written. It adds 0 x that row to a logit, which changes nothing unless
+/// the row is NaN.
+class PeekingEngine final : public WrappedEngine {
+ public:
+  using WrappedEngine::WrappedEngine;
   void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override {
     inner_.prefill(kv, tokens, position, logits);
@@ -123,9 +132,6 @@ class PeekingEngine final : public driver::Engine {
 
   bool peek = false;            ///< after each prefill chunk
   bool peek_in_decode = false;  ///< after each decode step
-
- private:
-  Engine& inner_;
 };
 
 /// What PoisonAuditingEngine throws: the lane let an engine call see a row that is not poisoned.
@@ -137,14 +143,9 @@ class PoisonNotApplied : public std::logic_error {
 /// Checks, on every call, what poisoning promises: a request writes rows in order, so when the
 /// engine is asked for row `position` (prefill or decode), that row and every row after it hold
 /// nothing (NaN). A row left over from an earlier request, or from a failed call, would show here.
-class PoisonAuditingEngine final : public driver::Engine {
+class PoisonAuditingEngine final : public WrappedEngine {
  public:
-  explicit PoisonAuditingEngine(Engine& inner) : inner_(inner) {}
-  std::size_t chunk() const noexcept override { return inner_.chunk(); }
-  std::size_t vocab() const noexcept override { return inner_.vocab(); }
-  std::unique_ptr<driver::KvState> make_kv_state(std::size_t rows) const override {
-    return inner_.make_kv_state(rows);
-  }
+  using WrappedEngine::WrappedEngine;
   void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override {
     audit(kv, position);
@@ -164,8 +165,6 @@ class PoisonAuditingEngine final : public driver::Engine {
                              " found a row at or after it that is not poisoned");
     }
   }
-
-  Engine& inner_;
 };
 
 /// One step of a multi-turn trace. The prompt is built when the step runs, from what the lane
