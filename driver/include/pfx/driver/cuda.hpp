@@ -51,7 +51,7 @@ class KvStateOnDevice final : public KvState {
 /// The reference engine (pfx/driver/reference_model.hpp) as CUDA kernels on the KV state's stream,
 /// with the same weights as HostReferenceEngine. Every reduction has a fixed order (no atomics), so
 /// a run is a deterministic function of its inputs on one device. It need not match the host engine
-/// bit for bit.
+/// bit for bit. It keeps scratch buffers between calls, so one caller at a time (one lane).
 class ReferenceEngineOnDevice final : public Engine {
  public:
   /// Uploads the weights. Throws std::invalid_argument for an unusable shape, CudaError on a CUDA
