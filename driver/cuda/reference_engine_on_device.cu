@@ -419,21 +419,7 @@ struct ReferenceEngineOnDevice::Impl {
       throw std::invalid_argument(
           "ReferenceEngineOnDevice: the KV state is not a KvStateOnDevice (use make_kv_state)");
     }
-    if (device->shape().layers != shape.layers || device->shape().width != shape.width) {
-      throw std::invalid_argument("ReferenceEngineOnDevice: the KV state's layers or width differ from the model's");
-    }
-    if (chunk.empty()) throw std::invalid_argument("ReferenceEngineOnDevice: no tokens to compute");
-    check_rows(device->shape(), position, position + chunk.size(), "ReferenceEngineOnDevice");
-    if (out.size() != shape.vocab) {
-      throw std::invalid_argument("ReferenceEngineOnDevice: logits hold " + std::to_string(out.size()) +
-                                  " floats, the vocabulary " + std::to_string(shape.vocab));
-    }
-    for (const token t : chunk) {
-      if (t < 0 || static_cast<std::size_t>(t) >= shape.vocab) {
-        throw std::out_of_range("ReferenceEngineOnDevice: token " + std::to_string(t) +
-                                " is outside the vocabulary 0.." + std::to_string(shape.vocab - 1));
-      }
-    }
+    check_call("ReferenceEngineOnDevice", shape, device->shape(), chunk, position, out);
     return *device;
   }
 

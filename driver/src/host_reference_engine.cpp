@@ -82,21 +82,7 @@ HostKvState& HostReferenceEngine::checked(KvState& kv, std::span<const token> to
   if (host == nullptr) {
     throw std::invalid_argument("HostReferenceEngine: the KV state is not a HostKvState (use make_kv_state)");
   }
-  if (host->shape().layers != shape_.layers || host->shape().width != shape_.width) {
-    throw std::invalid_argument("HostReferenceEngine: the KV state's layers or width differ from the model's");
-  }
-  if (tokens.empty()) throw std::invalid_argument("HostReferenceEngine: no tokens to compute");
-  check_rows(host->shape(), position, position + tokens.size(), "HostReferenceEngine");
-  if (logits.size() != shape_.vocab) {
-    throw std::invalid_argument("HostReferenceEngine: logits hold " + std::to_string(logits.size()) +
-                                " floats, the vocabulary " + std::to_string(shape_.vocab));
-  }
-  for (const token t : tokens) {
-    if (t < 0 || static_cast<std::size_t>(t) >= shape_.vocab) {
-      throw std::out_of_range("HostReferenceEngine: token " + std::to_string(t) + " is outside the vocabulary 0.." +
-                              std::to_string(shape_.vocab - 1));
-    }
-  }
+  check_call("HostReferenceEngine", shape_, host->shape(), tokens, position, logits);
   return *host;
 }
 

@@ -1,3 +1,4 @@
+#include <pfx/driver/kv_state.hpp>
 #include <pfx/driver/reference_model.hpp>
 
 #include <cmath>
@@ -49,6 +50,26 @@ void validate(const ReferenceModelShape& shape) {
   require(shape.hidden >= 1 && shape.hidden <= 4096, "hidden", "1..4096", shape.hidden);
   require(shape.layers >= 2 && shape.layers <= 64, "layers", "2..64", shape.layers);
   require(shape.chunk >= 1, "chunk", "at least 1", shape.chunk);
+}
+
+void check_call(const char* engine, const ReferenceModelShape& shape, const KvShape& kv,
+                std::span<const token> tokens, std::size_t position, std::span<const float> logits) {
+  const std::string name = engine;
+  if (kv.layers != shape.layers || kv.width != shape.width) {
+    throw std::invalid_argument(name + ": the KV state's layers or width differ from the model's");
+  }
+  if (tokens.empty()) throw std::invalid_argument(name + ": no tokens to compute");
+  check_rows(kv, position, position + tokens.size(), engine);
+  if (logits.size() != shape.vocab) {
+    throw std::invalid_argument(name + ": logits hold " + std::to_string(logits.size()) + " floats, the vocabulary " +
+                                std::to_string(shape.vocab));
+  }
+  for (const token t : tokens) {
+    if (t < 0 || static_cast<std::size_t>(t) >= shape.vocab) {
+      throw std::out_of_range(name + ": token " + std::to_string(t) + " is outside the vocabulary 0.." +
+                              std::to_string(shape.vocab - 1));
+    }
+  }
 }
 
 ReferenceWeights ReferenceWeights::generate(const ReferenceModelShape& shape) {

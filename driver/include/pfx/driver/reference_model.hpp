@@ -14,8 +14,12 @@
 /// chunk's own rows (s..p) as two partial softmax results, merged by log-sum-exp, as prefill kernels
 /// over a KV cache do. Decode reduces rows 0..p in one online-softmax pass, as decode kernels do.
 
+#include <pfx/driver/kv_shape.hpp>
+#include <pfx/token.hpp>
+
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace pfx::driver {
@@ -34,6 +38,14 @@ struct ReferenceModelShape {
 
 /// Throws std::invalid_argument naming the field unless every size is usable (layers >= 2, ...).
 void validate(const ReferenceModelShape& shape);
+
+/// The arguments of one prefill or decode call of a reference engine named `engine`, checked the same
+/// way on every backend: the KV state (of shape `kv`) has the model's layers and width
+/// (std::invalid_argument), at least one token (std::invalid_argument), rows [position, position +
+/// tokens.size()) within the state (std::out_of_range), vocab logits (std::invalid_argument), every
+/// token in the vocabulary (std::out_of_range). Each message starts with `engine`.
+void check_call(const char* engine, const ReferenceModelShape& shape, const KvShape& kv,
+                std::span<const token> tokens, std::size_t position, std::span<const float> logits);
 
 /// The weights, row-major, generated from the seed. Host and CUDA engines use the same weights.
 struct ReferenceWeights {
