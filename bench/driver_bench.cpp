@@ -263,27 +263,39 @@ class AlternatingRequests {
   std::size_t next_ = 0;
 };
 
-/// A lane holding the prompt's first L - S tokens serves it: S tokens are prefilled.
-void BM_TtftResumed(benchmark::State& state, Fixtures* fixtures, Backend backend,
-                    std::size_t prompt_length, std::size_t suffix) {
-  if (skip_if_unavailable(state, backend)) return;
+/// Resumed requests on a lane that holds the prompt's first L - S tokens, so that S tokens are
+/// prefilled each time; each iteration is timed by the Timings field `timed`. nullopt when the
+/// benchmark was skipped.
+std::optional<Tally> serve_resumed(benchmark::State& state, Fixtures* fixtures, Backend backend,
+                                   std::size_t prompt_length, std::size_t suffix, bool poison,
+                                   std::chrono::nanoseconds pfx::driver::Timings::*timed) {
+  if (skip_if_unavailable(state, backend)) return std::nullopt;
   Lane* lane = nullptr;
   try {
-    lane = &fixtures->resumable_lane(backend, prompt_length, pfx::driver::poison_by_default);
+    lane = &fixtures->resumable_lane(backend, prompt_length, poison);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
-    return;
+    return std::nullopt;
   }
   AlternatingRequests requests(prompt_length, suffix);
-  if (!requests.prepare(state, *lane)) return;
+  if (!requests.prepare(state, *lane)) return std::nullopt;
   Tally tally;
   for (auto _ : state) {
     const std::optional<Response> response = requests.serve_next(state, *lane);
     if (!response) break;
-    state.SetIterationTime(seconds(response->timings.first_token));
+    state.SetIterationTime(seconds(response->timings.*timed));
     tally.add(*response);
   }
-  tally.report_ttft(state);
+  return tally;
+}
+
+/// A lane holding the prompt's first L - S tokens serves it: S tokens are prefilled.
+void BM_TtftResumed(benchmark::State& state, Fixtures* fixtures, Backend backend,
+                    std::size_t prompt_length, std::size_t suffix) {
+  const std::optional<Tally> tally = serve_resumed(state, fixtures, backend, prompt_length, suffix,
+                                                   pfx::driver::poison_by_default,
+                                                   &pfx::driver::Timings::first_token);
+  if (tally) tally->report_ttft(state);
 }
 
 /// The lane's own work on a resumed one-chunk request, with poisoning on: query, begin and commit
@@ -293,24 +305,9 @@ void BM_TtftResumed(benchmark::State& state, Fixtures* fixtures, Backend backend
 /// thousands of requests to reach its minimum time.
 void BM_LaneOverhead(benchmark::State& state, Fixtures* fixtures, Backend backend,
                      std::size_t prompt_length) {
-  if (skip_if_unavailable(state, backend)) return;
-  Lane* lane = nullptr;
-  try {
-    lane = &fixtures->resumable_lane(backend, prompt_length, true);
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-    return;
-  }
-  AlternatingRequests requests(prompt_length, model.chunk);
-  if (!requests.prepare(state, *lane)) return;
-  Tally tally;
-  for (auto _ : state) {
-    const std::optional<Response> response = requests.serve_next(state, *lane);
-    if (!response) break;
-    state.SetIterationTime(seconds(response->timings.total));
-    tally.add(*response);
-  }
-  tally.report_overhead(state);
+  const std::optional<Tally> tally = serve_resumed(state, fixtures, backend, prompt_length, model.chunk,
+                                                   /*poison=*/true, &pfx::driver::Timings::total);
+  if (tally) tally->report_overhead(state);
 }
 
 /// A machine set up as a lane's (reuse on, keep_min, the engine's chunk, capacity reserved once)
