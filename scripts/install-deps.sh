@@ -2,7 +2,8 @@
 # Installs, from Debian's packages, whatever pfx needs to build and test that is not there yet.
 set -euo pipefail
 
-packages=(cmake make g++ librapidcheck-dev libgtest-dev libbenchmark-dev libboost-dev)
+packages=(cmake make g++ librapidcheck-dev libgtest-dev libbenchmark-dev libboost-dev
+          libcli11-dev nlohmann-json3-dev libfmt-dev pybind11-dev python3-dev)
 
 missing=()
 for package in "${packages[@]}"; do

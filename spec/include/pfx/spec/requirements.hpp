@@ -2,7 +2,8 @@
 
 /// \file
 /// The requirements beside the invariant catalogue that pfx promises and the tests verify: the
-/// seed's audits, the seed's rule, the memory bound, bit-exact resume and the driver's guarantees. Like every INV of the catalogue, each
+/// seed's audits, the seed's rule, the memory bound, bit-exact resume, the driver's guarantees, the pfx program's and the Python
+/// module's. Like every INV of the catalogue, each
 /// must have a test (proptest/requirements_check.cpp).
 
 #include <array>
@@ -44,6 +45,25 @@ inline constexpr std::array requirements = {
                 "defaults; a malformed value is an error naming the variable"},
     Requirement{"DRV-6",
                 "the CUDA backend keeps the same claims on a device, and says why when it cannot run"},
+    Requirement{"CLI-1",
+                "pfx replay serves every request of a trace through a lane; with --verify each "
+                "response is compared with a cold run bit for bit, and a mismatch exits with status 1"},
+    Requirement{"CLI-2",
+                "a malformed trace line, option or input file exits with status 2 and a message that "
+                "names the line and the field; nothing is replayed"},
+    Requirement{"CLI-3",
+                "pfx audit checks the invariant catalogue at run time (the bounded exhaustive domain "
+                "and seeded random cases), prints the traceability table, and fails on any violation"},
+    Requirement{"CLI-4", "pfx explain prints the decision for a record and a prompt, and the bound that decided it"},
+    Requirement{"PY-1",
+                "pfx.PromptPrefix answers, records and clears as the seed's class does on every call "
+                "sequence the seed handles correctly, with the same environment variables and defaults"},
+    Requirement{"PY-2",
+                "where the seed's class misbehaves, pfx.PromptPrefix raises an error that names the "
+                "problem and changes nothing"},
+    Requirement{"PY-3",
+                "pfx.Machine exposes the whole protocol to Python; a refused event raises an error "
+                "naming the refusal and changes nothing"},
 };
 
 }  // namespace pfx::spec

@@ -1,0 +1,46 @@
+#pragma once
+
+/// \file
+/// What every subcommand of the `pfx` program shares: its exit statuses, where it writes, and the
+/// error that means "bad input" (docs/cli.md, "Exit status").
+
+#include <iosfwd>
+#include <stdexcept>
+
+namespace CLI {
+class App;
+}
+
+namespace pfx::cli {
+
+/// The exit statuses of every command.
+enum ExitStatus : int {
+  exit_ok = 0,        ///< all good
+  exit_mismatch = 1,  ///< a check failed: a bit-exactness mismatch, an invariant violated
+  exit_bad_input = 2, ///< bad input: an option, a trace line, a file; nothing was run
+  exit_internal = 3,  ///< an unexpected failure (a device error in the middle of a run, ...)
+};
+
+/// Bad input. The message names the problem (the option, the line and the field); main prints it
+/// after "pfx <command>: " and exits with exit_bad_input.
+class InputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Where a command writes. Tests pass string streams; `pfx` passes std::cout and std::cerr.
+struct Streams {
+  std::ostream& out;
+  std::ostream& err;
+  /// Whether `err` is a terminal (a progress bar may be drawn there).
+  bool err_is_terminal = false;
+};
+
+/// Each command adds its subcommand, with its options, to `app`. When the subcommand is chosen, its
+/// callback runs it and stores its exit status in `status`; it throws InputError for bad input.
+void add_replay_command(CLI::App& app, const Streams& streams, int& status);
+void add_workload_command(CLI::App& app, const Streams& streams, int& status);
+void add_audit_command(CLI::App& app, const Streams& streams, int& status);
+void add_explain_command(CLI::App& app, const Streams& streams, int& status);
+
+}  // namespace pfx::cli
