@@ -1,0 +1,39 @@
+#pragma once
+
+/// \file
+/// A progress bar for long runs, drawn on one terminal line and erased before anything else is
+/// printed, so that it never ends up in a log or a pipe.
+
+#include <chrono>
+#include <cstddef>
+#include <iosfwd>
+
+namespace pfx::cli {
+
+class ProgressBar {
+ public:
+  /// Draws on `terminal` when `enabled` (the caller checked that it is a terminal), once the run has
+  /// lasted `delay`: short runs never show a bar.
+  ProgressBar(std::ostream& terminal, bool enabled, std::size_t total,
+              std::chrono::milliseconds delay = std::chrono::milliseconds(500));
+  ~ProgressBar();
+  ProgressBar(const ProgressBar&) = delete;
+  ProgressBar& operator=(const ProgressBar&) = delete;
+
+  /// `done` of the total are finished; redraws at most ten times a second.
+  void update(std::size_t done);
+  /// Erases the bar, if drawn, so that the caller can print a line; the next update draws it again.
+  void erase();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  std::ostream& terminal_;
+  bool enabled_;
+  std::size_t total_;
+  Clock::time_point start_;
+  Clock::time_point last_draw_{};
+  std::chrono::milliseconds delay_;
+  bool drawn_ = false;
+};
+
+}  // namespace pfx::cli

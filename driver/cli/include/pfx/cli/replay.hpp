@@ -1,0 +1,84 @@
+#pragma once
+
+/// \file
+/// `pfx replay` without its input and output: serves the requests of a trace through a lane on one
+/// engine, optionally also through a cold lane to compare every response bit for bit (THM-1), and
+/// optionally with engine failures injected (DRV-4). Reports each request to a callback.
+
+#include <pfx/cli/trace.hpp>
+#include <pfx/decision.hpp>
+#include <pfx/driver/engine.hpp>
+#include <pfx/driver/lane.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace pfx::cli {
+
+struct ReplaySettings {
+  driver::LaneOptions lane{.poison = true};  ///< the resumed lane's; the cold lane has reuse off
+  bool verify = false;     ///< also serve each request cold and compare bit for bit
+  double fault_rate = 0;   ///< probability that an engine call of the resumed lane fails (0..1)
+  std::uint64_t seed = 253;///< of the injected failures
+};
+
+/// What happened to one request.
+struct RequestReport {
+  std::size_t number = 0;  ///< 1-based, among the trace's requests
+  std::size_t line = 0;
+  std::string label;
+  std::size_t prompt_tokens = 0;
+  std::size_t max_new_tokens = 0;
+  Decision decision;                ///< the offset the request began at, and why
+  std::size_t prefill_tokens = 0;   ///< prompt tokens the engine computed
+  std::size_t generated_tokens = 0;
+  double ttft_ms = 0;               ///< time to first token
+  double prefill_ms = 0;
+  /// With verification: whether the response equals the cold run bit for bit, and if not, what
+  /// differs. Absent when not verified (or the request failed).
+  std::optional<bool> bitexact;
+  std::string mismatch;
+  double cold_ttft_ms = 0;
+  double cold_prefill_ms = 0;
+  /// Non-empty when the request failed: the error. `injected` tells an injected failure from a
+  /// real one (a stale-row read, which counts as a failed check).
+  std::string error;
+  bool injected = false;
+};
+
+/// The totals of a replay.
+struct ReplaySummary {
+  std::size_t requests = 0;       ///< requests in the trace
+  std::size_t clears = 0;
+  std::size_t failures = 0;       ///< requests that failed (injected or not)
+  std::size_t stale_reads = 0;    ///< failures that were not injected: the engine read a poisoned row
+  std::size_t prompt_tokens = 0;  ///< of the requests served
+  std::size_t reused_tokens = 0;
+  std::size_t prefill_tokens = 0;
+  std::size_t verified = 0;       ///< requests compared with a cold run
+  std::size_t mismatches = 0;
+  double prefill_ms = 0;          ///< resumed, over the verified requests
+  double cold_prefill_ms = 0;
+  double ttft_ms = 0;             ///< resumed, over the verified requests
+  double cold_ttft_ms = 0;
+  double elapsed_s = 0;
+
+  /// Whether every check passed: no mismatch, no stale read.
+  [[nodiscard]] bool ok() const noexcept { return mismatches == 0 && stale_reads == 0; }
+};
+
+struct ReplayListener {
+  std::function<void(const RequestReport&)> request = [](const RequestReport&) {};
+  std::function<void(const TraceClear&)> clear = [](const TraceClear&) {};
+};
+
+/// Replays `items` in order on lanes built on `engine`. Throws driver::ConfigError for unusable
+/// settings, and whatever the engine throws that is not a request failure (a device error).
+ReplaySummary replay(std::span<const TraceItem> items, driver::Engine& engine, const ReplaySettings& settings,
+                     const ReplayListener& listener = {});
+
+}  // namespace pfx::cli

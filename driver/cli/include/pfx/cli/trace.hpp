@@ -1,0 +1,74 @@
+#pragma once
+
+/// \file
+/// The trace format of `pfx replay` (docs/cli.md, "Trace format"): JSON Lines, one request
+/// `{"prompt": [ids...], "max_new_tokens": n}` or one `{"op": "clear"}` per line. Every line is
+/// checked against the lane it will be replayed on before anything runs, so that a bad line is
+/// reported with its number and field, and nothing is replayed.
+
+#include <pfx/token.hpp>
+
+#include <cstddef>
+#include <iosfwd>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace pfx::cli {
+
+/// Serve `prompt` and generate `max_new_tokens` tokens.
+struct TraceRequest {
+  std::vector<token> prompt;
+  std::size_t max_new_tokens = 0;
+  std::string label;     ///< optional "label": shown in the table, otherwise ignored
+  std::size_t line = 0;  ///< 1-based line of the trace (0 when not read from a file)
+
+  friend bool operator==(const TraceRequest&, const TraceRequest&) = default;
+};
+
+/// Forget the lane's record (the seed's clear).
+struct TraceClear {
+  std::size_t line = 0;
+
+  friend bool operator==(const TraceClear&, const TraceClear&) = default;
+};
+
+using TraceItem = std::variant<TraceRequest, TraceClear>;
+
+/// What a request must fit: token ids are 0 .. vocab - 1, and len(prompt) + max_new_tokens <=
+/// capacity (the lane's own check, made here so that it is reported with the line).
+struct TraceLimits {
+  std::size_t vocab = 0;
+  std::size_t capacity = 0;
+};
+
+/// One bad line: where, which field ("" when the line as a whole is bad), and what is wrong.
+struct TraceProblem {
+  std::size_t line = 0;
+  std::string field;
+  std::string message;
+
+  /// "<source>:<line>: field \"<field>\": <message>", or without the field part.
+  [[nodiscard]] std::string describe(std::string_view source) const;
+};
+
+/// A trace as read: the items of its good lines and the problems of its bad ones.
+struct Trace {
+  std::vector<TraceItem> items;
+  std::vector<TraceProblem> problems;
+  [[nodiscard]] std::size_t requests() const noexcept;
+};
+
+/// Parses one line. Returns the item, or the problem with the line; never throws on any input.
+/// Blank lines are not items: the caller skips them (read_trace does).
+[[nodiscard]] std::variant<TraceItem, TraceProblem> parse_trace_line(std::string_view text, std::size_t line,
+                                                                     const TraceLimits& limits);
+
+/// Reads every line of `in`; blank lines are skipped.
+[[nodiscard]] Trace read_trace(std::istream& in, const TraceLimits& limits);
+
+/// The item as one line of the format, without the newline (the inverse of parse_trace_line).
+[[nodiscard]] std::string to_trace_line(const TraceItem& item);
+
+}  // namespace pfx::cli
