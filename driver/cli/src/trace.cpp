@@ -153,9 +153,10 @@ Trace read_trace(std::istream& in, const TraceLimits& limits) {
 }
 
 std::string to_trace_line(const TraceItem& item) {
-  if (std::holds_alternative<TraceClear>(item)) return json{{"op", "clear"}}.dump();
+  using ordered = nlohmann::ordered_json;  // "prompt" first, as the format is documented
+  if (std::holds_alternative<TraceClear>(item)) return ordered{{"op", "clear"}}.dump();
   const auto& request = std::get<TraceRequest>(item);
-  json line{{"prompt", request.prompt}, {"max_new_tokens", request.max_new_tokens}};
+  ordered line{{"prompt", request.prompt}, {"max_new_tokens", request.max_new_tokens}};
   if (!request.label.empty()) line["label"] = request.label;
   return line.dump();
 }

@@ -1,0 +1,77 @@
+"""What the Python tests share: the requirement IDs a test verifies, the random seed, the seed's
+module loaded under a given environment, and an environment set for the length of a test."""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import os
+import random
+import sys
+
+# One seed per run, printed by run_tests.py; PFX_PY_SEED=<n> replays a run.
+SEED = int(os.environ.get("PFX_PY_SEED") or random.SystemRandom().randrange(2**32))
+
+VARIABLES = ("TF_GLM53_PREFIX_CACHE", "TF_GLM53_PREFIX_CACHE_MIN")
+
+
+def verifies(ids: str):
+    """Records the requirement IDs (docs/traceability.md) that the test verifies."""
+    def mark(test):
+        test.verifies = ids
+        return test
+    return mark
+
+
+def rng(test) -> random.Random:
+    """A generator for one test, from the run's seed and the test's name, so that a test replays the
+    same cases whatever else runs."""
+    return random.Random(f"{SEED}:{test.id()}")
+
+
+@contextlib.contextmanager
+def environment(**values):
+    """The two variables set to `values` (None or absent: unset) for the block, restored after."""
+    saved = {name: os.environ.get(name) for name in VARIABLES}
+    try:
+        for name in VARIABLES:
+            value = values.get(name)
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def fresh_seed_module():
+    """The seed's module, executed now: like the seed, it reads the environment at import."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seed_prompt_prefix.py")
+    spec = importlib.util.spec_from_file_location("seed_prompt_prefix", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fresh_pfx():
+    """pfx with its module attributes read again from the environment, as a fresh import would."""
+    import pfx
+    return importlib.reload(pfx)
+
+
+def state(prefix) -> tuple:
+    """What a PromptPrefix (ours or the seed's) shows."""
+    return (list(prefix.ids), prefix.canonical_end, prefix.enabled)
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise AssertionError(message)
+
+
+sys.dont_write_bytecode = True  # no __pycache__ beside the tests

@@ -1,0 +1,354 @@
+"""pfx.Machine: every event, every refusal, the argument errors, and random protocol runs compared
+with a small model written here from docs/spec.md ("The rule", "The protocol", "Refusals")."""
+from __future__ import annotations
+
+import unittest
+
+import pfx
+from support import SEED, rng, verifies
+
+MESSAGES = {  # the core's describe(refusal)
+    "writing": "a request is being written: commit or abort it first",
+    "not writing": "no request is being written: begin one first",
+    "offset not granted": "offset is neither 0 nor the offset the rule grants for this prompt",
+    "ids drop kept prefix": "ids do not start with the prefix kept at begin",
+    "canonical_end past ids": "canonical_end is past the end of ids",
+    "canonical_end before offset": "canonical_end is before the begin offset",
+    "chunk zero": "chunk must be at least 1",
+}
+
+
+def everything(machine: pfx.Machine) -> tuple:
+    return (machine.config, machine.ids, machine.canonical_end, machine.phase, machine.begin_offset)
+
+
+def model_decide(enabled, keep_min, chunk, ids, canonical_end, prompt) -> tuple:
+    """The rule, straight from docs/spec.md: (offset, common_prefix, reason, bound)."""
+    if not enabled:
+        return (0, 0, "disabled", "none")
+    if not ids:
+        return (0, 0, "empty_record", "none")
+    lcp = 0
+    while lcp < min(len(ids), len(prompt)) and ids[lcp] == prompt[lcp]:
+        lcp += 1
+    # The tightest bound; min() keeps the first on a tie, the earlier in the spec's table.
+    reusable, bound = min([(lcp, "common_prefix"), (canonical_end, "canonical_end"),
+                           (max(len(prompt) - 1, 0), "one_token_left")], key=lambda b: b[0])
+    if reusable % chunk:
+        reusable, bound = reusable - reusable % chunk, "alignment"
+    if reusable == 0:
+        return (0, lcp, "nothing_reusable", bound)
+    if reusable < keep_min:
+        return (0, lcp, "below_keep_min", bound)
+    return (reusable, lcp, "reused", bound)
+
+
+class Model:
+    """The protocol of docs/spec.md. Each event returns a decision tuple, None, or the refusal's name."""
+
+    def __init__(self):
+        self.enabled, self.keep_min, self.chunk = True, 64, 1
+        self.ids, self.canonical_end, self.writing, self.begin_offset = [], 0, False, 0
+
+    def decide(self, prompt):
+        return model_decide(self.enabled, self.keep_min, self.chunk, self.ids, self.canonical_end, prompt)
+
+    def query(self, prompt):
+        return "writing" if self.writing else self.decide(prompt)
+
+    def begin(self, prompt, offset):
+        if self.writing:
+            return "writing"
+        decision = self.decide(prompt)
+        if offset not in (0, decision[0]):
+            return "offset not granted"
+        self.ids, self.canonical_end = self.ids[:offset], min(self.canonical_end, offset)
+        self.writing, self.begin_offset = True, offset
+        return decision
+
+    def commit(self, ids, canonical_end):
+        if not self.writing:
+            return "not writing"
+        if canonical_end > len(ids):
+            return "canonical_end past ids"
+        if canonical_end < self.begin_offset:
+            return "canonical_end before offset"
+        if ids[:len(self.ids)] != self.ids:
+            return "ids drop kept prefix"
+        if self.enabled:
+            self.ids, self.canonical_end = list(ids), canonical_end
+        self.writing, self.begin_offset = False, 0
+        return None
+
+    def abort(self):
+        if not self.writing:
+            return "not writing"
+        self.writing, self.begin_offset = False, 0
+        return None
+
+    def record(self, ids, canonical_end):
+        if self.writing:
+            return "writing"
+        if canonical_end > len(ids):
+            return "canonical_end past ids"
+        if self.enabled:
+            self.ids, self.canonical_end = list(ids), canonical_end
+        return None
+
+    def clear(self):
+        self.ids, self.canonical_end = [], 0
+        return None
+
+    def configure(self, enabled, keep_min, chunk):
+        if self.writing:
+            return "writing"
+        if chunk == 0:
+            return "chunk zero"
+        self.enabled, self.keep_min, self.chunk = enabled, keep_min, chunk
+        if not enabled:
+            self.clear()
+        return None
+
+    def everything(self):
+        return (pfx.Config(enabled=self.enabled, keep_min=self.keep_min, chunk=self.chunk), self.ids,
+                self.canonical_end, pfx.Phase.writing if self.writing else pfx.Phase.idle, self.begin_offset)
+
+
+def outcome(call):
+    """What the machine answered, in the model's terms."""
+    try:
+        answer = call()
+    except pfx.Refused as refused:
+        if str(refused) != MESSAGES[refused.refusal]:
+            raise AssertionError(f"Refused says {str(refused)!r} for {refused.refusal!r}")
+        return refused.refusal
+    if answer is None:
+        return None
+    return (answer.offset, answer.common_prefix, answer.reason.name, answer.bound.name)
+
+
+def random_event(r, model: Model):
+    """(description, call on a machine, call on the model): mostly valid, sometimes not."""
+    def tokens(n):
+        return [r.randrange(3) for _ in range(n)]
+
+    def prompt():
+        return (model.ids[:r.randrange(len(model.ids) + 1)] if r.random() < 0.7 else []) + tokens(r.randrange(8))
+
+    kind = r.choices(["query", "begin", "commit", "abort", "record", "clear", "configure"],
+                     weights=[3, 4, 4, 1, 2, 1, 1])[0]
+    if kind in ("query", "begin"):
+        p = prompt()
+        if kind == "query":
+            return f"query({p})", lambda m: m.query(p), lambda: model.query(p)
+        granted = model.decide(p)[0]
+        offset = r.choice([0, granted, granted, granted + 1, r.randrange(len(p) + 2)])
+        return f"begin({p}, {offset})", lambda m: m.begin(p, offset), lambda: model.begin(p, offset)
+    if kind in ("commit", "record"):
+        base = list(model.ids) if r.random() < 0.8 else tokens(r.randrange(6))
+        ids = base + tokens(r.randrange(10))
+        end = r.choice([len(ids), r.randrange(len(ids) + 1), len(ids) + 1, model.begin_offset])
+        call = getattr(model, kind)
+        return f"{kind}({ids}, {end})", lambda m: getattr(m, kind)(ids, end), lambda: call(ids, end)
+    if kind == "configure":
+        enabled, keep_min, chunk = r.random() < 0.85, r.randrange(5), r.choice([0, 1, 1, 2, 3])
+        return (f"configure(Config({enabled}, {keep_min}, {chunk}))",
+                lambda m: m.configure(pfx.Config(enabled=enabled, keep_min=keep_min, chunk=chunk)),
+                lambda: model.configure(enabled, keep_min, chunk))
+    return f"{kind}()", lambda m: getattr(m, kind)(), getattr(model, kind)
+
+
+def run_protocol(r, events: int, log: list, machine_type=pfx.Machine) -> None:
+    machine, model = machine_type(pfx.Config(keep_min=0)), Model()
+    model.keep_min = 0
+    for _ in range(events):
+        description, on_machine, on_model = random_event(r, model)
+        log.append(description)
+        got, expected = outcome(lambda: on_machine(machine)), on_model()
+        if got != expected:
+            raise AssertionError(f"{description} answered {got}, the model {expected}")
+        if everything(machine) != model.everything():
+            raise AssertionError(f"after {description} the machine holds {everything(machine)}, "
+                                 f"the model {model.everything()}")
+
+
+class PyMachine(unittest.TestCase):
+    @verifies("PY-3 INV-8")
+    def test_serves_a_request_through_every_event(self):
+        machine = pfx.Machine(pfx.Config(enabled=True, keep_min=4, chunk=2))
+        machine.reserve(64)
+        self.assertGreaterEqual(machine.capacity, 64)
+        prompt = [1, 2, 3, 4, 5, 6, 7]
+        self.assertEqual(machine.query(prompt), pfx.Decision(offset=0, common_prefix=0,
+                                                             reason=pfx.Reason.empty_record, bound=pfx.Bound.none))
+        machine.begin(prompt, 0)
+        self.assertEqual(machine.phase, pfx.Phase.writing)
+        machine.commit(prompt + [8, 9], len(prompt))
+        self.assertEqual((machine.ids, machine.canonical_end, machine.phase), (prompt + [8, 9], 7, pfx.Phase.idle))
+
+        follow_up = prompt + [8, 9, 10]  # repeats the answer, whose rows decode wrote
+        decision = machine.query(follow_up)
+        self.assertEqual((decision.offset, decision.common_prefix, decision.reason, decision.bound),
+                         (6, 9, pfx.Reason.reused, pfx.Bound.alignment))
+        self.assertEqual(machine.begin(follow_up, decision.offset), decision)
+        # INV-8: while the request is written the record claims only the rows it keeps.
+        self.assertEqual((machine.ids, machine.canonical_end, machine.begin_offset), (prompt[:6], 6, 6))
+        machine.abort()
+        self.assertEqual((machine.ids, machine.canonical_end, machine.phase), (prompt[:6], 6, pfx.Phase.idle))
+
+        machine.record(range(10), 8)
+        self.assertEqual((machine.ids, machine.canonical_end), (list(range(10)), 8))
+        machine.begin([0, 1, 2], 0)
+        machine.clear()  # any phase
+        self.assertEqual((machine.ids, machine.canonical_end, machine.phase), ([], 0, pfx.Phase.writing))
+        machine.abort()
+        machine.record(range(10), 8)
+        machine.configure(pfx.Config(enabled=False))
+        self.assertEqual((machine.ids, machine.config), ([], pfx.Config(enabled=False, keep_min=64, chunk=1)))
+        self.assertEqual(machine.memory_bytes - 4 * machine.capacity, pfx.Machine().memory_bytes)
+        self.assertIn("Phase.idle", repr(machine))
+
+    @verifies("PY-3 INV-9 INV-10")
+    def test_refuses_each_event_the_spec_refuses_and_changes_nothing(self):
+        idle = pfx.Machine(pfx.Config(keep_min=2))
+        idle.record([1, 2, 3, 4], 4)
+        writing = pfx.Machine(pfx.Config(keep_min=2))
+        writing.record([1, 2, 3, 4], 4)
+        writing.begin([1, 2, 3, 9], 3)
+        cases = [
+            (writing, lambda m: m.query([1]), "writing"),
+            (writing, lambda m: m.begin([1], 0), "writing"),
+            (idle, lambda m: m.begin([1, 2, 3, 9], 2), "offset not granted"),
+            (idle, lambda m: m.commit([1], 1), "not writing"),
+            (writing, lambda m: m.commit([1, 2, 3], 4), "canonical_end past ids"),
+            (writing, lambda m: m.commit([1, 2, 3, 5], 2), "canonical_end before offset"),
+            (writing, lambda m: m.commit([1, 2, 7, 5], 4), "ids drop kept prefix"),
+            (writing, lambda m: m.commit([1, 2], 2), "canonical_end before offset"),
+            (idle, lambda m: m.abort(), "not writing"),
+            (writing, lambda m: m.record([1], 1), "writing"),
+            (idle, lambda m: m.record([1], 2), "canonical_end past ids"),
+            (writing, lambda m: m.configure(pfx.Config()), "writing"),
+            (idle, lambda m: m.configure(pfx.Config(chunk=0)), "chunk zero"),
+        ]
+        for machine, call, refusal in cases:
+            before = everything(machine)
+            with self.assertRaises(pfx.Refused) as raised:
+                call(machine)
+            self.assertEqual((raised.exception.refusal, str(raised.exception)), (refusal, MESSAGES[refusal]))
+            self.assertIsInstance(raised.exception, ValueError)
+            self.assertEqual(everything(machine), before, refusal)
+        with self.assertRaises(pfx.Refused) as raised:
+            pfx.Machine(pfx.Config(chunk=0))
+        self.assertEqual(raised.exception.refusal, "chunk zero")
+
+    @verifies("PY-3 INV-8 INV-10")
+    def test_runs_random_protocols_as_the_spec_model(self):
+        r = rng(self)
+        for _ in range(300):
+            log = []
+            try:
+                run_protocol(r, 30, log)
+            except AssertionError as error:
+                calls = "\n  ".join(log)
+                self.fail(f"{error}\nPFX_PY_SEED={SEED}\nevents:\n  {calls}")
+
+    @verifies("PY-3")
+    def test_the_protocol_comparison_can_fail(self):
+        class ClearKeepsTheRecord(pfx.Machine):
+            def clear(self):
+                pass
+
+        r = rng(self)
+        caught = 0
+        for _ in range(50):
+            try:
+                run_protocol(r, 30, [], ClearKeepsTheRecord)
+            except AssertionError:
+                caught += 1
+        self.assertGreater(caught, 10)
+
+    @verifies("PY-3")
+    def test_decide_answers_as_the_machine(self):
+        r = rng(self)
+        for _ in range(500):
+            config = pfx.Config(enabled=r.random() < 0.9, keep_min=r.randrange(4), chunk=r.randrange(1, 4))
+            ids = [r.randrange(2) for _ in range(r.randrange(8))]
+            end = r.randrange(len(ids) + 1)
+            prompt = [r.randrange(2) for _ in range(r.randrange(9))]
+            machine = pfx.Machine(config)
+            machine.record(ids, end)
+            decision = pfx.decide(config, ids, end, prompt)
+            self.assertEqual(decision, machine.query(prompt))
+            self.assertEqual((decision.offset, decision.common_prefix, decision.reason.name, decision.bound.name),
+                             model_decide(config.enabled, config.keep_min, config.chunk, ids, end, prompt))
+        with self.assertRaises(pfx.Refused):
+            pfx.decide(pfx.Config(chunk=0), [1], 1, [1, 2])
+        self.assertEqual(pfx.common_prefix([1, 2, 3], (1, 2, 4)), 2)
+
+    @verifies("PY-3")
+    def test_accepts_any_iterable_of_integer_token_ids(self):
+        class Index:  # as numpy's integers do
+            def __init__(self, value):
+                self.value = value
+
+            def __index__(self):
+                return self.value
+
+        expected = list(range(70))
+        for ids in (expected, tuple(expected), range(70), (i for i in expected), map(Index, expected)):
+            machine = pfx.Machine()
+            machine.record(ids, 70)
+            self.assertEqual(machine.ids, expected)
+            self.assertEqual(machine.query(iter(expected + [1])).offset, 70)
+
+    @verifies("PY-3 INV-10")
+    def test_names_the_argument_and_index_of_a_bad_value(self):
+        machine = pfx.Machine()
+        machine.record([1, 2, 3], 3)
+        before = everything(machine)
+        cases = [
+            (lambda: machine.query([1, 2, 3, 2**40]), OverflowError, "prompt[3]: 1099511627776 does not fit a 32-bit token id"),
+            (lambda: machine.query([1, "2"]), TypeError, "prompt[1] must be an integer, not str ('2')"),
+            (lambda: machine.query(5), TypeError, "prompt must be a sequence of token ids, not int"),
+            (lambda: machine.query(None), TypeError, "prompt must be a sequence of token ids, not NoneType"),
+            (lambda: machine.begin([1], -1), ValueError, "offset must be >= 0, not -1"),
+            (lambda: machine.begin([1], 1.0), TypeError, "offset must be an integer, not float (1.0)"),
+            (lambda: machine.record([1, 2.5], 1), TypeError, "ids[1] must be an integer, not float (2.5)"),
+            (lambda: machine.record([1], 2**64), OverflowError, "canonical_end: 18446744073709551616 does not fit 64 bits"),
+            (lambda: machine.configure({"chunk": 1}), TypeError, "config must be a pfx.Config, not dict"),
+            (lambda: pfx.Machine(3), TypeError, "config must be a pfx.Config, not int"),
+            (lambda: pfx.Config(enabled=1), TypeError, "enabled must be True or False, not int (1)"),
+            (lambda: pfx.Config(keep_min=-1), ValueError, "keep_min must be >= 0, not -1"),
+            (lambda: pfx.Config(chunk="2"), TypeError, "chunk must be an integer, not str ('2')"),
+            (lambda: pfx.Decision(reason=1), TypeError, "reason must be a pfx.Reason, not int"),
+        ]
+        for call, error, message in cases:
+            with self.assertRaises(error) as raised:
+                call()
+            self.assertEqual(str(raised.exception), message)
+            self.assertNotIn("incompatible function arguments", str(raised.exception))
+            self.assertEqual(everything(machine), before, message)
+
+    @verifies("PY-3")
+    def test_config_and_decision_are_values(self):
+        config = pfx.Config(keep_min=8, chunk=4)
+        self.assertEqual((config.enabled, config.keep_min, config.chunk), (True, 8, 4))
+        self.assertEqual(config, pfx.Config(True, 8, 4))
+        self.assertNotEqual(config, pfx.Config())
+        self.assertEqual(repr(config), "Config(enabled=True, keep_min=8, chunk=4)")
+        config.chunk = 2
+        self.assertEqual(config.chunk, 2)
+        machine = pfx.Machine(config)
+        machine.config.keep_min = 99  # a copy
+        self.assertEqual(machine.config.keep_min, 8)
+        decision = pfx.Decision(offset=3, common_prefix=5, reason=pfx.Reason.reused, bound=pfx.Bound.one_token_left)
+        self.assertEqual(repr(decision),
+                         "Decision(offset=3, common_prefix=5, reason=Reason.reused, bound=Bound.one_token_left)")
+        self.assertEqual([r.name for r in pfx.Reason.__members__.values()],
+                         ["reused", "disabled", "empty_record", "nothing_reusable", "below_keep_min"])
+        self.assertEqual([b.name for b in pfx.Bound.__members__.values()],
+                         ["none", "common_prefix", "canonical_end", "one_token_left", "alignment"])
+
+
+if __name__ == "__main__":
+    unittest.main()
