@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets pfx up on a fresh Debian machine and runs its main job: installs the missing packages,
-# configures and builds the default preset, then serves a multi-turn conversation through a lane on
-# the host reference engine, each turn checked bit for bit against a cold run.
+# configures and builds the default preset, then runs `pfx replay --verify`: the embedded workload
+# served through a lane, each response compared bit for bit with a cold run (docs/cli.md).
 #
 #   scripts/setup.sh [--no-run]
 set -euo pipefail
@@ -12,4 +12,4 @@ cmake --preset default
 cmake --build --preset default -j "$(nproc)"
 
 [ "${1:-}" = "--no-run" ] && exit 0
-exec build/default/examples/pfx_serve_example
+exec build/default/bin/pfx replay --verify

@@ -45,7 +45,7 @@ struct ReplayOptions {
   std::uint64_t seed = 253;
   std::size_t requests = 100;              ///< of the embedded workload
   bool json = false;
-  bool progress = true;
+  bool no_progress = false;
 };
 
 void add_model_options(CLI::App& command, ModelOptions& model) {
@@ -237,7 +237,7 @@ int run_replay(const ReplayOptions& options, const Streams& streams) {
                 << table_header(options.verify) << "\n"
                 << std::flush;
   }
-  ProgressBar progress(streams.err, streams.err_is_terminal && options.progress, requests);
+  ProgressBar progress(streams.err, streams.err_is_terminal && !options.no_progress, requests);
   ReplayListener listener;
   listener.request = [&](const RequestReport& r) {
     progress.erase();
@@ -275,14 +275,14 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
   command->add_option("--backend", options->backend, "host, cuda, or auto (cuda when a device is available)")
       ->check(CLI::IsMember({"host", "cuda", "auto"}))->capture_default_str();
   command->add_flag("--verify", options->verify, "Also serve each request cold and compare bit for bit");
-  command->add_option("--faults", options->faults, "Probability that an engine call fails (injected)")
+  command->add_option("--faults", options->faults, "Probability that each engine call (one prefill chunk or decode step) fails, injected")
       ->check(CLI::Range(0.0, 1.0))->capture_default_str();
   command->add_option("--seed", options->seed, "Seed of the injected failures and of the embedded workload")
       ->capture_default_str();
   CLI::Option* requests = command->add_option("--requests", options->requests, "Requests of the embedded workload")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))->capture_default_str();
   command->add_flag("--json", options->json, "One JSON object per request, then a summary object");
-  command->add_flag("!--no-progress", options->progress, "No progress bar, even on a terminal");
+  command->add_flag("--no-progress", options->no_progress, "No progress bar, even on a terminal");
   command->callback([options, requests, &streams, &status] {
     if (!options->trace.empty() && requests->count() > 0) {
       throw InputError("--requests sizes the embedded workload; it cannot be given with a trace");
