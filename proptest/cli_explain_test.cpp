@@ -1,1 +1,232 @@
-#include <gtest/gtest.h>
+// pfx explain, run in-process: its decision and bound are the core's (CLI-4), and bad input is an
+// InputError that names the argument and the field (CLI-2).
+
+#include "support/requirement.hpp"
+
+#include <pfx/cli/explain.hpp>
+#include <pfx/cli/explain_input.hpp>
+#include <pfx/core.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using pfx::cli::ExplainOptions;
+
+std::string explain(const ExplainOptions& options) {
+  std::ostringstream out;
+  std::ostringstream err;
+  EXPECT_EQ(pfx::cli::run_explain(options, {out, err, false}), pfx::cli::exit_ok);
+  return out.str();
+}
+
+/// The InputError's message, or "" when none was thrown.
+std::string input_error(const ExplainOptions& options) {
+  try {
+    (void)explain(options);
+  } catch (const pfx::cli::InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+ExplainOptions inline_options(std::string record, std::string prompt) {
+  ExplainOptions options;
+  options.record = std::move(record);
+  options.prompt = std::move(prompt);
+  options.chunk = 4;
+  options.keep_min = 2;
+  return options;
+}
+
+/// Sets an environment variable for the lifetime of the object (nullopt: unset), then restores it.
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) {
+      setenv(name, value->c_str(), 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnvironment() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnvironment(const ScopedEnvironment&) = delete;
+  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+/// A file in the test's temporary directory holding `text`.
+std::string file_with(const std::string& name, const std::string& text) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+}  // namespace
+
+PFX_PROPERTY(CliExplain, TheDecisionAndTheBoundAreThoseOfDecideOnEveryRecordAndPrompt, "CLI-4", ()) {
+  const auto ids = *rc::gen::container<std::vector<pfx::token>>(rc::gen::inRange<pfx::token>(0, 3));
+  const auto end = *rc::gen::inRange<std::size_t>(0, ids.size() + 1);
+  const auto kept = *rc::gen::inRange<std::size_t>(0, ids.size() + 1);
+  auto prompt = std::vector<pfx::token>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(kept));
+  for (const pfx::token t : *rc::gen::container<std::vector<pfx::token>>(rc::gen::inRange<pfx::token>(0, 3))) {
+    prompt.push_back(t);
+  }
+  const pfx::Config config{*rc::gen::arbitrary<bool>(), *rc::gen::inRange<std::size_t>(0, 9),
+                           *rc::gen::inRange<std::size_t>(1, 9)};
+  const bool as_object = *rc::gen::arbitrary<bool>();
+
+  ExplainOptions options;
+  options.record = fmt::format("{{\"ids\": [{}], \"canonical_end\": {}}}", fmt::join(ids, ", "), end);
+  options.prompt = as_object ? fmt::format("{{\"prompt\": [{}], \"max_new_tokens\": 1}}", fmt::join(prompt, ","))
+                             : fmt::format("[{}]", fmt::join(prompt, ","));
+  options.chunk = config.chunk;
+  options.keep_min = config.keep_min;
+  options.disabled = !config.enabled;
+  // Reuse on by default (TF_GLM53_PREFIX_CACHE unset), so --disabled alone says whether it is off.
+  const ScopedEnvironment reuse("TF_GLM53_PREFIX_CACHE", std::nullopt);
+
+  const pfx::Decision expected = pfx::decide(config, ids, end, prompt);
+  const std::string text = explain(options);
+  RC_ASSERT(text.ends_with(fmt::format("\noffset {}: {}, decided by {}\n", expected.offset, name(expected.reason),
+                                       name(expected.bound))));
+
+  options.json = true;
+  const nlohmann::json report = nlohmann::json::parse(explain(options));
+  RC_ASSERT(report["offset"].get<std::size_t>() == expected.offset);
+  RC_ASSERT(report["reason"] == name(expected.reason));
+  RC_ASSERT(report["bound"] == name(expected.bound));
+  RC_ASSERT(report["common_prefix"].get<std::size_t>() == expected.common_prefix);
+  // Exactly the decision's bound is marked tightest, and none when no bound was consulted.
+  std::size_t marked = 0;
+  for (const nlohmann::json& row : report["bounds"]) {
+    if (!row["tightest"].get<bool>()) continue;
+    ++marked;
+    RC_ASSERT(row["name"] == name(expected.bound));
+  }
+  RC_ASSERT(marked == (expected.bound == pfx::Bound::none ? 0U : 1U));
+}
+
+TEST(CliExplain, EachBoundIsPrintedWithItsValueAndInvariantAndTheTightestIsMarked) {
+  pfx::test::verifies("CLI-4");
+  // lcp 6, canonical_end 8, one token left 6: the tightest is 6, which chunk 4 rounds down to 4.
+  const std::string out = explain(inline_options(R"({"ids": [1,2,3,4,5,6,7,8,9,10], "canonical_end": 8})",
+                                                 "[1,2,3,4,5,6,99]"));
+  EXPECT_NE(out.find("record: 10 ids, canonical_end 8\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("config: reuse on, keep_min 2, chunk 4\n"), std::string::npos) << out;
+  const std::vector<std::string> rows = {
+      "  common prefix           6  INV-1  ", "  canonical end           8  INV-2  ",
+      "  one token left          6  INV-3  ", "  alignment               4  INV-5  ",
+      "  keep_min                2  INV-4  "};
+  for (const std::string& row : rows) EXPECT_NE(out.find(row), std::string::npos) << row << "\n" << out;
+  const std::size_t alignment = out.find("  alignment ");
+  EXPECT_NE(out.find("<- tightest", alignment), std::string::npos) << out;
+  EXPECT_EQ(out.find("<- tightest"), out.rfind("<- tightest")) << out;
+  EXPECT_TRUE(out.ends_with("\noffset 4: reused, decided by alignment\n")) << out;
+
+  // keep_min 5 refuses the 4 rows the bounds allow; the bound that cut them is still named.
+  ExplainOptions options = inline_options(R"([1,2,3,4,5,6,7,8,9,10])", "[1,2,3,4,5,6,99]");
+  options.keep_min = 5;
+  EXPECT_TRUE(explain(options).ends_with("\noffset 0: below keep_min, decided by alignment\n"));
+  options.disabled = true;
+  EXPECT_TRUE(explain(options).ends_with("no bound was consulted: reuse is off (INV-6)\n\noffset 0: disabled, "
+                                         "decided by none\n"));
+}
+
+TEST(CliExplain, DefaultsAreReplaysChunk64AndTheSeedsEnvironmentVariables) {
+  pfx::test::verifies("CLI-4");
+  ExplainOptions options;
+  {
+    const ScopedEnvironment reuse("TF_GLM53_PREFIX_CACHE", std::nullopt);
+    const ScopedEnvironment keep_min("TF_GLM53_PREFIX_CACHE_MIN", std::nullopt);
+    EXPECT_EQ(pfx::cli::explain_config(options), (pfx::Config{true, 64, 64}));
+  }
+  {
+    const ScopedEnvironment reuse("TF_GLM53_PREFIX_CACHE", "0");
+    const ScopedEnvironment keep_min("TF_GLM53_PREFIX_CACHE_MIN", "3");
+    EXPECT_EQ(pfx::cli::explain_config(options), (pfx::Config{false, 3, 64}));
+    options.keep_min = 7;
+    options.chunk = 2;
+    EXPECT_EQ(pfx::cli::explain_config(options), (pfx::Config{false, 7, 2}));
+  }
+}
+
+TEST(CliExplain, TheRecordAndThePromptAreReadFromFilesAsFromInlineJson) {
+  pfx::test::verifies("CLI-4");
+  const std::string record = R"({"ids": [5,6,7,8,9], "canonical_end": 4})";
+  const std::string prompt = R"({"prompt": [5,6,7,8,9,1], "max_new_tokens": 2})";
+  ExplainOptions from_files = inline_options(file_with("pfx_explain_record.json", record),
+                                             file_with("pfx_explain_prompt.json", prompt));
+  const std::string out = explain(from_files);
+  EXPECT_EQ(out, explain(inline_options(record, prompt)));
+  EXPECT_TRUE(out.ends_with("\noffset 4: reused, decided by canonical end\n")) << out;
+
+  // A plain array of ids holds rows up to its end, unless --canonical-end says otherwise.
+  EXPECT_EQ(pfx::cli::read_record("--record", "[5,6,7]", std::nullopt).canonical_end, 3U);
+  EXPECT_EQ(pfx::cli::read_record("--record", "[5,6,7]", 1).canonical_end, 1U);
+  EXPECT_EQ(pfx::cli::read_record("--record", record, 2).canonical_end, 2U);
+}
+
+TEST(CliExplain, BadInputIsAnInputErrorThatNamesTheArgumentAndTheField) {
+  pfx::test::verifies("CLI-2");
+  const std::string bad_file = file_with("pfx_explain_bad_record.json", R"({"ids": [1, 2], "canonical_end": -3})");
+  struct Case {
+    std::string record;
+    std::string prompt;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {bad_file, "[1]", "--record " + bad_file + ": field \"canonical_end\": expected a non-negative integer, got -3"},
+      {R"({"ids": [1, 2], "canonical_end": 1.5})", "[1]",
+       "--record: field \"canonical_end\": expected a non-negative integer, got 1.5"},
+      {R"({"ids": [1, -2], "canonical_end": 1})", "[1]",
+       "--record: field \"ids\": element 1: expected a token id (an integer in 0..2147483647), got -2"},
+      {"[1, 2147483648]", "[1]", "--record: element 1: expected a token id (an integer in 0..2147483647), got 2147483648"},
+      {R"([1, "2"])", "[1]", "--record: element 1: expected a token id (an integer in 0..2147483647), got the string \"2\""},
+      {R"({"ids": "1 2"})", "[1]", "--record: field \"ids\": expected an array of token ids, got the string \"1 2\""},
+      {R"({"canonical_end": 1})", "[1]", "--record: field \"ids\": missing"},
+      {R"({"ids": [1]})", "[1]", "--record: field \"canonical_end\": missing (give it here, or with --canonical-end)"},
+      {"[1, 2", "[1]", "--record: malformed JSON: parse error at line 1, column 6"},
+      {"/nonexistent/record.json", "[1]", "--record /nonexistent/record.json: cannot read the file"},
+      {"[1]", R"({"max_new_tokens": 1})", "--prompt: field \"prompt\": missing"},
+      {"[1]", R"({"prompt": {"a": 1}})", "--prompt: field \"prompt\": expected an array of token ids, got an object"},
+      {"[1]", "[0.5]", "--prompt: element 0: expected a token id (an integer in 0..2147483647), got 0.5"},
+      {"[1]", "{} ", "--prompt: field \"prompt\": missing"},
+      // The machine refuses the record (INV-9), in the core's words.
+      {R"({"ids": [1, 2], "canonical_end": 3})", "[1]",
+       "--record: canonical_end 3 with 2 ids: canonical_end is past the end of ids"},
+  };
+  for (const Case& c : cases) {
+    const std::string message = input_error(inline_options(c.record, c.prompt));
+    EXPECT_TRUE(message.starts_with(c.message)) << "record " << c.record << ", prompt " << c.prompt << "\n  got:  "
+                                                << message << "\n  want: " << c.message;
+  }
+
+  ExplainOptions chunk_zero = inline_options("[1, 2]", "[1, 2]");
+  chunk_zero.chunk = 0;
+  EXPECT_EQ(input_error(chunk_zero), "--chunk 0: chunk must be at least 1");
+  ExplainOptions past = inline_options("[1, 2]", "[1, 2]");
+  past.canonical_end = 3;
+  EXPECT_EQ(input_error(past), "--canonical-end: canonical_end 3 with 2 ids: canonical_end is past the end of ids");
+}

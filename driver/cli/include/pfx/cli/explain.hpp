@@ -1,0 +1,41 @@
+#pragma once
+
+/// \file
+/// `pfx explain` (docs/cli.md, "pfx explain"): the decision of the offset rule for a held record and
+/// a prompt, each bound with its value and the invariant it keeps, and which bound decided.
+
+#include <pfx/cli/command.hpp>
+#include <pfx/core.hpp>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace pfx::cli {
+
+/// The default chunk: the prefill chunk of `pfx replay`'s default engine, so that both commands
+/// decide alike unless told otherwise.
+inline constexpr std::size_t default_explain_chunk = 64;
+
+struct ExplainOptions {
+  std::string record;  ///< inline JSON, or a file name (explain_input.hpp)
+  std::string prompt;  ///< inline JSON, or a file name
+  std::optional<std::size_t> canonical_end;  ///< replaces the record's
+  std::optional<std::size_t> chunk;          ///< default_explain_chunk when not given
+  std::optional<std::size_t> keep_min;       ///< TF_GLM53_PREFIX_CACHE_MIN (default 64) when not given
+  bool disabled = false;                     ///< reuse off; otherwise TF_GLM53_PREFIX_CACHE says
+  bool json = false;
+};
+
+/// The configuration explain decides with: the options, and for what they leave out `pfx replay`'s
+/// defaults (chunk 64; reuse and keep_min from the environment, as a lane reads them). Throws
+/// driver::ConfigError for a malformed environment variable.
+[[nodiscard]] Config explain_config(const ExplainOptions& options);
+
+/// Reads the record and the prompt, runs them through a real Machine (configure, record, query) and
+/// writes the decision and its bounds to `streams.out` (text, or JSON with options.json). Throws
+/// InputError for bad input, including a record or configuration the machine refuses (INV-9), with
+/// the machine's own words. Returns exit_ok.
+[[nodiscard]] int run_explain(const ExplainOptions& options, const Streams& streams);
+
+}  // namespace pfx::cli
