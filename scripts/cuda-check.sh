@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA checks, for a machine with a GPU: builds the `device` preset, runs the CUDA tests (which
-# must run, not skip) and the whole suite, then the driver benchmarks. Prints what it measured.
+# must run, not skip) and the whole suite, `pfx replay --backend cuda --verify`, then the driver
+# benchmarks. Prints what it measured.
 #
 #   scripts/cuda-check.sh
 set -euo pipefail
@@ -18,6 +19,9 @@ if grep -q "SKIPPED \]" build/device/cuda-tests.log; then
   exit 1
 fi
 ctest --preset device -j "$(nproc)"
+
+# The main job on the device: the embedded workload, each response checked against a cold run.
+build/device/bin/pfx replay --backend cuda --verify --no-progress | tail -3
 
 if [ -x build/device/bench/pfx_driver_bench ]; then
   build/device/bench/pfx_driver_bench --benchmark_min_time=0.2
