@@ -33,3 +33,7 @@ pfx_expect_status(cli.replay_bad_option_exits_2 STATUS 2 MATCH "pfx replay: --fa
 pfx_expect_status(cli.workload_prints_a_trace STATUS 0
                   MATCH "^{\"prompt\":\\[[0-9,]+\\],\"max_new_tokens\":[0-9]+,\"label\":\"new session\"}\n"
                   COMMAND workload --requests 3)
+
+# A negative count is refused, not wrapped round to 2^64 - 1 (which would run for ever).
+pfx_expect_status(cli.replay_negative_seed_exits_2 STATUS 2 MATCH "pfx replay: --seed: " COMMAND replay --seed -1)
+pfx_expect_status(cli.audit_negative_cases_exits_2 STATUS 2 MATCH "pfx audit: --cases: " COMMAND audit --cases -1)

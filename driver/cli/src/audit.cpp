@@ -1,6 +1,7 @@
 // pfx audit: the invariant catalogue checked at run time, and the traceability table.
 
 #include <pfx/cli/audit.hpp>
+#include <pfx/cli/options.hpp>
 
 #include "exhaustive_proof.hpp"
 
@@ -237,9 +238,11 @@ void add_audit_command(CLI::App& app, const Streams& streams, int& status) {
   };
   auto settings = std::make_shared<Settings>();
   CLI::Option* seed = audit->add_option("--seed", settings->seed,
-                                        "Seed of the random runs (default: drawn at random, and printed)");
+                                        "Seed of the random runs (default: drawn at random, and printed)")
+                         ->check(non_negative());  // CLI11 would wrap -1 round to 2^64 - 1
   audit->add_option("--cases", settings->cases, "Random protocol runs, of 24 events each")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_negative());
   audit->add_option("--protocol-length", settings->protocol_length,
                     "Longest sequence of the exhaustive protocol domain (2 is the compile-time proofs' domain)")
       ->capture_default_str()

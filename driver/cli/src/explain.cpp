@@ -1,6 +1,7 @@
 // pfx explain: the decision for a held record and a prompt, and the bound that decided it.
 
 #include <pfx/cli/explain.hpp>
+#include <pfx/cli/options.hpp>
 #include <pfx/cli/explain_input.hpp>
 #include <pfx/driver/environment.hpp>
 
@@ -141,10 +142,14 @@ void add_explain_command(CLI::App& app, const Streams& streams, int& status) {
   explain->add_option("--prompt", s->options.prompt, "The prompt: [ids...] or {\"prompt\": [...]}, inline or a file")
       ->required();
   CLI::Option* canonical_end =
-      explain->add_option("--canonical-end", s->canonical_end, "Replaces the record's canonical_end");
-  CLI::Option* chunk = explain->add_option("--chunk", s->chunk, "The engine's prefill chunk")->capture_default_str();
+      explain->add_option("--canonical-end", s->canonical_end, "Replaces the record's canonical_end")
+          ->check(non_negative());  // CLI11 would wrap -1 round to 2^64 - 1
+  CLI::Option* chunk = explain->add_option("--chunk", s->chunk, "The engine's prefill chunk")
+                              ->capture_default_str()
+                              ->check(non_negative());
   CLI::Option* keep_min =
-      explain->add_option("--keep-min", s->keep_min, "Shortest reuse worth taking (default: TF_GLM53_PREFIX_CACHE_MIN, or 64)");
+      explain->add_option("--keep-min", s->keep_min, "Shortest reuse worth taking (default: TF_GLM53_PREFIX_CACHE_MIN, or 64)")
+          ->check(non_negative());
   explain->add_flag("--disabled", s->options.disabled, "Reuse off (default: TF_GLM53_PREFIX_CACHE)");
   explain->add_flag("--json", s->options.json, "Write the explanation as JSON");
   explain->callback([&streams, &status, s, canonical_end, chunk, keep_min] {

@@ -1,6 +1,7 @@
 // `pfx replay` and `pfx workload`: options, the engine, the trace, and the table or JSON output.
 
 #include <pfx/cli/command.hpp>
+#include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
 #include <pfx/cli/replay.hpp>
 #include <pfx/cli/trace.hpp>
@@ -271,14 +272,16 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
                       "- reads standard input; without it, the embedded workload");
   add_model_options(*command, options->model);
   command->add_option("--keep-min", options->keep_min,
-                      "Shortest reuse worth taking (default: TF_GLM53_PREFIX_CACHE_MIN, else 64)");
+                      "Shortest reuse worth taking (default: TF_GLM53_PREFIX_CACHE_MIN, else 64)")
+      ->check(non_negative());  // CLI11 would wrap -1 round to 2^64 - 1
   command->add_option("--backend", options->backend, "host, cuda, or auto (cuda when a device is available)")
       ->check(CLI::IsMember({"host", "cuda", "auto"}))->capture_default_str();
   command->add_flag("--verify", options->verify, "Also serve each request cold and compare bit for bit");
   command->add_option("--faults", options->faults, "Probability that each engine call (one prefill chunk or decode step) fails, injected")
       ->check(CLI::Range(0.0, 1.0))->capture_default_str();
   command->add_option("--seed", options->seed, "Seed of the injected failures and of the embedded workload")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_negative());
   CLI::Option* requests = command->add_option("--requests", options->requests, "Requests of the embedded workload")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))->capture_default_str();
   command->add_flag("--json", options->json, "One JSON object per request, then a summary object");
@@ -300,7 +303,9 @@ void add_workload_command(CLI::App& app, const Streams& streams, int& status) {
   auto options = std::make_shared<Options>();
   CLI::App* command = app.add_subcommand("workload", "Print the embedded workload of pfx replay as a JSON Lines trace");
   add_model_options(*command, options->model);
-  command->add_option("--seed", options->seed, "Seed of the workload")->capture_default_str();
+  command->add_option("--seed", options->seed, "Seed of the workload")
+      ->capture_default_str()
+      ->check(non_negative());
   command->add_option("--requests", options->requests, "Requests to generate")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))->capture_default_str();
   command->callback([options, &streams, &status] {
