@@ -5,6 +5,8 @@
 //
 //   pfx_requirements_check RESULTS_DIR [TRACEABILITY_MD]
 
+#include "support/test_index.hpp"
+
 #include <pfx/spec/catalogue.hpp>
 #include <pfx/spec/requirements.hpp>
 
@@ -73,14 +75,11 @@ IdsByTest recorded(const std::filesystem::path& dir) {
   return by_test;
 }
 
-/// Suite.Name -> IDs, from the rows "| `Suite.Name` | INV-1 INV-2 |" of the document's index.
+/// Suite.Name -> IDs, from the document's per-test index.
 IdsByTest documented(const std::filesystem::path& doc) {
-  const std::regex row(R"(^\| `([A-Za-z0-9_]+\.[A-Za-z0-9_]+)` \| ([A-Z0-9 -]+) \|$)");
   IdsByTest by_test;
-  std::istringstream lines(read(doc));
-  for (std::string line; std::getline(lines, line);) {
-    std::smatch m;
-    if (std::regex_match(line, m, row)) by_test[m[1].str()] = split(m[2].str());
+  for (const pfx::test::IndexRow& row : pfx::test::test_index_rows(read(doc))) {
+    by_test[row.test] = Ids(row.ids.begin(), row.ids.end());
   }
   return by_test;
 }

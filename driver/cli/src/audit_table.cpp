@@ -1,12 +1,13 @@
 #include <pfx/cli/audit_table.hpp>
 
+#include "support/test_index.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstddef>
 #include <map>
-#include <sstream>
 
 namespace pfx::cli {
 namespace {
@@ -78,13 +79,6 @@ std::string plain(std::string_view cell) {
   return out;
 }
 
-std::vector<std::string> words(std::string_view s) {
-  std::vector<std::string> out;
-  std::istringstream in{std::string(s)};
-  for (std::string word; in >> word;) out.push_back(word);
-  return out;
-}
-
 /// Whether `line` names `id` itself: "INV-1" names INV-1, but "INV-10" and "INV-1..5" do not.
 bool names(std::string_view line, std::string_view id) {
   for (std::size_t at = line.find(id); at != std::string_view::npos; at = line.find(id, at + 1)) {
@@ -134,19 +128,6 @@ std::map<std::string, std::string, std::less<>> requirement_rows(const std::vect
   return rows;
 }
 
-/// ID -> the tests the "Test index" lists for it, in the index's order.
-std::map<std::string, std::vector<std::string>, std::less<>> test_index(const std::vector<Line>& lines) {
-  std::map<std::string, std::vector<std::string>, std::less<>> tests;
-  for (const Line& line : lines) {
-    if (line.heading != "Test index") continue;
-    const std::vector<std::string_view> cells = cells_of(line.text);
-    if (cells.size() < 2 || !cells[0].starts_with('`')) continue;  // the header and separator rows
-    const std::string test = plain(cells[0]);
-    for (const std::string& id : words(cells[1])) tests[id].push_back(test);
-  }
-  return tests;
-}
-
 }  // namespace
 
 std::vector<std::string> TraceabilityEntry::problems() const {
@@ -165,7 +146,9 @@ std::vector<TraceabilityEntry> traceability_table(std::span<const RequirementId>
     std::vector<Line> lines = lines_of(doc.text);
     if (doc.path == traceability_doc) {
       rows = requirement_rows(lines);
-      tests = test_index(lines);
+      for (const test::IndexRow& row : test::test_index_rows(doc.text)) {  // the requirements check's parser
+        for (const std::string& id : row.ids) tests[id].push_back(row.test);
+      }
     } else {
       others.emplace_back(doc.path, std::move(lines));
     }
