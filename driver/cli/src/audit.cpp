@@ -36,8 +36,6 @@ struct Check {
   json counterexample_json;  ///< null when none failed
 };
 
-std::string tokens(const spec::Tokens& t) { return fmt::format("[{}]", fmt::join(t, ",")); }
-
 /// A bounded exhaustive proof's result (proptest/exhaustive_proof.hpp), every step of which was
 /// compared with the reference model and checked against INV-1..10.
 Check exhaustive(std::string name, std::string domain, const proof::Tally& t) {
@@ -45,7 +43,7 @@ Check exhaustive(std::string name, std::string domain, const proof::Tally& t) {
   if (t.failed == 0) return check;
   check.counterexample.push_back(fmt::format(
       "config enabled={} keep_min={} chunk={}; record ids={} canonical_end={}; prompt={}; event #{} of the case",
-      t.config.enabled, t.config.keep_min, t.config.chunk, tokens(t.ids), t.canonical_end, tokens(t.prompt),
+      t.config.enabled, t.config.keep_min, t.config.chunk, describe(t.ids), t.canonical_end, describe(t.prompt),
       t.event));
   check.counterexample_json = {{"config", {{"enabled", t.config.enabled}, {"keep_min", t.config.keep_min},
                                            {"chunk", t.config.chunk}}},
@@ -230,36 +228,24 @@ int run_audit(const AuditOptions& options, const Streams& streams) {
 void add_audit_command(CLI::App& app, const Streams& streams, int& status) {
   CLI::App* audit = app.add_subcommand(
       "audit", "Check the invariant catalogue at run time and print the traceability table");
-  struct Settings {
-    std::uint64_t seed = 0;
-    std::size_t cases = default_audit_cases;
-    std::size_t protocol_length = 3;
-    bool json = false;
-  };
-  auto settings = std::make_shared<Settings>();
-  CLI::Option* seed = audit->add_option("--seed", settings->seed,
+  auto options = std::make_shared<AuditOptions>();
+  CLI::Option* seed = audit->add_option("--seed", options->seed,
                                         "Seed of the random runs (default: drawn at random, and printed)")
                          ->check(non_negative());  // CLI11 would wrap -1 round to 2^64 - 1
-  audit->add_option("--cases", settings->cases, "Random protocol runs, of 24 events each")
+  audit->add_option("--cases", options->cases, "Random protocol runs, of 24 events each")
       ->capture_default_str()
       ->check(non_negative());
-  audit->add_option("--protocol-length", settings->protocol_length,
+  audit->add_option("--protocol-length", options->protocol_length,
                     "Longest sequence of the exhaustive protocol domain (2 is the compile-time proofs' domain)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{0}, std::size_t{3}));
-  audit->add_flag("--json", settings->json, "Write the report as JSON");
-  audit->callback([&streams, &status, settings, seed] {
-    AuditOptions options;
-    if (seed->count() > 0) {
-      options.seed = settings->seed;
-    } else {
+  audit->add_flag("--json", options->json, "Write the report as JSON");
+  audit->callback([&streams, &status, options, seed] {
+    if (seed->count() == 0) {
       std::random_device device;
-      options.seed = (std::uint64_t{device()} << 32U) | device();
+      options->seed = (std::uint64_t{device()} << 32U) | device();
     }
-    options.cases = settings->cases;
-    options.protocol_length = settings->protocol_length;
-    options.json = settings->json;
-    status = run_audit(options, streams);
+    status = run_audit(*options, streams);
   });
 }
 

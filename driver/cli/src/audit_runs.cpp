@@ -92,9 +92,9 @@ class EventSource {
   std::mt19937_64& random_;
 };
 
-std::string describe(const spec::Tokens& t) { return fmt::format("[{}]", fmt::join(t, ",")); }
-
 }  // namespace
+
+std::string describe(const spec::Tokens& t) { return fmt::format("[{}]", fmt::join(t, ",")); }
 
 RandomRunsReport run_random_cases(std::uint64_t seed, std::size_t cases, std::size_t events_per_case,
                                   const Stepper& step) {

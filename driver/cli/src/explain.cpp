@@ -129,36 +129,23 @@ int run_explain(const ExplainOptions& options, const Streams& streams) {
 void add_explain_command(CLI::App& app, const Streams& streams, int& status) {
   CLI::App* explain =
       app.add_subcommand("explain", "Print the decision for a held record and a prompt, and the bound that decided it");
-  struct Settings {
-    ExplainOptions options;
-    std::size_t canonical_end = 0;
-    std::size_t chunk = default_explain_chunk;
-    std::size_t keep_min = 0;
-  };
-  auto s = std::make_shared<Settings>();
-  explain->add_option("--record", s->options.record,
+  auto options = std::make_shared<ExplainOptions>();
+  explain->add_option("--record", options->record,
                       "The held record: {\"ids\": [...], \"canonical_end\": n} or [ids...], inline or a file")
       ->required();
-  explain->add_option("--prompt", s->options.prompt, "The prompt: [ids...] or {\"prompt\": [...]}, inline or a file")
+  explain->add_option("--prompt", options->prompt, "The prompt: [ids...] or {\"prompt\": [...]}, inline or a file")
       ->required();
-  CLI::Option* canonical_end =
-      explain->add_option("--canonical-end", s->canonical_end, "Replaces the record's canonical_end")
-          ->check(non_negative());  // CLI11 would wrap -1 round to 2^64 - 1
-  CLI::Option* chunk = explain->add_option("--chunk", s->chunk, "The engine's prefill chunk")
-                              ->capture_default_str()
-                              ->check(non_negative());
-  CLI::Option* keep_min =
-      explain->add_option("--keep-min", s->keep_min, "Shortest reuse worth taking (default: TF_GLM53_PREFIX_CACHE_MIN, or 64)")
-          ->check(non_negative());
-  explain->add_flag("--disabled", s->options.disabled, "Reuse off (default: TF_GLM53_PREFIX_CACHE)");
-  explain->add_flag("--json", s->options.json, "Write the explanation as JSON");
-  explain->callback([&streams, &status, s, canonical_end, chunk, keep_min] {
-    ExplainOptions options = s->options;
-    if (canonical_end->count() > 0) options.canonical_end = s->canonical_end;
-    if (chunk->count() > 0) options.chunk = s->chunk;
-    if (keep_min->count() > 0) options.keep_min = s->keep_min;
-    status = run_explain(options, streams);
-  });
+  explain->add_option("--canonical-end", options->canonical_end, "Replaces the record's canonical_end")
+      ->check(non_negative());  // CLI11 would wrap -1 round to 2^64 - 1
+  explain->add_option("--chunk", options->chunk, "The engine's prefill chunk")
+      ->default_str(std::to_string(default_explain_chunk))
+      ->check(non_negative());
+  explain->add_option("--keep-min", options->keep_min,
+                      "Shortest reuse worth taking (default: TF_GLM53_PREFIX_CACHE_MIN, or 64)")
+      ->check(non_negative());
+  explain->add_flag("--disabled", options->disabled, "Reuse off (default: TF_GLM53_PREFIX_CACHE)");
+  explain->add_flag("--json", options->json, "Write the explanation as JSON");
+  explain->callback([&streams, &status, options] { status = run_explain(*options, streams); });
 }
 
 }  // namespace pfx::cli

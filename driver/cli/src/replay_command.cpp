@@ -228,8 +228,7 @@ int run_replay(const ReplayOptions& options, const Streams& streams) {
   const ChosenEngine engine = make_engine(options);
   const ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults, .seed = options.seed};
 
-  std::size_t requests = 0;
-  for (const TraceItem& item : input.items) requests += std::holds_alternative<TraceRequest>(item) ? 1 : 0;
+  const std::size_t requests = count_requests(input.items);
   if (!options.json) {
     streams.out << fmt::format("pfx replay: {}: {} requests\n", input.source, requests)
                 << fmt::format("lane: {}, capacity {}, reuse {}, keep_min {}{}{}\n", engine.description, lane.capacity,

@@ -115,7 +115,7 @@ std::string TraceProblem::describe(std::string_view source) const {
   return fmt::format("{}:{}: field \"{}\": {}", source, line, field, message);
 }
 
-std::size_t Trace::requests() const noexcept {
+std::size_t count_requests(std::span<const TraceItem> items) noexcept {
   std::size_t n = 0;
   for (const TraceItem& item : items) n += std::holds_alternative<TraceRequest>(item) ? 1 : 0;
   return n;

@@ -49,6 +49,9 @@ struct RandomRunsReport {
 [[nodiscard]] RandomRunsReport run_random_cases(std::uint64_t seed, std::size_t cases,
                                                 std::size_t events_per_case, const Stepper& step);
 
+/// The tokens as "[0,1,1]".
+[[nodiscard]] std::string describe(const spec::Tokens& tokens);
+
 /// The event as one line: "record ids=[0,1,1] canonical_end=2".
 [[nodiscard]] std::string describe(const spec::Event& event);
 

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <iosfwd>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -36,6 +37,9 @@ struct TraceClear {
 
 using TraceItem = std::variant<TraceRequest, TraceClear>;
 
+/// How many of `items` are requests (the rest are clears).
+[[nodiscard]] std::size_t count_requests(std::span<const TraceItem> items) noexcept;
+
 /// What a request must fit: token ids are 0 .. vocab - 1, and len(prompt) + max_new_tokens <=
 /// capacity (the lane's own check, made here so that it is reported with the line).
 struct TraceLimits {
@@ -57,7 +61,7 @@ struct TraceProblem {
 struct Trace {
   std::vector<TraceItem> items;
   std::vector<TraceProblem> problems;
-  [[nodiscard]] std::size_t requests() const noexcept;
+  [[nodiscard]] std::size_t requests() const noexcept { return count_requests(items); }
 };
 
 /// Parses one line. Returns the item, or the problem with the line; never throws on any input.
