@@ -50,7 +50,8 @@ json parse(std::string_view option, std::string_view argument, Source& source) {
   }
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error for bad syntax; out_of_range for a number past a double's range, such as 1e500.
     // "[json.exception.parse_error.101] parse error at line 1, ...": the bracketed tag says nothing.
     std::string_view what = e.what();
     if (const std::size_t tag = what.find("] "); tag != std::string_view::npos) what.remove_prefix(tag + 2);
@@ -71,7 +72,9 @@ std::string kind_of(const json& value) {
 /// A JSON integer >= 0 that fits std::uint64_t, else nullopt (negative, float, string, ...).
 std::optional<std::uint64_t> count(const json& value) {
   if (value.is_number_unsigned()) return value.get<std::uint64_t>();
-  return std::nullopt;  // a negative integer is number_integer but not number_unsigned
+  // A signed integer is negative, or -0, which is 0 (as `pfx replay`'s trace reads it).
+  if (value.is_number_integer() && value.get<std::int64_t>() == 0) return 0;
+  return std::nullopt;
 }
 
 std::vector<token> token_ids(const json& array, const Source& source, std::string_view field) {

@@ -126,7 +126,8 @@ std::variant<TraceItem, TraceProblem> parse_trace_line(std::string_view text, st
   json parsed;
   try {
     parsed = json::parse(text);
-  } catch (const json::parse_error& e) {  // its message says where and why
+  } catch (const json::exception& e) {  // its message says where and why
+    // parse_error for bad syntax; out_of_range for a number past a double's range, such as 1e500.
     return TraceProblem{line, "", fmt::format("malformed JSON: {}", e.what())};
   }
   if (!parsed.is_object()) {

@@ -1,0 +1,75 @@
+#pragma once
+
+/// \file
+/// The reference model's vocabulary as one-line text, for the messages of fuzz findings.
+
+#include <pfx/spec/model.hpp>
+
+#include <cstddef>
+#include <sstream>
+#include <string>
+#include <variant>
+
+namespace pfx::fuzz {
+
+/// "[0,1,1]"; long sequences show their first 48 tokens and their length.
+inline std::string describe(const spec::Tokens& tokens) {
+  constexpr std::size_t shown = 48;
+  std::ostringstream out;
+  out << '[';
+  for (std::size_t i = 0; i < tokens.size() && i < shown; ++i) out << (i > 0 ? "," : "") << tokens[i];
+  if (tokens.size() > shown) out << ",... (" << tokens.size() << " tokens)";
+  out << ']';
+  return out.str();
+}
+
+inline std::string describe(const spec::Config& c) {
+  std::ostringstream out;
+  out << (c.enabled ? "enabled" : "disabled") << " keep_min " << c.keep_min << " chunk " << c.chunk;
+  return out.str();
+}
+
+inline std::string describe(const spec::Event& event) {
+  std::ostringstream out;
+  struct Visitor {
+    std::ostringstream& out;
+    void operator()(const spec::Query& e) const { out << "query prompt=" << describe(e.prompt); }
+    void operator()(const spec::Begin& e) const {
+      out << "begin prompt=" << describe(e.prompt) << " offset=" << e.offset;
+    }
+    void operator()(const spec::Commit& e) const {
+      out << "commit ids=" << describe(e.ids) << " canonical_end=" << e.canonical_end;
+    }
+    void operator()(const spec::Abort&) const { out << "abort"; }
+    void operator()(const spec::Record& e) const {
+      out << "record ids=" << describe(e.ids) << " canonical_end=" << e.canonical_end;
+    }
+    void operator()(const spec::Clear&) const { out << "clear"; }
+    void operator()(const spec::Configure& e) const { out << "configure " << describe(e.config); }
+  };
+  std::visit(Visitor{out}, event);
+  return out.str();
+}
+
+inline std::string describe(const spec::State& s) {
+  std::ostringstream out;
+  out << describe(s.config) << "; ids=" << describe(s.ids) << " canonical_end " << s.canonical_end;
+  if (s.writing) {
+    out << "; writing from " << s.begin_offset;
+  } else {
+    out << "; idle";
+  }
+  return out.str();
+}
+
+inline std::string describe(const spec::Output& o) {
+  std::ostringstream out;
+  out << "refusal " << o.refusal;
+  if (o.has_decision) {
+    out << ", offset " << o.offset << ", common prefix " << o.common_prefix << ", reason " << o.reason << ", bound "
+        << o.bound;
+  }
+  return out.str();
+}
+
+}  // namespace pfx::fuzz
