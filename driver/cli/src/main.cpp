@@ -1,5 +1,5 @@
 // pfx: replay a workload through a lane with verification, audit the invariant catalogue, explain a
-// decision (docs/cli.md).
+// decision, soak a lane in a long run (docs/cli.md).
 
 #include <pfx/cli/command.hpp>
 #include <pfx/driver/errors.hpp>
@@ -13,7 +13,9 @@
 #include <string>
 #include <unistd.h>
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   CLI::App app{"pfx: how much of a prompt a serving lane may take from the KV state it holds", "pfx"};
   app.set_version_flag("--version", std::string(PFX_VERSION_STRING));
   app.require_subcommand(1);
@@ -23,6 +25,7 @@ int main(int argc, char** argv) {
   pfx::cli::add_workload_command(app, streams, status);
   pfx::cli::add_audit_command(app, streams, status);
   pfx::cli::add_explain_command(app, streams, status);
+  pfx::cli::add_soak_command(app, streams, status);
 
   const auto command = [&] {
     for (const CLI::App* sub : app.get_subcommands()) return "pfx " + sub->get_name();
@@ -51,4 +54,18 @@ int main(int argc, char** argv) {
     return pfx::cli::exit_internal;
   }
   return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // setting up the commands failed (out of memory, say)
+    std::cerr << "pfx: internal error: " << e.what() << "\n";
+    return pfx::cli::exit_internal;
+  } catch (...) {
+    std::cerr << "pfx: internal error: an exception of unknown type\n";
+    return pfx::cli::exit_internal;
+  }
 }

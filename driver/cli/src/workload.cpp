@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <random>
 #include <string>
 #include <variant>
@@ -32,7 +33,9 @@ struct Session {
   std::size_t system = 0;     ///< length of its system prompt
 };
 
-class Generator {
+}  // namespace
+
+class WorkloadStream::Generator {
  public:
   explicit Generator(const WorkloadOptions& options)
       : options_(options),
@@ -43,18 +46,18 @@ class Generator {
     for (const std::size_t length : {448 + below(64), 320 + below(64)}) systems_.push_back(tokens(length));
   }
 
-  std::vector<TraceItem> run() {
+  std::optional<TraceItem> next() {
     // First every kind once, in an order where each means what its label says; then a random mix.
-    constexpr std::array script{Kind::new_session, Kind::turn,          Kind::turn,        Kind::regenerate,
-                                Kind::edit_late,   Kind::turn,          Kind::edit_early,  Kind::new_session,
-                                Kind::turn,        Kind::other_session, Kind::new_session, Kind::turn,
-                                Kind::shorter,     Kind::short_prompt,  Kind::clear,       Kind::turn};
-    for (const Kind kind : script) {
-      if (requests_ >= options_.requests) break;
-      step(kind);
-    }
-    while (requests_ < options_.requests) step(draw());
-    return std::move(items_);
+    static constexpr std::array script{Kind::new_session, Kind::turn,          Kind::turn,        Kind::regenerate,
+                                       Kind::edit_late,   Kind::turn,          Kind::edit_early,  Kind::new_session,
+                                       Kind::turn,        Kind::other_session, Kind::new_session, Kind::turn,
+                                       Kind::shorter,     Kind::short_prompt,  Kind::clear,       Kind::turn};
+    if (requests_ >= options_.requests) return std::nullopt;
+    step(scripted_ < script.size() ? script[scripted_++] : draw());  // one item each
+    std::visit([this](auto& item) { item.line = ++items_given_; }, *item_);
+    std::optional<TraceItem> out = std::move(item_);
+    item_.reset();
+    return out;
   }
 
  private:
@@ -89,7 +92,7 @@ class Generator {
 
   void step(Kind kind) {
     if (kind == Kind::clear) {
-      items_.emplace_back(std::in_place_type<TraceClear>);
+      item_.emplace(std::in_place_type<TraceClear>);
       return;
     }
     if (sessions_.empty() && kind != Kind::short_prompt) kind = Kind::new_session;
@@ -101,6 +104,7 @@ class Generator {
         Session session{systems_[system], systems_[system].size()};
         append(session.prompt, tokens(between(20, 120)));  // the user's first message
         sessions_.push_back(std::move(session));
+        if (options_.sessions > 0 && sessions_.size() > options_.sessions) sessions_.erase(sessions_.begin());
         current_ = sessions_.size() - 1;
         prompt = sessions_[current_].prompt;
         break;
@@ -153,7 +157,7 @@ class Generator {
       case Kind::clear: break;
     }
     prompt.resize(std::min(prompt.size(), longest_ - max_new));
-    items_.push_back(TraceRequest{std::move(prompt), max_new, label(kind), 0});
+    item_.emplace(TraceRequest{std::move(prompt), max_new, label(kind), 0});
     ++requests_;
   }
 
@@ -167,15 +171,22 @@ class Generator {
   std::vector<Session> sessions_;
   std::size_t current_ = 0;
   std::size_t requests_ = 0;
-  std::vector<TraceItem> items_;
+  std::size_t scripted_ = 0;     ///< kinds of the opening script done
+  std::size_t items_given_ = 0;  ///< numbers the items as the lines of `pfx workload`'s output
+  std::optional<TraceItem> item_;  ///< what the last step made
 };
 
-}  // namespace
+WorkloadStream::WorkloadStream(const WorkloadOptions& options) : generator_(std::make_unique<Generator>(options)) {}
+WorkloadStream::~WorkloadStream() = default;
+WorkloadStream::WorkloadStream(WorkloadStream&&) noexcept = default;
+WorkloadStream& WorkloadStream::operator=(WorkloadStream&&) noexcept = default;
+
+std::optional<TraceItem> WorkloadStream::next() { return generator_->next(); }
 
 std::vector<TraceItem> embedded_workload(const WorkloadOptions& options) {
-  std::vector<TraceItem> items = Generator(options).run();
-  // The line each item has in `pfx workload`'s output, so that a replay of that file reads the same.
-  for (std::size_t i = 0; i < items.size(); ++i) std::visit([i](auto& item) { item.line = i + 1; }, items[i]);
+  std::vector<TraceItem> items;
+  WorkloadStream stream(options);
+  while (std::optional<TraceItem> item = stream.next()) items.push_back(std::move(*item));
   return items;
 }
 

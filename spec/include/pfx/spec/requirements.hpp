@@ -55,6 +55,10 @@ inline constexpr std::array requirements = {
                 "pfx audit checks the invariant catalogue at run time (the bounded exhaustive domain "
                 "and seeded random cases), prints the traceability table, and fails on any violation"},
     Requirement{"CLI-4", "pfx explain prints the decision for a record and a prompt, and the bound that decided it"},
+    Requirement{"SOAK-1",
+                "pfx soak serves a long stream of mixed traffic with injected failures through one lane; "
+                "every sampled response equals a cold run bit for bit, resident memory stays flat after "
+                "the warm-up, and a mismatch, a stale-row read or growth past the tolerance exits with status 1"},
     Requirement{"PY-1",
                 "pfx.PromptPrefix answers, records and clears as the seed's class does on every call "
                 "sequence the seed handles correctly, with the same environment variables and defaults"},

@@ -42,5 +42,6 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status);
 void add_workload_command(CLI::App& app, const Streams& streams, int& status);
 void add_audit_command(CLI::App& app, const Streams& streams, int& status);
 void add_explain_command(CLI::App& app, const Streams& streams, int& status);
+void add_soak_command(CLI::App& app, const Streams& streams, int& status);
 
 }  // namespace pfx::cli

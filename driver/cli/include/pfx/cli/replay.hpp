@@ -10,9 +10,11 @@
 #include <pfx/driver/engine.hpp>
 #include <pfx/driver/lane.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -74,6 +76,33 @@ struct ReplaySummary {
 struct ReplayListener {
   std::function<void(const RequestReport&)> request = [](const RequestReport&) {};
   std::function<void(const TraceClear&)> clear = [](const TraceClear&) {};
+};
+
+/// A replay in progress: the lane (on a driver::FaultyEngine around the engine when
+/// settings.fault_rate > 0), with settings.verify a cold lane (reuse off, the engine itself), and
+/// the totals so far. `replay` feeds it a whole trace; `pfx soak` a generated stream, of which it
+/// compares only a sample.
+class Replayer {
+ public:
+  /// Throws driver::ConfigError for unusable settings.
+  Replayer(driver::Engine& engine, const ReplaySettings& settings);
+  ~Replayer();
+  Replayer(const Replayer&) = delete;
+  Replayer& operator=(const Replayer&) = delete;
+
+  /// Serves one item and reports it to `listener`. A request is compared with a cold run when
+  /// settings.verify and `verify` are both true. An injected failure or a stale-row read fails the
+  /// request (the lane aborts it) and is reported; anything else the engine throws is rethrown.
+  void serve(const TraceItem& item, const ReplayListener& listener, bool verify = true);
+  /// The totals so far; elapsed_s is the time since construction.
+  [[nodiscard]] ReplaySummary summary() const;
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+  std::unique_ptr<driver::Engine> faulty_;
+  std::unique_ptr<driver::Lane> lane_;
+  std::unique_ptr<driver::Lane> cold_;
+  ReplaySummary summary_;
 };
 
 /// Replays `items` in order on lanes built on `engine`. Throws driver::ConfigError for unusable

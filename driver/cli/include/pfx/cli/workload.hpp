@@ -10,6 +10,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <vector>
 
 namespace pfx::cli {
@@ -19,11 +21,32 @@ struct WorkloadOptions {
   std::size_t vocab = 256;     ///< token ids are drawn from 0 .. min(vocab, 32000) - 1
   std::size_t requests = 100;  ///< requests to generate (clears come on top)
   std::size_t capacity = 4096; ///< no request needs more rows than this
+  /// Sessions kept to come back to (`other session`); when a new one would exceed it, the oldest is
+  /// forgotten. 0 keeps every session: a finite workload's. A stream of any length needs a bound,
+  /// or its memory grows with every new session.
+  std::size_t sessions = 0;
 };
 
 /// The workload for `options`: a fixed function of it. Every request fits options.capacity and
 /// options.vocab, and its "label" names its kind ("turn", "regenerate", "edit early", ...). Items are
 /// numbered as the lines of `pfx workload`'s output.
 [[nodiscard]] std::vector<TraceItem> embedded_workload(const WorkloadOptions& options);
+
+/// The same workload one item at a time, for runs too long to hold in memory (`pfx soak`): for the
+/// same options, next() returns embedded_workload(options)'s items in order, then nothing.
+class WorkloadStream {
+ public:
+  explicit WorkloadStream(const WorkloadOptions& options);
+  ~WorkloadStream();
+  WorkloadStream(WorkloadStream&&) noexcept;
+  WorkloadStream& operator=(WorkloadStream&&) noexcept;
+
+  /// The next item (a request or a clear), or nothing once options.requests requests were given.
+  [[nodiscard]] std::optional<TraceItem> next();
+
+ private:
+  class Generator;
+  std::unique_ptr<Generator> generator_;
+};
 
 }  // namespace pfx::cli

@@ -1,0 +1,100 @@
+#pragma once
+
+/// \file
+/// `pfx soak` without its options and output: a long stream of the embedded workload's mixed
+/// traffic, served through one lane with engine failures injected, where a sample of the responses
+/// is compared with a cold run bit for bit and resident memory must stay flat after a warm-up
+/// (SOAK-1, docs/cli.md "pfx soak"). Leaks are LeakSanitizer's to find, in the sanitize build.
+
+#include <pfx/cli/replay.hpp>
+#include <pfx/cli/workload.hpp>
+#include <pfx/driver/engine.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pfx::cli {
+
+/// How much resident memory may grow past the baseline: a number of KiB, or a percentage of the
+/// baseline.
+struct RssTolerance {
+  std::size_t kib = 4096;
+  bool percent = false;  ///< `kib` is a percentage of the baseline instead
+
+  /// "4096" (KiB) or "5%"; throws InputError naming `option` for anything else.
+  [[nodiscard]] static RssTolerance parse(const std::string& text, const std::string& option);
+  /// The growth allowed past `baseline_kib`.
+  [[nodiscard]] std::size_t allowed_kib(std::size_t baseline_kib) const noexcept;
+  /// "4096 KiB", or "5% of the baseline".
+  [[nodiscard]] std::string describe() const;
+};
+
+struct SoakSettings {
+  /// The traffic; `sessions` should be bounded, or the generator's memory grows with the run.
+  WorkloadOptions workload{.seed = 253, .vocab = 4096, .requests = 100000, .capacity = 2048, .sessions = 64};
+  /// The lane, the injected failures (fault_rate, seed) and verify (on: a cold lane is kept).
+  ReplaySettings replay{.lane = {.capacity = 2048, .poison = true}, .verify = true, .fault_rate = 0.002, .seed = 253};
+  /// Request n is compared with a cold run when n is a multiple of this, and so is every request
+  /// that follows a failed one (the recovery is what failures put at risk).
+  std::size_t verify_every = 100;
+  std::size_t warmup = 2000;        ///< requests before the memory baseline is taken
+  std::size_t memory_every = 1000;  ///< requests between two samples of resident memory after it
+  RssTolerance tolerance;
+  /// Whether memory growth fails the run. Under AddressSanitizer, freed memory is held in quarantine
+  /// and resident memory grows by design, so a sanitizer build reports it without judging it.
+  bool check_memory = !built_with_address_sanitizer();
+
+  [[nodiscard]] static constexpr bool built_with_address_sanitizer() noexcept {
+#if defined(__SANITIZE_ADDRESS__)
+    return true;
+#else
+    return false;
+#endif
+  }
+};
+
+/// Resident memory at one point of the run.
+struct MemorySample {
+  std::size_t requests = 0;  ///< served so far
+  std::size_t kib = 0;
+};
+
+struct SoakSummary {
+  ReplaySummary replay;          ///< requests, failures, stale reads, verified, mismatches, reuse
+  std::size_t injected = 0;      ///< failures that were injected
+  std::optional<MemorySample> baseline;  ///< absent when the run ended within the warm-up
+  std::size_t peak_kib = 0;      ///< the largest sample at or after the baseline
+  std::size_t final_kib = 0;     ///< at the end
+  std::size_t allowed_kib = 0;   ///< growth past the baseline the tolerance allows
+  bool memory_checked = false;   ///< SoakSettings::check_memory
+  std::vector<MemorySample> samples;  ///< the baseline, every memory_every requests after it, the end
+
+  /// Growth of the largest sample past the baseline.
+  [[nodiscard]] std::size_t growth_kib() const noexcept {
+    return baseline && peak_kib > baseline->kib ? peak_kib - baseline->kib : 0;
+  }
+  [[nodiscard]] bool memory_flat() const noexcept { return !memory_checked || growth_kib() <= allowed_kib; }
+  /// Every check passed: no mismatch, no stale-row read, memory flat.
+  [[nodiscard]] bool ok() const noexcept { return replay.ok() && memory_flat(); }
+};
+
+struct SoakListener {
+  /// Every request, served or failed, verified or not.
+  std::function<void(const RequestReport&)> request = [](const RequestReport&) {};
+  /// Every sample of resident memory, the baseline first.
+  std::function<void(const MemorySample&)> memory = [](const MemorySample&) {};
+};
+
+/// Resident memory of this process in KiB (VmRSS of /proc/self/status), or nothing where it cannot
+/// be read.
+[[nodiscard]] std::optional<std::size_t> resident_memory_kib();
+
+/// Serves settings.workload.requests requests of the workload stream through a Replayer on `engine`.
+/// Throws driver::ConfigError for unusable settings, std::runtime_error when resident memory cannot be
+/// read, and whatever the engine throws that is not a request failure.
+SoakSummary soak(driver::Engine& engine, const SoakSettings& settings, const SoakListener& listener = {});
+
+}  // namespace pfx::cli
