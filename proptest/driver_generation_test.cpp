@@ -10,7 +10,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -105,6 +107,19 @@ PFX_PROPERTY(Generation, GreedyDecodingPicksTheFirstLargestLogit, "THM-1", ()) {
     if (logits[i] > logits[first_largest]) first_largest = i;
   }
   RC_ASSERT(pfx::driver::argmax(logits) == static_cast<token>(first_largest));
+}
+
+PFX_PROPERTY(Generation, TheStaleRowCheckRejectsEveryNonFiniteLogit, "DRV-2", ()) {
+  // A poisoned row reads as NaN; an overflow as an infinity. Either makes the logits unusable.
+  const float special = *rc::gen::element(std::numeric_limits<float>::quiet_NaN(),
+                                          std::numeric_limits<float>::infinity(),
+                                          -std::numeric_limits<float>::infinity(),
+                                          std::numeric_limits<float>::max(), -0.0f);
+  std::vector<float> logits = *rc::gen::nonEmpty(rc::gen::container<std::vector<float>>(
+      rc::gen::map(rc::gen::inRange(-1000, 1000), [](int x) { return static_cast<float>(x) / 8; })));
+  RC_ASSERT(pfx::driver::all_finite(logits));
+  logits[*rc::gen::inRange<std::size_t>(0, logits.size())] = special;
+  RC_ASSERT(pfx::driver::all_finite(logits) == std::isfinite(special));
 }
 
 TEST(Lane, PoisonsBeforeTheEngineRunsAndWaitsForTheDeviceBeforeItCommits) {

@@ -82,6 +82,25 @@ PFX_PROPERTY(Requests, ABadRequestIsRefusedAndChangesNothing, "DRV-3 INV-10", ()
   RC_ASSERT(lane.written_end() == written);
 }
 
+PFX_PROPERTY(Requests, EveryRequestThatFitsIsServed, "DRV-3", ()) {
+  // The other side of the checks: a prompt of 1..capacity tokens from the whole vocabulary, and as
+  // many new tokens as fit (len(prompt) + max_new_tokens <= capacity), mostly at the limits.
+  const std::size_t capacity = *rc::gen::inRange<std::size_t>(1, 40);
+  HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4, .seed = 3});
+  Lane lane(engine, {.capacity = capacity, .reuse = true, .keep_min = 0, .poison = true});
+  const std::size_t length = *rc::gen::weightedElement<std::size_t>(
+      {{2, capacity}, {1, 1}, {2, *rc::gen::inRange<std::size_t>(1, capacity + 1)}});
+  const auto tokens = rc::gen::weightedOneOf<token>(
+      {{1, rc::gen::just<token>(0)}, {1, rc::gen::just<token>(15)}, {2, rc::gen::inRange<token>(0, 16)}});
+  const std::vector<token> prompt = *rc::gen::container<std::vector<token>>(length, tokens);
+  const std::size_t room = capacity - length;
+  const std::size_t max_new = *rc::gen::weightedElement<std::size_t>(
+      {{2, room}, {1, 0}, {2, *rc::gen::inRange<std::size_t>(0, room + 1)}});
+  const pfx::driver::Response response = lane.serve(prompt, max_new);
+  RC_ASSERT(response.generated.size() == max_new);
+  RC_CLASSIFY(length + max_new == capacity, "fills the state exactly");
+}
+
 TEST(Requests, APromptThatFillsTheStateExactlyIsServed) {
   pfx::test::verifies("DRV-3");
   HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4, .seed = 3});
@@ -90,6 +109,8 @@ TEST(Requests, APromptThatFillsTheStateExactlyIsServed) {
   EXPECT_EQ(lane.serve(prompt, 3).generated.size(), 3U);  // 9 + 3 = 12 rows: fits
   EXPECT_EQ(lane.serve(prompt, 0).generated.size(), 0U);  // prefill only: logits, no tokens
   EXPECT_THROW((void)lane.serve(prompt, 4), RequestError);
+  EXPECT_EQ(lane.serve(std::vector<token>(12, 15), 0).prefilled, 12U);  // 12 prompt rows: fits
+  EXPECT_THROW((void)lane.serve(std::vector<token>(13, 15), 0), RequestError);
 }
 
 TEST(Requests, ALaneOrModelThatCannotWorkIsRefusedAtConstruction) {

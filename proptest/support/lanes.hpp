@@ -282,10 +282,25 @@ struct TraceReplay {
   std::size_t served_after_a_failure = 0;  ///< responses that followed a failure
 };
 
+/// Why the lane's bookkeeping after a step breaks what it promises, or nullopt: rows [0, written_end)
+/// may hold data and, with poisoning on, every row past them is NaN, whatever failed (DRV-2, DRV-4).
+inline std::optional<std::string> unpoisoned_row(const driver::Lane& lane) {
+  if (!lane.options().poison) return std::nullopt;
+  const std::size_t capacity = lane.kv().shape().capacity;
+  if (lane.written_end() > capacity) return "written_end is past the KV state";
+  for (const float x : lane.kv().copy_rows(lane.written_end(), capacity)) {
+    if (x == x) return "a row at or past written_end " + std::to_string(lane.written_end()) + " is not poisoned";
+  }
+  return std::nullopt;
+}
+
 /// Replays `steps` through `lane`: every response must equal a cold run on `engine` (the engine
-/// without any fault wrapper) bit for bit (THM-1), and every request an InjectedFault aborted must
-/// leave the record holding exactly the prompt's first `offset` tokens (INV-8). Fails the property
-/// with the step, its kind and its offset otherwise.
+/// without any fault wrapper) bit for bit (THM-1); after it the record must hold exactly prompt +
+/// generated with canonical_end = len(prompt) (AUDIT-260) and written_end must be the rows the
+/// response wrote; every request an InjectedFault aborted must leave the record holding exactly the
+/// prompt's first `offset` tokens (INV-8); after every step no row past written_end may hold data;
+/// after a clear nothing is held. Fails the property with the step, its kind and its offset
+/// otherwise. The lane must have reuse on.
 inline TraceReplay replay_against_cold(driver::Lane& lane, driver::Engine& engine, std::size_t capacity,
                                        const std::vector<TraceStep>& steps, TraceBuilder& trace) {
   TraceReplay replay;
@@ -293,6 +308,9 @@ inline TraceReplay replay_against_cold(driver::Lane& lane, driver::Engine& engin
     const TraceStep& step = steps[i];
     if (step.kind == TraceStep::Kind::clear) {
       lane.clear();
+      if (!lane.machine().held().ids.empty() || lane.machine().held().canonical_end != 0) {
+        RC_FAIL("the record still holds something after a clear at step " + std::to_string(i));
+      }
       continue;
     }
     const std::vector<token> prompt = trace.prompt(step);
@@ -308,17 +326,27 @@ inline TraceReplay replay_against_cold(driver::Lane& lane, driver::Engine& engin
       if (const auto why = differs_from_cold(lane, response, cold, prompt.size(), step.max_new_tokens)) {
         RC_FAIL(*why + where);
       }
+      std::vector<token> published = prompt;
+      published.insert(published.end(), response.generated.begin(), response.generated.end());
+      if (lane.machine().held().ids != published || lane.machine().held().canonical_end != prompt.size()) {
+        RC_FAIL("the record is not prompt + generated with canonical_end = len(prompt)" + where);
+      }
+      if (lane.written_end() != rows_written(prompt.size(), step.max_new_tokens)) {
+        RC_FAIL("written_end " + std::to_string(lane.written_end()) + " is not the rows the response wrote" +
+                where);
+      }
       replay.reused += offset;
       replay.served_after_a_failure += replay.failures > 0 ? 1 : 0;
       trace.answered(prompt, response.generated);
     } catch (const driver::InjectedFault&) {
       ++replay.failures;
       if (lane.machine().phase() != Phase::idle) RC_FAIL("the lane is still writing after a failure" + where);
-      if (lane.machine().held().ids != std::vector<token>(prompt.begin(), prompt.begin() + offset) ||
-          lane.machine().held().canonical_end > offset) {
+      const std::vector<token> untouched(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(offset));
+      if (lane.machine().held().ids != untouched || lane.machine().held().canonical_end > offset) {
         RC_FAIL("the record holds more than the untouched prefix after a failure" + where);
       }
     }
+    if (const auto why = unpoisoned_row(lane)) RC_FAIL(*why + where);
   }
   return replay;
 }
