@@ -185,7 +185,7 @@ std::vector<nlohmann::json> json_lines(const std::string& text) {
 }
 
 std::string write_file(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
+  std::string path = ::testing::TempDir() + name;
   std::ofstream(path) << text;
   return path;
 }

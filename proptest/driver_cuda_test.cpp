@@ -41,7 +41,7 @@ TEST(Cuda, TheBackendSaysWhyItCannotRunWhenItCannot) {
   }
   if (reason.empty()) {
     const KvStateOnDevice kv({.capacity = 4, .layers = 2, .width = 4});
-    EXPECT_EQ(kv.memory_bytes(), 4U * 2 * 2 * 4 * sizeof(float));
+    EXPECT_EQ(kv.memory_bytes(), sizeof(float) * 4 * 2 * 2 * 4);
     return;
   }
   EXPECT_NE(reason.find(pfx::driver::cuda::built_with_cuda() ? "no CUDA device" : "without"), std::string::npos);
@@ -119,7 +119,7 @@ TEST(Cuda, TheKvStateIsAllocatedOnceAndPoisoned) {
   for (const float x : kv.copy_rows(13, 25)) ASSERT_TRUE(std::isnan(x));
   for (const float x : kv.copy_rows(0, 13)) ASSERT_FALSE(std::isnan(x));
   EXPECT_EQ(kv.device_data(), allocation);
-  EXPECT_EQ(kv.memory_bytes(), 64U * 2 * 2 * 8 * sizeof(float));
+  EXPECT_EQ(kv.memory_bytes(), sizeof(float) * 64 * 2 * 2 * 8);
 }
 
 TEST(Cuda, AnEngineThatReadsARowTheLaneGaveUpIsCaughtOnTheDevice) {

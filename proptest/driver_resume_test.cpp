@@ -148,7 +148,7 @@ TEST(Lane, AllocatesTheKvStateOnceAtFullCapacity) {
   Lane lane(engine, {.capacity = 300, .reuse = true, .keep_min = 0, .poison = true});
   const auto& kv = dynamic_cast<const pfx::driver::HostKvState&>(lane.kv());
   const float* allocation = kv.data();
-  EXPECT_EQ(kv.memory_bytes(), 300U * 3 * 2 * 8 * sizeof(float));
+  EXPECT_EQ(kv.memory_bytes(), sizeof(float) * 300 * 3 * 2 * 8);
   EXPECT_GE(lane.machine().capacity(), 300U);
   const std::size_t record_capacity = lane.machine().capacity();
 
@@ -160,7 +160,7 @@ TEST(Lane, AllocatesTheKvStateOnceAtFullCapacity) {
     EXPECT_EQ(kv.data(), allocation);
     EXPECT_EQ(lane.machine().capacity(), record_capacity);
   }
-  EXPECT_EQ(kv.memory_bytes(), 300U * 3 * 2 * 8 * sizeof(float));
+  EXPECT_EQ(kv.memory_bytes(), sizeof(float) * 300 * 3 * 2 * 8);
 }
 
 }  // namespace

@@ -67,6 +67,7 @@ constexpr Tally prove_rule(const spec::Config& config, std::size_t max_length) {
 
   const std::vector<spec::Tokens> sequences = all_sequences(max_length);
   std::vector<spec::Event> queries;  // built once: the constant evaluator is slow to allocate
+  queries.reserve(sequences.size());
   for (const spec::Tokens& prompt : sequences) queries.push_back(spec::Query{prompt});
   for (const spec::Tokens& ids : sequences) {
     for (std::size_t end = 0; end <= ids.size(); ++end) {

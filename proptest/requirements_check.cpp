@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <exception>
 #include <map>
 #include <regex>
 #include <set>
@@ -84,9 +85,8 @@ IdsByTest documented(const std::filesystem::path& doc) {
   return by_test;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+/// The whole check; 0 when every requirement has a test (and the index matches), 1 otherwise.
+int check(int argc, char** argv) {
   if (argc != 2 && argc != 3) {
     std::cerr << "usage: pfx_requirements_check RESULTS_DIR [TRACEABILITY_MD]\n";
     return 2;
@@ -154,4 +154,15 @@ int main(int argc, char** argv) {
   std::cout << "every requirement has a test" << (argc == 3 ? ", and the index matches" : "")
             << "\n";
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return check(argc, argv);
+  } catch (const std::exception& e) {  // an unreadable report or index: say which, not terminate()
+    std::cerr << "pfx_requirements_check: " << e.what() << "\n";
+    return 2;
+  }
 }

@@ -3,7 +3,8 @@
 set -euo pipefail
 
 packages=(cmake make g++ librapidcheck-dev libgtest-dev libbenchmark-dev libboost-dev
-          libcli11-dev nlohmann-json3-dev libfmt-dev pybind11-dev python3-dev)
+          libcli11-dev nlohmann-json3-dev libfmt-dev pybind11-dev python3-dev
+          clang libclang-rt-14-dev clang-tidy)
 
 missing=()
 for package in "${packages[@]}"; do

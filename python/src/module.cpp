@@ -98,6 +98,8 @@ PYBIND11_MODULE(_native, m) {
   if (refused_error == nullptr || config_error == nullptr) throw py::error_already_set();
   m.attr("Refused") = py::handle(refused_error);
   m.attr("ConfigError") = py::handle(config_error);
+  // pybind11 takes a plain function pointer of this exact signature, so the parameter is by value.
+  // NOLINTNEXTLINE(performance-unnecessary-value-param)
   py::register_exception_translator([](std::exception_ptr thrown) {
     try {
       if (thrown) std::rethrow_exception(thrown);
@@ -135,7 +137,7 @@ PYBIND11_MODULE(_native, m) {
           [](Config& c, py::handle v) { c.keep_min = count(v, "keep_min"); })
       .def_property(
           "chunk", [](const Config& c) { return c.chunk; }, [](Config& c, py::handle v) { c.chunk = count(v, "chunk"); })
-      .def(py::self == py::self)
+      .def(py::self == py::self)  // NOLINT(misc-redundant-expression): pybind11's operator idiom
       .def("__repr__", [](const Config& c) { return repr(c); });
 
   py::class_<Decision>(m, "Decision", "The answer to a query: offset, common_prefix, reason, bound.")
@@ -151,7 +153,7 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("common_prefix", [](const Decision& d) { return d.common_prefix; })
       .def_property_readonly("reason", [](const Decision& d) { return d.reason; })
       .def_property_readonly("bound", [](const Decision& d) { return d.bound; })
-      .def(py::self == py::self)
+      .def(py::self == py::self)  // NOLINT(misc-redundant-expression): pybind11's operator idiom
       .def("__repr__", [](const Decision& d) { return repr(d); });
 
   py::class_<Machine>(m, "Machine", "The prefix-reuse state machine (docs/spec.md, \"The protocol\").")
@@ -207,7 +209,7 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("begin_offset", &Machine::begin_offset)
       .def_property_readonly("capacity", &Machine::capacity)
       .def_property_readonly("memory_bytes", &Machine::memory_bytes)
-      .def(py::self == py::self)
+      .def(py::self == py::self)  // NOLINT(misc-redundant-expression): pybind11's operator idiom
       .def("__repr__", [](const Machine& self) {
         return "Machine(config=" + repr(self.config()) + ", phase=Phase." +
                py::cast(self.phase()).attr("name").cast<std::string>() +
