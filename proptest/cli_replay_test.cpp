@@ -4,13 +4,13 @@
 
 #include "support/lanes.hpp"
 #include "support/requirement.hpp"
+#include "support/run_pfx.hpp"
 
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/replay.hpp>
 #include <pfx/cli/workload.hpp>
 #include <pfx/driver/host_reference_engine.hpp>
 
-#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -116,22 +116,7 @@ PFX_PROPERTY(Replay, WithInjectedFailuresEveryServedResponseStillEqualsCold, "CL
   RC_CLASSIFY(r.summary.failures > 0, "some requests failed");
 }
 
-/// An engine that breaks THM-1's hypothesis: its logits depend on how many calls it has served.
-class DriftingEngine final : public pfx::test::WrappedEngine {
- public:
-  using WrappedEngine::WrappedEngine;
-  void prefill(pfx::driver::KvState& kv, std::span<const pfx::token> tokens, std::size_t position,
-               std::span<float> logits) override {
-    inner_.prefill(kv, tokens, position, logits);
-    logits[0] += 1e-3f * static_cast<float>(++calls_);
-  }
-  void decode(pfx::driver::KvState& kv, pfx::token next, std::size_t position, std::span<float> logits) override {
-    inner_.decode(kv, next, position, logits);
-  }
-
- private:
-  std::size_t calls_ = 0;
-};
+using pfx::test::DriftingEngine;
 
 TEST(Replay, AnEngineThatIsNotDeterministicIsReportedAsAMismatch) {
   pfx::test::verifies("CLI-1");
@@ -152,30 +137,8 @@ TEST(Replay, AnEngineThatIsNotDeterministicIsReportedAsAMismatch) {
   EXPECT_EQ(flagged, r.summary.mismatches);
 }
 
-/// Runs `pfx <arguments>` in-process; what it printed, its status, and the bad-input error if any.
-struct PfxRun {
-  int status = -1;
-  std::string out;
-  std::string input_error;
-};
-
-PfxRun run_pfx(const std::string& arguments) {
-  std::ostringstream out;
-  std::ostringstream err;
-  const pfx::cli::Streams streams{out, err, false};
-  CLI::App app;
-  PfxRun run;
-  pfx::cli::add_replay_command(app, streams, run.status);
-  pfx::cli::add_workload_command(app, streams, run.status);
-  try {
-    app.parse(arguments, /*program_name_included=*/false);
-  } catch (const pfx::cli::InputError& e) {
-    run.input_error = e.what();
-    run.status = pfx::cli::exit_bad_input;
-  }
-  run.out = out.str();
-  return run;
-}
+using pfx::test::PfxRun;
+using pfx::test::run_pfx;
 
 std::vector<nlohmann::json> json_lines(const std::string& text) {
   std::vector<nlohmann::json> lines;

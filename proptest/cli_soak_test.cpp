@@ -5,18 +5,17 @@
 
 #include "support/lanes.hpp"
 #include "support/requirement.hpp"
+#include "support/run_pfx.hpp"
 
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/soak.hpp>
 #include <pfx/cli/workload.hpp>
 #include <pfx/driver/host_reference_engine.hpp>
 
-#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -132,22 +131,7 @@ TEST(Soak, ThroughInjectedFailuresEverySampledResponseEqualsItsColdRunAndSoDoesT
   EXPECT_EQ(r.summary.samples.back().requests, 400u);
 }
 
-/// An engine that breaks THM-1's hypothesis: its logits depend on how many calls it has served.
-class DriftingEngine final : public pfx::test::WrappedEngine {
- public:
-  using WrappedEngine::WrappedEngine;
-  void prefill(pfx::driver::KvState& kv, std::span<const pfx::token> tokens, std::size_t position,
-               std::span<float> logits) override {
-    inner_.prefill(kv, tokens, position, logits);
-    logits[0] += 1e-3f * static_cast<float>(++calls_);
-  }
-  void decode(pfx::driver::KvState& kv, pfx::token next, std::size_t position, std::span<float> logits) override {
-    inner_.decode(kv, next, position, logits);
-  }
-
- private:
-  std::size_t calls_ = 0;
-};
+using pfx::test::DriftingEngine;
 
 TEST(Soak, AnEngineThatIsNotDeterministicFailsTheSoakAsAMismatch) {
   pfx::test::verifies("SOAK-1");
@@ -194,29 +178,8 @@ TEST(Soak, TheToleranceIsKibOrAPercentageOfTheBaseline) {
   }
 }
 
-/// Runs `pfx <arguments>` in-process; what it printed, its status, and the bad-input error if any.
-struct PfxRun {
-  int status = -1;
-  std::string out;
-  std::string input_error;
-};
-
-PfxRun run_pfx(const std::string& arguments) {
-  std::ostringstream out;
-  std::ostringstream err;
-  const pfx::cli::Streams streams{out, err, false};
-  CLI::App app;
-  PfxRun run;
-  pfx::cli::add_soak_command(app, streams, run.status);
-  try {
-    app.parse(arguments, /*program_name_included=*/false);
-  } catch (const pfx::cli::InputError& e) {
-    run.input_error = e.what();
-    run.status = pfx::cli::exit_bad_input;
-  }
-  run.out = out.str();
-  return run;
-}
+using pfx::test::PfxRun;
+using pfx::test::run_pfx;
 
 TEST(SoakCommand, TheJsonSummaryCountsEveryCheckAndBadOptionsRunNothing) {
   pfx::test::verifies("SOAK-1 CLI-2");

@@ -109,6 +109,23 @@ class WrappedEngine : public driver::Engine {
   Engine& inner_;
 };
 
+/// An engine that breaks THM-1's hypothesis: its logits depend on how many calls it has served.
+class DriftingEngine final : public WrappedEngine {
+ public:
+  using WrappedEngine::WrappedEngine;
+  void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
+               std::span<float> logits) override {
+    inner_.prefill(kv, tokens, position, logits);
+    logits[0] += 1e-3f * static_cast<float>(++calls_);
+  }
+  void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override {
+    inner_.decode(kv, next, position, logits);
+  }
+
+ private:
+  std::size_t calls_ = 0;
+};
+
 /// An engine with a bug: once `peek` (or `peek_in_decode`) is set, after each prefill chunk (or
 /// decode step) it also reads the row just past the one it wrote, which it has not written. It adds 0 x that row to a logit, which changes nothing unless
 /// the row is NaN.
