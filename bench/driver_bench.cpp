@@ -21,10 +21,10 @@
 #include <pfx/driver/cuda.hpp>
 #include <pfx/driver/engine.hpp>
 #include <pfx/driver/generation.hpp>
-#include <pfx/driver/host_reference_engine.hpp>
+#include <pfx/engines/host_reference_engine.hpp>
 #include <pfx/driver/kv_state.hpp>
 #include <pfx/driver/lane.hpp>
-#include <pfx/driver/reference_model.hpp>
+#include <pfx/engines/reference_model.hpp>
 
 #include <benchmark/benchmark.h>
 

@@ -5,7 +5,7 @@
 
 #include <pfx/driver/environment.hpp>
 #include <pfx/driver/errors.hpp>
-#include <pfx/driver/host_reference_engine.hpp>
+#include <pfx/engines/host_reference_engine.hpp>
 #include <pfx/driver/lane.hpp>
 
 #include <chrono>

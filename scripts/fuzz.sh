@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets of fuzz/ with clang under ASan and UBSan (build/fuzz), and runs each
+# Builds the libFuzzer targets of proptest/fuzz/ with clang under ASan and UBSan (build/fuzz), and runs each
 # for a bounded time on a scratch copy of its seed corpus (docs/fuzzing.md).
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     default: 60 seconds, every target
 #
 # PFX_FUZZ_JOBS=N runs N fuzzing processes per target (libFuzzer's -jobs and -workers); default 1.
 # New inputs go to build/fuzz/corpus/<target>/, crashes to build/fuzz/artifacts/<target>/; the
-# repository's fuzz/corpus/ is only read. Exits non-zero when any target finds something.
+# repository's proptest/fuzz/corpus/ is only read. Exits non-zero when any target finds something.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
@@ -29,11 +29,11 @@ for target in "${targets[@]}"; do
   artifacts="$build/artifacts/$target"
   mkdir -p "$scratch" "$artifacts"
   options=(-max_total_time="$seconds" -print_final_stats=1 -artifact_prefix="$artifacts/")
-  [ -f "fuzz/dictionaries/$target.dict" ] && options+=(-dict="fuzz/dictionaries/$target.dict")
+  [ -f "proptest/fuzz/dictionaries/$target.dict" ] && options+=(-dict="proptest/fuzz/dictionaries/$target.dict")
   [ "$jobs" -gt 1 ] && options+=(-jobs="$jobs" -workers="$jobs")
   echo "== $target: ${seconds}s" >&2
   # The first directory receives new inputs; the repository's corpus is read only.
-  if ! "$build/fuzz/$target" "${options[@]}" "$scratch" "fuzz/corpus/$target"; then
+  if ! "$build/proptest/fuzz/$target" "${options[@]}" "$scratch" "proptest/fuzz/corpus/$target"; then
     found+=("$target")
   fi
 done
@@ -41,8 +41,8 @@ done
 if [ ${#found[@]} -gt 0 ]; then
   cat >&2 <<MESSAGE
 pfx fuzz: findings in ${found[*]}; the inputs are in $build/artifacts/<target>/.
-  replay one:             $build/fuzz/<target> <file>
-  keep it as a regression: cp <file> fuzz/regressions/<target>/<what-it-caught>
+  replay one:             $build/proptest/fuzz/<target> <file>
+  keep it as a regression: cp <file> proptest/fuzz/regressions/<target>/<what-it-caught>
                            (ctest then replays it as fuzz.<target>.corpus), and fix the code.
 MESSAGE
   exit 1

@@ -6,10 +6,10 @@
 /// sessions, clears) built against the lane's own answers.
 
 #include <pfx/driver/engine.hpp>
-#include <pfx/driver/faulty_engine.hpp>
+#include <pfx/engines/faulty_engine.hpp>
 #include <pfx/driver/kv_state.hpp>
 #include <pfx/driver/lane.hpp>
-#include <pfx/driver/reference_model.hpp>
+#include <pfx/engines/reference_model.hpp>
 
 #include <rapidcheck.h>
 

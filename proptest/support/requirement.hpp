@@ -2,7 +2,7 @@
 
 /// \file
 /// Tests record the requirement IDs they verify as a gtest property ("verifies"), so that the
-/// requirements check (proptest/requirements_check.cpp) fails when an invariant has no test.
+/// requirements check (proptest/spec/requirements_check.cpp) fails when an invariant has no test.
 
 #include <gtest/gtest.h>
 // rapidcheck/gtest.h needs gtest/gtest.h first.

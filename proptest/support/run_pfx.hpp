@@ -1,7 +1,7 @@
 #pragma once
 
 /// \file
-/// Runs the pfx program's commands in-process, as driver/cli/src/main.cpp registers them, so that a
+/// Runs the pfx program's commands in-process, as tools/pfx/src/main.cpp registers them, so that a
 /// test sees what a shell would: the output, the exit status, and the bad-input error.
 
 #include <pfx/cli/command.hpp>

@@ -2,7 +2,7 @@
 // model agrees; a lane serves two turns on the host reference engine and reuses the first.
 
 #include <pfx/core.hpp>
-#include <pfx/driver/host_reference_engine.hpp>
+#include <pfx/engines/host_reference_engine.hpp>
 #include <pfx/driver/lane.hpp>
 #include <pfx/spec/reference.hpp>
 

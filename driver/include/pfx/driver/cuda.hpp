@@ -7,7 +7,7 @@
 
 #include <pfx/driver/engine.hpp>
 #include <pfx/driver/kv_state.hpp>
-#include <pfx/driver/reference_model.hpp>
+#include <pfx/engines/reference_model.hpp>
 
 #include <cstddef>
 #include <memory>

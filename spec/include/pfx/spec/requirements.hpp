@@ -4,7 +4,7 @@
 /// The requirements beside the invariant catalogue that pfx promises and the tests verify: the
 /// seed's audits, the seed's rule, the memory bound, bit-exact resume, the driver's guarantees, the pfx program's and the Python
 /// module's. Like every INV of the catalogue, each
-/// must have a test (proptest/requirements_check.cpp).
+/// must have a test (proptest/spec/requirements_check.cpp).
 
 #include <array>
 #include <string_view>

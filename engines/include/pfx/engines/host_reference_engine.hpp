@@ -1,0 +1,44 @@
+#pragma once
+
+/// \file
+/// The reference engine on the host (pfx/driver/reference_model.hpp): fp32, single-threaded, with a
+/// fixed order for every sum, so a run is a deterministic function of its inputs.
+
+#include <pfx/driver/engine.hpp>
+#include <pfx/driver/host_kv_state.hpp>
+#include <pfx/engines/reference_model.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace pfx::driver {
+
+class HostReferenceEngine final : public Engine {
+ public:
+  /// Throws std::invalid_argument when the shape is unusable.
+  explicit HostReferenceEngine(const ReferenceModelShape& shape = {});
+
+  [[nodiscard]] std::size_t chunk() const noexcept override { return shape_.chunk; }
+  [[nodiscard]] std::size_t vocab() const noexcept override { return shape_.vocab; }
+  [[nodiscard]] const ReferenceModelShape& model() const noexcept { return shape_; }
+
+  /// A HostKvState with this model's layers and width.
+  [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override;
+
+  /// `kv` must come from make_kv_state (std::invalid_argument otherwise); positions past its
+  /// capacity and tokens outside the vocabulary are std::out_of_range.
+  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
+               std::span<float> logits) override;
+  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override;
+
+ private:
+  HostKvState& checked(KvState& kv, std::span<const token> tokens, std::size_t position,
+                       std::span<float> logits) const;
+
+  ReferenceModelShape shape_;
+  ReferenceWeights weights_;
+};
+
+}  // namespace pfx::driver

@@ -1,0 +1,212 @@
+// pfx audit, run in-process: the report names every ID, the table is read from the docs, and a
+// broken machine or an incomplete table fails the audit (CLI-3).
+
+#include <pfx/conformance/bridge.hpp>
+#include "support/requirement.hpp"
+
+#include <pfx/cli/audit.hpp>
+#include <pfx/spec/catalogue.hpp>
+#include <pfx/spec/requirements.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace {
+
+using pfx::cli::AuditOptions;
+using pfx::cli::EmbeddedDoc;
+
+/// An audit small enough to run often: the exhaustive rule domain, the compile-time protocol domain,
+/// and a few random runs.
+AuditOptions quick(std::uint64_t seed) {
+  AuditOptions options;
+  options.seed = seed;
+  options.cases = 200;
+  options.protocol_length = 2;
+  return options;
+}
+
+struct Result {
+  int status = 0;
+  std::string out;
+};
+
+Result audit(const AuditOptions& options) {
+  std::ostringstream out;
+  std::ostringstream err;
+  const int status = pfx::cli::run_audit(options, {out, err, false});
+  return {status, out.str()};
+}
+
+/// A traceability document with a row and a test for every ID except those in `without_row` and
+/// `without_test`.
+std::string traceability(const std::vector<std::string>& without_row, const std::vector<std::string>& without_test) {
+  const auto absent = [](const std::vector<std::string>& list, const std::string& id) {
+    return std::find(list.begin(), list.end(), id) != list.end();
+  };
+  std::string rows = "## Requirements\n\n| ID | requirement | enforced in core | tests |\n|---|---|---|---|\n";
+  std::string index = "## Test index\n\n| test | IDs it records |\n|---|---|\n";
+  for (const pfx::cli::RequirementId& r : pfx::cli::audited_ids()) {
+    if (!absent(without_row, r.id)) rows += "| " + r.id + " | it holds | `core/" + r.id + ".hpp` | |\n";
+    if (!absent(without_test, r.id)) index += "| `Suite.Checks" + std::to_string(r.id.size()) + "` | " + r.id + " |\n";
+  }
+  return "# Traceability\n\n" + rows + "\n" + index;
+}
+
+/// A machine that offers the whole prompt on every query: the audit must catch it.
+pfx::bridge::Comparison greedy_step(pfx::Machine& machine, pfx::spec::State& model, const pfx::spec::Event& event) {
+  const pfx::spec::State before = pfx::bridge::to_spec(machine);
+  pfx::bridge::Comparison c = pfx::bridge::step_both(machine, model, event);
+  if (const auto* q = std::get_if<pfx::spec::Query>(&event); q != nullptr && c.machine.has_decision) {
+    c.machine.offset = q->prompt.size();
+    const pfx::spec::State after = pfx::bridge::to_spec(machine);
+    c.violated = pfx::spec::first_violation({before.config, before, event, c.machine, after});
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST(CliAudit, TheReportNamesEveryIdOfTheCatalogueAndTheRequirementsWithItsStatement) {
+  pfx::test::verifies("CLI-3");
+  const Result r = audit(quick(1));
+  std::size_t ids = 0;
+  pfx::spec::for_each_invariant([&](const auto& inv) {
+    ++ids;
+    EXPECT_NE(r.out.find(fmt::format("\n{}  {}", inv.id, inv.statement)), std::string::npos) << inv.id;
+  });
+  for (const pfx::spec::Requirement& req : pfx::spec::requirements) {
+    ++ids;
+    EXPECT_NE(r.out.find(fmt::format("\n{}  {}", req.id, req.statement)), std::string::npos) << req.id;
+  }
+  EXPECT_EQ(pfx::cli::audited_ids().size(), ids);
+  for (const char* check : {"rule", "protocol", "configure", "random"}) {
+    EXPECT_NE(r.out.find(fmt::format("\n  {} ", check)), std::string::npos) << check;
+  }
+  // The table is the embedded docs/traceability.md: INV-8's row and one of its tests.
+  EXPECT_NE(r.out.find("enforced in core: core/include/pfx/machine.hpp Machine::begin"), std::string::npos);
+  EXPECT_NE(r.out.find("SeedAudit253.AfterBeginAndAbortNoRewrittenRowIsOfferedAgain"), std::string::npos);
+}
+
+TEST(CliAudit, PassesWhenEveryCheckHoldsAndEveryIdHasARowAndATest) {
+  pfx::test::verifies("CLI-3");
+  const std::string doc = traceability({}, {});
+  const EmbeddedDoc docs[] = {{pfx::cli::traceability_doc, doc}};
+  AuditOptions options = quick(2);
+  options.docs = docs;
+  const Result r = audit(options);
+  EXPECT_EQ(r.status, pfx::cli::exit_ok) << r.out;
+  EXPECT_NE(r.out.find("pfx audit: every check passed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
+}
+
+TEST(CliAudit, AnIdWithoutARowOrWithoutATestFailsTheAuditAndIsNamed) {
+  pfx::test::verifies("CLI-3");
+  const std::string doc = traceability({"CLI-3"}, {"INV-8"});
+  const EmbeddedDoc docs[] = {{pfx::cli::traceability_doc, doc}};
+  AuditOptions options = quick(3);
+  options.docs = docs;
+  const Result r = audit(options);
+  EXPECT_EQ(r.status, pfx::cli::exit_mismatch) << r.out;
+  EXPECT_NE(r.out.find("CLI-3: no row in the \"Requirements\" table of docs/traceability.md"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("INV-8: no test in the \"Test index\" of docs/traceability.md"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("INV-1: no"), std::string::npos) << r.out;
+
+  // With no traceability document at all, every ID is missing.
+  options.docs = {};
+  EXPECT_EQ(audit(options).status, pfx::cli::exit_mismatch);
+}
+
+TEST(CliAudit, ABrokenMachineFailsWithTheSeedToReplayAndTheFirstCounterexample) {
+  pfx::test::verifies("CLI-3");
+  AuditOptions options = quick(4242);
+  options.cases = 50;
+  options.step = greedy_step;
+  const Result r = audit(options);
+  EXPECT_EQ(r.status, pfx::cli::exit_mismatch) << r.out;
+  EXPECT_NE(r.out.find("random runs: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("replay: pfx audit --seed 4242 --cases 50"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("First counterexample of random:\n  case "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("<- fails"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("violates INV-"), std::string::npos) << r.out;
+
+  options.json = true;
+  const nlohmann::json report = nlohmann::json::parse(audit(options).out);
+  EXPECT_FALSE(report["ok"].get<bool>());
+  const nlohmann::json& random = report["checks"][3];
+  EXPECT_EQ(random["name"], "random");
+  EXPECT_GT(random["failed"].get<std::size_t>(), 0U);
+  EXPECT_EQ(random["counterexample"]["replay"], "pfx audit --seed 4242 --cases 50");
+  EXPECT_NE(random["counterexample"]["violated"].get<std::string>(), "");
+}
+
+TEST(CliAudit, TheSameSeedReplaysTheSameEventsAndADifferentSeedDoesNot) {
+  pfx::test::verifies("CLI-3");
+  const auto first_failure = [](std::uint64_t seed) {
+    const pfx::cli::RandomRunsReport r = pfx::cli::run_random_cases(seed, 20, 24, greedy_step);
+    std::string events;
+    if (r.first) {
+      for (const pfx::spec::Event& e : r.first->events) events += pfx::cli::describe(e) + "\n";
+    }
+    return events;
+  };
+  EXPECT_NE(first_failure(7), "");
+  EXPECT_EQ(first_failure(7), first_failure(7));
+  EXPECT_NE(first_failure(7), first_failure(8));
+
+  // The real machine passes the same runs: every step agrees with the model.
+  const pfx::cli::RandomRunsReport ok = pfx::cli::run_random_cases(7, 20, 24, pfx::bridge::step_both);
+  EXPECT_EQ(ok.failed, 0U);
+  EXPECT_EQ(ok.steps, 20U * 24U);
+}
+
+TEST(CliAudit, TheJsonReportHasEveryCheckAndEveryIdOfTheTable) {
+  pfx::test::verifies("CLI-3");
+  AuditOptions options = quick(5);
+  options.json = true;
+  const Result r = audit(options);
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["seed"], 5);
+  EXPECT_EQ(report["checks"].size(), 4U);
+  for (const nlohmann::json& check : report["checks"]) {
+    EXPECT_EQ(check["failed"], 0) << check.dump();
+    EXPECT_GT(check["checked"].get<std::size_t>(), 0U) << check.dump();
+  }
+  const std::vector<pfx::cli::RequirementId> ids = pfx::cli::audited_ids();
+  ASSERT_EQ(report["table"].size(), ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(report["table"][i]["id"], ids[i].id);
+  EXPECT_EQ(report["ok"].get<bool>(), r.status == pfx::cli::exit_ok);
+}
+
+TEST(CliAudit, TheTableTakesItsColumnsByNameAndTheDocsSectionsThatNameEachId) {
+  pfx::test::verifies("CLI-3");
+  const std::string table =
+      "## Requirements\n\n"
+      "| ID | docs | enforced in core |\n|---|---|---|\n"
+      "| INV-1 | x | `decide` (the `lcp` bound)<br>`common_prefix` |\n\n"
+      "## Test index\n\n| test | IDs it records |\n|---|---|\n"
+      "| `Rule.A` | INV-1 INV-10 |\n| `Rule.B` | INV-10 |\n";
+  const std::string spec =
+      "# Spec\n\n## The rule\n\nNeither INV-10 nor INV-1..5 counts here.\n\n"
+      "```cpp\n# not a heading: INV-1\n```\n\n## What INV-1 keeps\n\nText.\n\n## Later\n\nAgain INV-1.\n";
+  const EmbeddedDoc docs[] = {{"docs/spec.md", spec}, {pfx::cli::traceability_doc, table}};
+  const pfx::cli::RequirementId ids[] = {{"INV-1", "one"}, {"INV-10", "ten"}};
+  const std::vector<pfx::cli::TraceabilityEntry> t = pfx::cli::traceability_table(ids, docs);
+  ASSERT_EQ(t.size(), 2U);
+  EXPECT_TRUE(t[0].has_row);
+  EXPECT_EQ(t[0].enforced_in_core, "decide (the lcp bound); common_prefix");
+  EXPECT_EQ(t[0].tests, std::vector<std::string>{"Rule.A"});
+  EXPECT_EQ(t[0].docs, (std::vector<std::string>{"docs/spec.md#what-inv-1-keeps", "docs/spec.md#later"}));
+  EXPECT_TRUE(t[0].problems().empty());
+  EXPECT_FALSE(t[1].has_row);
+  EXPECT_EQ(t[1].tests, (std::vector<std::string>{"Rule.A", "Rule.B"}));
+  EXPECT_EQ(t[1].docs, std::vector<std::string>{"docs/spec.md#the-rule"});
+  EXPECT_EQ(t[1].problems().size(), 1U);
+}

@@ -1,0 +1,218 @@
+// `pfx replay` (docs/cli.md): random workloads replayed with verification are bit-exact, with and
+// without injected failures; an engine that breaks THM-1 is caught as a mismatch; the command's JSON
+// output has a line per request and a summary; a bad trace replays nothing.
+
+#include "support/lanes.hpp"
+#include "support/requirement.hpp"
+#include "support/run_pfx.hpp"
+
+#include <pfx/cli/command.hpp>
+#include <pfx/cli/replay.hpp>
+#include <pfx/cli/workload.hpp>
+#include <pfx/engines/host_reference_engine.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using pfx::cli::ReplaySettings;
+using pfx::cli::ReplaySummary;
+using pfx::cli::RequestReport;
+using pfx::cli::TraceItem;
+using pfx::cli::TraceRequest;
+
+struct Replayed {
+  ReplaySummary summary;
+  std::vector<RequestReport> reports;
+};
+
+Replayed replay(const std::vector<TraceItem>& items, pfx::driver::Engine& engine, const ReplaySettings& settings) {
+  Replayed out;
+  pfx::cli::ReplayListener listener;
+  listener.request = [&](const RequestReport& r) { out.reports.push_back(r); };
+  out.summary = pfx::cli::replay(items, engine, settings, listener);
+  return out;
+}
+
+/// The offset of every served request keeps the rule's bounds, and the totals add up.
+void check_reports(const Replayed& r, const std::vector<TraceItem>& items, std::size_t chunk, std::size_t keep_min) {
+  std::size_t reused = 0;
+  std::size_t prompt_tokens = 0;
+  std::size_t number = 0;
+  for (const TraceItem& item : items) {
+    const auto* request = std::get_if<TraceRequest>(&item);
+    if (request == nullptr) continue;
+    const RequestReport& report = r.reports.at(number++);
+    RC_ASSERT(report.line == request->line);
+    RC_ASSERT(report.prompt_tokens == request->prompt.size());
+    if (!report.error.empty()) continue;
+    const std::size_t offset = report.decision.offset;
+    RC_ASSERT(offset % chunk == 0);                                     // INV-5
+    RC_ASSERT(offset < request->prompt.size());                         // INV-3
+    RC_ASSERT(offset == 0 || offset >= keep_min);                       // INV-4
+    RC_ASSERT(report.prefill_tokens == request->prompt.size() - offset);
+    RC_ASSERT(report.generated_tokens == request->max_new_tokens);
+    reused += offset;
+    prompt_tokens += request->prompt.size();
+  }
+  RC_ASSERT(number == r.summary.requests);
+  RC_ASSERT(r.summary.reused_tokens == reused);
+  RC_ASSERT(r.summary.prompt_tokens == prompt_tokens);
+  RC_ASSERT(r.summary.prefill_tokens == prompt_tokens - reused);
+}
+
+/// A random embedded workload for a small random model, and settings that verify it.
+struct Case {
+  pfx::driver::ReferenceModelShape model;
+  std::vector<TraceItem> items;
+  ReplaySettings settings;
+};
+
+Case random_case() {
+  Case c;
+  c.model = *pfx::test::model_shapes();
+  const std::size_t capacity = 320;
+  c.items = pfx::cli::embedded_workload({.seed = *rc::gen::arbitrary<std::uint64_t>(), .vocab = c.model.vocab,
+                                         .requests = *rc::gen::inRange<std::size_t>(1, 14), .capacity = capacity});
+  c.settings.lane = {.capacity = capacity, .keep_min = *rc::gen::element<std::size_t>(0, 1, 16, 64), .poison = true};
+  c.settings.verify = true;
+  c.settings.seed = *rc::gen::arbitrary<std::uint64_t>();
+  return c;
+}
+
+PFX_PROPERTY(Replay, EveryResponseOfAWorkloadEqualsItsColdRun, "CLI-1 THM-1", ()) {
+  const Case c = random_case();
+  pfx::driver::HostReferenceEngine engine(c.model);
+  const Replayed r = replay(c.items, engine, c.settings);
+  RC_ASSERT(r.summary.failures == 0u);
+  RC_ASSERT(r.summary.verified == r.summary.requests);
+  RC_ASSERT(r.summary.mismatches == 0u);
+  RC_ASSERT(r.summary.ok());
+  for (const RequestReport& report : r.reports) RC_ASSERT(report.bitexact == std::optional<bool>(true));
+  check_reports(r, c.items, c.model.chunk, c.settings.lane.keep_min);
+  RC_CLASSIFY(r.summary.reused_tokens > 0, "some rows reused");
+}
+
+PFX_PROPERTY(Replay, WithInjectedFailuresEveryServedResponseStillEqualsCold, "CLI-1 DRV-4", ()) {
+  Case c = random_case();
+  c.settings.fault_rate = *rc::gen::element(0.01, 0.05, 0.2);
+  pfx::driver::HostReferenceEngine engine(c.model);
+  const Replayed r = replay(c.items, engine, c.settings);
+  RC_ASSERT(r.summary.mismatches == 0u);
+  RC_ASSERT(r.summary.stale_reads == 0u);
+  RC_ASSERT(r.summary.verified + r.summary.failures == r.summary.requests);
+  for (const RequestReport& report : r.reports) {
+    RC_ASSERT(report.error.empty() == report.bitexact.has_value());
+    if (!report.error.empty()) RC_ASSERT(report.injected);
+  }
+  check_reports(r, c.items, c.model.chunk, c.settings.lane.keep_min);
+  RC_CLASSIFY(r.summary.failures > 0, "some requests failed");
+}
+
+using pfx::test::DriftingEngine;
+
+TEST(Replay, AnEngineThatIsNotDeterministicIsReportedAsAMismatch) {
+  pfx::test::verifies("CLI-1");
+  pfx::driver::HostReferenceEngine inner({.vocab = 64, .chunk = 8});
+  DriftingEngine engine(inner);
+  const auto items = pfx::cli::embedded_workload({.vocab = 64, .requests = 8, .capacity = 600});
+  const Replayed r = replay(items, engine, {.lane = {.capacity = 600, .poison = true}, .verify = true});
+  EXPECT_EQ(r.summary.verified, 8u);
+  EXPECT_GT(r.summary.mismatches, 0u);
+  EXPECT_FALSE(r.summary.ok());
+  std::size_t flagged = 0;
+  for (const RequestReport& report : r.reports) {
+    if (report.bitexact == std::optional<bool>(false)) {
+      ++flagged;
+      EXPECT_EQ(report.mismatch, "the logits of the prompt's last row differ");
+    }
+  }
+  EXPECT_EQ(flagged, r.summary.mismatches);
+}
+
+using pfx::test::PfxRun;
+using pfx::test::run_pfx;
+
+std::vector<nlohmann::json> json_lines(const std::string& text) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ReplayCommand, JsonHasOneObjectPerRequestThenASummaryAndAWorkloadFileReplaysAsTheEmbeddedOne) {
+  pfx::test::verifies("CLI-1");
+  const std::string model = "--vocab 512 --chunk 16 --capacity 2048";
+  const PfxRun workload = run_pfx("workload --requests 12 --seed 5 " + model);
+  ASSERT_EQ(workload.status, pfx::cli::exit_ok);
+  const std::string path = write_file("pfx_replay_workload.jsonl", workload.out);
+
+  const PfxRun embedded = run_pfx("replay --json --verify --requests 12 --seed 5 --keep-min 32 " + model);
+  const PfxRun from_file = run_pfx("replay --json --verify --seed 5 --keep-min 32 " + model + " " + path);
+  ASSERT_EQ(embedded.status, pfx::cli::exit_ok) << embedded.input_error;
+  ASSERT_EQ(from_file.status, pfx::cli::exit_ok) << from_file.input_error;
+  const auto a = json_lines(embedded.out);
+  const auto b = json_lines(from_file.out);
+  ASSERT_EQ(a.size(), 13u);  // 12 requests, 1 summary
+  ASSERT_EQ(b.size(), a.size());
+  for (std::size_t i = 0; i + 1 < a.size(); ++i) {
+    EXPECT_EQ(a[i]["type"], "request");
+    for (const char* field : {"request", "line", "offset", "reason", "bound", "prompt_tokens", "prefill_tokens",
+                              "generated_tokens", "bitexact", "label"}) {
+      EXPECT_EQ(a[i][field], b[i][field]) << field << " of request " << i + 1;
+    }
+    EXPECT_EQ(a[i]["bitexact"], true);
+    EXPECT_EQ(a[i]["prefill_tokens"].get<std::size_t>() + a[i]["offset"].get<std::size_t>(), a[i]["prompt_tokens"]);
+  }
+  const nlohmann::json& summary = a.back();
+  EXPECT_EQ(summary["type"], "summary");
+  EXPECT_EQ(summary["requests"], 12);
+  EXPECT_EQ(summary["mismatches"], 0);
+  EXPECT_EQ(summary["failures"], 0);
+  EXPECT_EQ(summary["verified"], 12);
+  EXPECT_GT(summary["reused_tokens"].get<std::size_t>(), 0u);
+  EXPECT_GT(summary["prefill_time_ratio"].get<double>(), 0.0);
+  EXPECT_EQ(summary["settings"]["keep_min"], 32);
+  EXPECT_EQ(summary["settings"]["chunk"], 16);
+  for (const char* field : {"requests", "prompt_tokens", "reused_tokens", "prefill_tokens", "mismatches", "failures"}) {
+    EXPECT_EQ(summary[field], b.back()[field]) << field;
+  }
+}
+
+TEST(ReplayCommand, ABadTraceReplaysNothingAndNamesEveryBadLine) {
+  pfx::test::verifies("CLI-2");
+  const std::string path = write_file("pfx_replay_bad.jsonl",
+                                      "{\"prompt\": [1, 2, 3], \"max_new_tokens\": 2}\n"
+                                      "{\"prompt\": [1, 2, 3], \"max_new_tokens\": \"two\"}\n"
+                                      "{\"op\": \"clear\"}\n"
+                                      "{\"prompt\": [1, 600], \"max_new_tokens\": 2}\n");
+  const PfxRun run = run_pfx("replay --vocab 512 " + path);
+  EXPECT_EQ(run.status, pfx::cli::exit_bad_input);
+  EXPECT_EQ(run.out, "") << "nothing was replayed";
+  EXPECT_NE(run.input_error.find(path + ":2: field \"max_new_tokens\": expected a non-negative integer"),
+            std::string::npos)
+      << run.input_error;
+  EXPECT_NE(run.input_error.find(path + ":4: field \"prompt\": element 1 is 600, outside the vocabulary 0..511"),
+            std::string::npos)
+      << run.input_error;
+  EXPECT_NE(run.input_error.find("2 bad lines; nothing was replayed"), std::string::npos) << run.input_error;
+
+  const PfxRun missing = run_pfx("replay " + ::testing::TempDir() + "pfx_no_such_trace.jsonl");
+  EXPECT_EQ(missing.status, pfx::cli::exit_bad_input);
+  EXPECT_NE(missing.input_error.find("No such file or directory"), std::string::npos) << missing.input_error;
+}
+
+}  // namespace

@@ -1,0 +1,213 @@
+// `pfx soak` (docs/cli.md): the workload stream is the embedded workload item by item and stays
+// within capacity for ever; through injected failures every sampled response equals its cold run,
+// the request after each failure among them; a drifting engine is a mismatch; memory that grows
+// after the warm-up fails the run; bad options exit 2.
+
+#include "support/lanes.hpp"
+#include "support/requirement.hpp"
+#include "support/run_pfx.hpp"
+
+#include <pfx/cli/command.hpp>
+#include <pfx/cli/soak.hpp>
+#include <pfx/cli/workload.hpp>
+#include <pfx/engines/host_reference_engine.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using pfx::cli::RequestReport;
+using pfx::cli::SoakSettings;
+using pfx::cli::SoakSummary;
+using pfx::cli::TraceItem;
+using pfx::cli::TraceRequest;
+
+TEST(Soak, TheWorkloadStreamIsTheEmbeddedWorkloadItemByItem) {
+  pfx::test::verifies("SOAK-1");
+  for (const pfx::cli::WorkloadOptions options :
+       {pfx::cli::WorkloadOptions{.seed = 1, .vocab = 300, .requests = 200, .capacity = 1024},
+        pfx::cli::WorkloadOptions{.seed = 7, .vocab = 64, .requests = 5, .capacity = 256},
+        pfx::cli::WorkloadOptions{.seed = 9, .vocab = 32000, .requests = 60, .capacity = 4096}}) {
+    const std::vector<TraceItem> whole = pfx::cli::embedded_workload(options);
+    pfx::cli::WorkloadStream stream(options);
+    for (const TraceItem& expected : whole) {
+      const std::optional<TraceItem> item = stream.next();
+      ASSERT_TRUE(item.has_value());
+      EXPECT_EQ(pfx::cli::to_trace_line(*item), pfx::cli::to_trace_line(expected));
+      EXPECT_EQ(std::visit([](const auto& i) { return i.line; }, *item),
+                std::visit([](const auto& i) { return i.line; }, expected));
+    }
+    EXPECT_FALSE(stream.next().has_value());
+  }
+}
+
+TEST(Soak, ALongStreamWithBoundedSessionsKeepsEveryRequestWithinCapacity) {
+  pfx::test::verifies("SOAK-1");
+  const std::size_t capacity = 300;
+  pfx::cli::WorkloadStream stream({.seed = 3, .vocab = 64, .requests = 20000, .capacity = capacity, .sessions = 8});
+  std::size_t requests = 0;
+  std::size_t new_sessions = 0;
+  while (const std::optional<TraceItem> item = stream.next()) {
+    const auto* request = std::get_if<TraceRequest>(&*item);
+    if (request == nullptr) continue;
+    ++requests;
+    new_sessions += request->label == "new session" ? 1 : 0;
+    ASSERT_FALSE(request->prompt.empty());
+    ASSERT_LE(request->prompt.size() + request->max_new_tokens, capacity) << "request " << requests;
+  }
+  EXPECT_EQ(requests, 20000u);
+  EXPECT_GT(new_sessions, 100u) << "sessions end and new ones start";
+}
+
+struct Soaked {
+  SoakSummary summary;
+  std::vector<RequestReport> reports;
+};
+
+/// A small model and a short run, so that each test takes about a second.
+SoakSettings small_soak(std::size_t requests) {
+  SoakSettings settings;
+  settings.workload = {.seed = 11, .vocab = 64, .requests = requests, .capacity = 600, .sessions = 8};
+  settings.replay.lane = {.capacity = 600, .keep_min = 16, .poison = true};
+  settings.replay.fault_rate = 0.003;  // per call: with chunk 8, about one request in ten fails
+  settings.replay.seed = 11;
+  settings.verify_every = 10;
+  settings.warmup = requests / 4;
+  settings.memory_every = 50;
+  settings.check_memory = false;  // a second's run in a test process: the tests below say when
+  return settings;
+}
+
+Soaked run_soak(pfx::driver::Engine& engine, const SoakSettings& settings, pfx::cli::SoakListener listener = {}) {
+  Soaked out;
+  const auto report = listener.request;
+  listener.request = [&](const RequestReport& r) {
+    out.reports.push_back(r);
+    report(r);
+  };
+  out.summary = pfx::cli::soak(engine, settings, listener);
+  return out;
+}
+
+TEST(Soak, ThroughInjectedFailuresEverySampledResponseEqualsItsColdRunAndSoDoesTheOneAfterEachFailure) {
+  pfx::test::verifies("SOAK-1 DRV-4");
+  pfx::driver::HostReferenceEngine engine({.vocab = 64, .chunk = 8});
+  const SoakSettings settings = small_soak(400);
+  const Soaked r = run_soak(engine, settings);
+  const pfx::cli::ReplaySummary& s = r.summary.replay;
+  EXPECT_EQ(s.requests, 400u);
+  EXPECT_GT(s.failures, 0u);
+  EXPECT_EQ(r.summary.injected, s.failures);
+  EXPECT_EQ(s.stale_reads, 0u);
+  EXPECT_EQ(s.mismatches, 0u);
+  EXPECT_GE(s.verified + s.failures, 400u / settings.verify_every);
+  EXPECT_TRUE(r.summary.ok());
+  ASSERT_EQ(r.reports.size(), 400u);
+  std::size_t after_failure = 0;
+  for (std::size_t i = 0; i < r.reports.size(); ++i) {
+    const RequestReport& report = r.reports[i];
+    if (!report.error.empty()) {
+      EXPECT_TRUE(report.injected) << report.error;
+      continue;
+    }
+    const bool sampled = report.number % settings.verify_every == 0;
+    const bool follows_failure = i > 0 && !r.reports[i - 1].error.empty();
+    after_failure += follows_failure ? 1 : 0;
+    EXPECT_EQ(report.bitexact.has_value(), sampled || follows_failure) << "request " << report.number;
+    if (report.bitexact) {
+      EXPECT_TRUE(*report.bitexact) << report.mismatch;
+    }
+  }
+  EXPECT_GT(after_failure, 0u);
+  // The baseline after the warm-up, a sample every 50 requests, and the end.
+  ASSERT_TRUE(r.summary.baseline.has_value());
+  EXPECT_EQ(r.summary.baseline->requests, 100u);
+  EXPECT_EQ(r.summary.samples.size(), 1u + 300u / 50u);
+  EXPECT_EQ(r.summary.samples.back().requests, 400u);
+}
+
+using pfx::test::DriftingEngine;
+
+TEST(Soak, AnEngineThatIsNotDeterministicFailsTheSoakAsAMismatch) {
+  pfx::test::verifies("SOAK-1");
+  pfx::driver::HostReferenceEngine inner({.vocab = 64, .chunk = 8});
+  DriftingEngine engine(inner);
+  const Soaked r = run_soak(engine, small_soak(100));
+  EXPECT_GT(r.summary.replay.verified, 0u);
+  EXPECT_GT(r.summary.replay.mismatches, 0u);
+  EXPECT_FALSE(r.summary.ok());
+}
+
+TEST(Soak, MemoryThatGrowsAfterTheWarmUpFailsTheRun) {
+  pfx::test::verifies("SOAK-1");
+  ASSERT_TRUE(pfx::cli::resident_memory_kib().has_value());
+  pfx::driver::HostReferenceEngine engine({.vocab = 64, .chunk = 8});
+  SoakSettings settings = small_soak(200);
+  settings.replay.fault_rate = 0;
+  settings.check_memory = true;
+  settings.tolerance = pfx::cli::RssTolerance::parse("4096", "--rss-tolerance");
+  // A leak of 256 KiB a request after the warm-up, touched so that it is resident: 37.5 MiB in all.
+  std::vector<std::vector<char>> leaked;
+  pfx::cli::SoakListener listener;
+  listener.request = [&](const RequestReport& report) {
+    if (report.number <= settings.warmup) return;
+    leaked.emplace_back(std::size_t{256} << 10);
+    std::memset(leaked.back().data(), 1, leaked.back().size());
+  };
+  const Soaked r = run_soak(engine, settings, listener);
+  ASSERT_TRUE(r.summary.baseline.has_value());
+  EXPECT_GT(r.summary.growth_kib(), 4096u);
+  EXPECT_EQ(r.summary.allowed_kib, 4096u);
+  EXPECT_FALSE(r.summary.memory_flat());
+  EXPECT_FALSE(r.summary.ok());
+  EXPECT_EQ(r.summary.replay.mismatches, 0u) << "only memory failed";
+}
+
+TEST(Soak, TheToleranceIsKibOrAPercentageOfTheBaseline) {
+  pfx::test::verifies("SOAK-1");
+  EXPECT_EQ(pfx::cli::RssTolerance::parse("8192", "--rss-tolerance").allowed_kib(100000), 8192u);
+  EXPECT_EQ(pfx::cli::RssTolerance::parse("5%", "--rss-tolerance").allowed_kib(100000), 5000u);
+  EXPECT_EQ(pfx::cli::RssTolerance::parse("5%", "--rss-tolerance").describe(), "5% of the baseline");
+  for (const char* bad : {"", "%", "-5", "5 KiB", "5.5%", "lots"}) {
+    EXPECT_THROW((void)pfx::cli::RssTolerance::parse(bad, "--rss-tolerance"), pfx::cli::InputError) << bad;
+  }
+}
+
+using pfx::test::PfxRun;
+using pfx::test::run_pfx;
+
+TEST(SoakCommand, TheJsonSummaryCountsEveryCheckAndBadOptionsRunNothing) {
+  pfx::test::verifies("SOAK-1 CLI-2");
+  const PfxRun run = run_pfx(
+      "soak --json --requests 300 --warmup 100 --verify-every 10 --faults 0.003 --vocab 64 --chunk 8 --capacity 600 "
+      "--keep-min 16 --rss-tolerance 1000%");
+  ASSERT_EQ(run.status, pfx::cli::exit_ok) << run.input_error << run.out;
+  const nlohmann::json summary = nlohmann::json::parse(run.out);
+  EXPECT_EQ(summary["type"], "soak");
+  EXPECT_EQ(summary["requests"], 300);
+  EXPECT_EQ(summary["mismatches"], 0);
+  EXPECT_EQ(summary["stale_reads"], 0);
+  EXPECT_GE(summary["verified"].get<std::size_t>() + summary["failures"].get<std::size_t>(), 300u / 10u);
+  EXPECT_EQ(summary["failures"], summary["injected"]);
+  EXPECT_EQ(summary["ok"], true);
+  EXPECT_EQ(summary["memory"]["samples"].size(), 1u + 1u);  // the baseline and the end
+  EXPECT_EQ(summary["memory"]["samples"][0]["requests"], 100);
+  EXPECT_EQ(summary["settings"]["verify_every"], 10);
+
+  const PfxRun bad_tolerance = run_pfx("soak --rss-tolerance lots");
+  EXPECT_EQ(bad_tolerance.status, pfx::cli::exit_bad_input);
+  EXPECT_NE(bad_tolerance.input_error.find("--rss-tolerance: expected KiB"), std::string::npos)
+      << bad_tolerance.input_error;
+  const PfxRun no_time_to_watch = run_pfx("soak --requests 100 --warmup 100");
+  EXPECT_EQ(no_time_to_watch.status, pfx::cli::exit_bad_input);
+  EXPECT_NE(no_time_to_watch.input_error.find("--warmup 100 leaves no request"), std::string::npos)
+      << no_time_to_watch.input_error;
+  EXPECT_EQ(bad_tolerance.out + no_time_to_watch.out, "") << "nothing was run";
+}
+
+}  // namespace

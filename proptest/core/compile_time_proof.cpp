@@ -1,0 +1,37 @@
+// The exhaustive proofs in static_assert: over the bounded compile-time domains, the machine answers
+// as the reference model does and keeps INV-1..10, or the build fails. proptest/CMakeLists.txt
+// compiles this file once per proof and (chunk, keep_min) slice, so that the slices build in
+// parallel and each stays well under a minute: PFX_PROOF_RULE or PFX_PROOF_PROTOCOL picks the
+// proof; PFX_PROOF_CHUNK and PFX_PROOF_KEEP_MIN the slice; PFX_PROOF_MAX_CHUNK and
+// PFX_PROOF_MAX_KEEP_MIN are the bounds CMake loops over, checked against the domain below.
+// exhaustive_test.cpp runs the same bodies at run time and prints any counterexample.
+
+#include <pfx/conformance/exhaustive_proof.hpp>
+
+#if defined(PFX_PROOF_RULE)
+inline constexpr pfx::proof::Domain domain = pfx::proof::compile_time_rule_domain;
+inline constexpr auto prove = [](const pfx::proof::Domain& d, const pfx::proof::Slice& s) {
+  return pfx::proof::prove_rule_over(d, s);
+};
+#elif defined(PFX_PROOF_PROTOCOL)
+inline constexpr pfx::proof::Domain domain = pfx::proof::compile_time_protocol_domain;
+inline constexpr auto prove = [](const pfx::proof::Domain& d, const pfx::proof::Slice& s) {
+  return pfx::proof::prove_protocol_over(d, s);
+};
+#if PFX_PROOF_CHUNK == 1 && PFX_PROOF_KEEP_MIN == 0
+static_assert(pfx::proof::prove_configure(3).failed == 0,
+              "configure differs from the reference model or breaks an invariant");
+#endif
+#else
+#error "define PFX_PROOF_RULE or PFX_PROOF_PROTOCOL"
+#endif
+
+// The object's name (pfx_compile_time_<proof>_proof_chunk<C>_keep_min<K>) says which proof and
+// slice failed.
+static_assert(prove(domain, pfx::proof::only(PFX_PROOF_CHUNK, PFX_PROOF_KEEP_MIN)).failed == 0,
+              "the machine differs from the reference model, or breaks an invariant, on this slice "
+              "of the bounded domain; run exhaustive_test for the counterexample");
+
+// Together the slices cover the whole domain, no more and no less.
+static_assert(PFX_PROOF_MAX_CHUNK == domain.max_chunk && PFX_PROOF_MAX_KEEP_MIN == domain.max_keep_min,
+              "proptest/CMakeLists.txt must compile one slice per (chunk, keep_min) of the domain");

@@ -1,0 +1,168 @@
+// Fails when an invariant of the catalogue or another requirement (spec/requirements.hpp) has no
+// test, or a test claims an ID neither knows. Reads the "verifies" properties that the tests
+// recorded in their gtest XML reports. Given the traceability document too, it also fails when the
+// document's per-test index differs from what the tests record.
+//
+//   pfx_requirements_check RESULTS_DIR [TRACEABILITY_MD]
+
+#include <pfx/conformance/test_index.hpp>
+
+#include <pfx/spec/catalogue.hpp>
+#include <pfx/spec/requirements.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <exception>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+namespace {
+
+using Ids = std::set<std::string>;
+using IdsByTest = std::map<std::string, Ids>;
+
+std::string read(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Ids split(const std::string& words) {
+  Ids ids;
+  std::istringstream in(words);
+  for (std::string id; in >> id;) ids.insert(id);
+  return ids;
+}
+
+std::string join(const Ids& ids) {
+  std::string out;
+  for (const std::string& id : ids) out += (out.empty() ? "" : " ") + id;
+  return out;
+}
+
+/// Suite.Name of every test that was skipped (for example a CUDA test on a machine without a
+/// device), from every report in `dir`. A skipped test vouches for nothing.
+std::set<std::string> skipped(const std::filesystem::path& dir) {
+  const std::regex testcase(R"re(<testcase name="([^"]*)"[^>]*result="skipped"[^>]*classname="([^"]*)")re");
+  std::set<std::string> tests;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".xml") continue;
+    const std::string xml = read(entry.path());
+    for (std::sregex_iterator it(xml.begin(), xml.end(), testcase), end; it != end; ++it) {
+      tests.insert((*it)[2].str() + "." + (*it)[1].str());
+    }
+  }
+  return tests;
+}
+
+/// Suite.Name -> the IDs it records, from every report in `dir`.
+IdsByTest recorded(const std::filesystem::path& dir) {
+  // <testcase name="X" ... classname="S"> <properties> <property name="verifies" value="INV-1 ..."/>
+  const std::regex testcase(
+      R"re(<testcase name="([^"]*)"[^>]*classname="([^"]*)"[^>]*>\s*<properties>\s*<property name="verifies" value="([^"]*)")re");
+  IdsByTest by_test;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".xml") continue;
+    const std::string xml = read(entry.path());
+    for (std::sregex_iterator it(xml.begin(), xml.end(), testcase), end; it != end; ++it) {
+      by_test[(*it)[2].str() + "." + (*it)[1].str()] = split((*it)[3].str());
+    }
+  }
+  return by_test;
+}
+
+/// Suite.Name -> IDs, from the document's per-test index.
+IdsByTest documented(const std::filesystem::path& doc) {
+  IdsByTest by_test;
+  for (const pfx::test::IndexRow& row : pfx::test::test_index_rows(read(doc))) {
+    by_test[row.test] = Ids(row.ids.begin(), row.ids.end());
+  }
+  return by_test;
+}
+
+/// The whole check; 0 when every requirement has a test (and the index matches), 1 otherwise.
+int check(int argc, char** argv) {
+  if (argc != 2 && argc != 3) {
+    std::cerr << "usage: pfx_requirements_check RESULTS_DIR [TRACEABILITY_MD]\n";
+    return 2;
+  }
+  const std::filesystem::path dir = argv[1];
+  if (!std::filesystem::is_directory(dir)) {
+    std::cerr << "pfx_requirements_check: no test reports in " << dir << " (run the tests first)\n";
+    return 2;
+  }
+
+  Ids known;
+  pfx::spec::for_each_invariant([&](const auto& inv) { known.insert(std::string(inv.id)); });
+  for (const pfx::spec::Requirement& r : pfx::spec::requirements) known.insert(std::string(r.id));
+
+  int problems = 0;
+  const IdsByTest by_test = recorded(dir);
+  std::map<std::string, Ids> tests_of;
+  for (const auto& [test, ids] : by_test) {
+    for (const std::string& id : ids) {
+      if (known.count(id) == 0) {
+        std::cerr << "FAIL " << test << " claims " << id << ", which no requirement has\n";
+        ++problems;
+      }
+      tests_of[id].insert(test);
+    }
+  }
+  for (const std::string& id : known) {
+    const auto found = tests_of.find(id);
+    if (found == tests_of.end()) {
+      std::cerr << "FAIL " << id << " has no test\n";
+      ++problems;
+      continue;
+    }
+    std::cout << id << ": " << found->second.size() << " tests\n";
+  }
+
+  if (argc == 3) {
+    const IdsByTest in_doc = documented(argv[2]);
+    for (const auto& [test, ids] : by_test) {
+      const auto row = in_doc.find(test);
+      if (row == in_doc.end()) {
+        std::cerr << "FAIL " << argv[2] << " has no row for " << test << " (" << join(ids) << ")\n";
+        ++problems;
+      } else if (row->second != ids) {
+        std::cerr << "FAIL " << argv[2] << " says " << test << " verifies " << join(row->second)
+                  << ", but it records " << join(ids) << "\n";
+        ++problems;
+      }
+    }
+    const std::set<std::string> not_run = skipped(dir);
+    for (const auto& [test, ids] : in_doc) {
+      if (by_test.count(test) == 0 && not_run.count(test) != 0) {
+        std::cout << "SKIPPED " << test << " (" << join(ids) << "): listed, and skipped in this run\n";
+      } else if (by_test.count(test) == 0) {
+        std::cerr << "FAIL " << argv[2] << " lists " << test << ", which no report has\n";
+        ++problems;
+      }
+    }
+  }
+
+  if (problems != 0) {
+    std::cerr << problems << " requirement problem(s)\n";
+    return 1;
+  }
+  std::cout << "every requirement has a test" << (argc == 3 ? ", and the index matches" : "")
+            << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return check(argc, argv);
+  } catch (const std::exception& e) {  // an unreadable report or index: say which, not terminate()
+    std::cerr << "pfx_requirements_check: " << e.what() << "\n";
+    return 2;
+  }
+}

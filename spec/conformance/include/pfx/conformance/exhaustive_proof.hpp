@@ -1,0 +1,238 @@
+#pragma once
+
+/// \file
+/// The bounded exhaustive proofs: over every sequence of a two-letter alphabet up to a length, every
+/// canonical_end and every configuration in a range, the machine equals the reference model and every
+/// invariant of the catalogue holds. The same constexpr bodies run in static_assert
+/// (compile_time_proof.cpp: a violation fails the build) and at run time (exhaustive_test.cpp:
+/// coverage sees them, and a failure prints the counterexample).
+
+#include <pfx/conformance/bridge.hpp>
+
+#include <pfx/core.hpp>
+#include <pfx/spec/catalogue.hpp>
+#include <pfx/spec/model.hpp>
+#include <pfx/spec/reference.hpp>
+
+#include <cstddef>
+#include <vector>
+
+namespace pfx::proof {
+
+/// Every sequence over {0, 1} of length 0..max_length, shortest first.
+constexpr std::vector<spec::Tokens> all_sequences(std::size_t max_length) {
+  std::vector<spec::Tokens> all;
+  for (std::size_t length = 0; length <= max_length; ++length) {
+    for (std::size_t bits = 0; bits < (std::size_t{1} << length); ++bits) {
+      spec::Tokens s;
+      for (std::size_t i = 0; i < length; ++i) s.push_back(static_cast<spec::Token>((bits >> i) & 1U));
+      all.push_back(s);
+    }
+  }
+  return all;
+}
+
+/// What a proof checked, and the first counterexample it met.
+struct Tally {
+  std::size_t checked = 0;
+  std::size_t failed = 0;
+  spec::Config config{};
+  spec::Tokens ids{};
+  std::size_t canonical_end = 0;
+  spec::Tokens prompt{};
+  std::size_t event = 0;  ///< which event of the case failed (proof-specific, see below)
+
+  constexpr void count(bool ok, const spec::Config& c, const spec::Tokens& held, std::size_t end,
+                       const spec::Tokens& asked, std::size_t which) {
+    ++checked;
+    if (ok) return;
+    if (failed++ == 0) {
+      config = c;
+      ids = held;
+      canonical_end = end;
+      prompt = asked;
+      event = which;
+    }
+  }
+};
+
+/// The rule: for one configuration, every record (ids, canonical_end) and every prompt up to
+/// max_length; the query answer equals the reference and INV-1..10 hold on the record and the query.
+constexpr Tally prove_rule(const spec::Config& config, std::size_t max_length) {
+  Tally tally;
+  Machine machine;
+  spec::State model;
+  const spec::Event configure = spec::Configure{config};
+  tally.count(bridge::step_both(machine, model, configure).ok(), config, {}, 0, {}, 0);
+
+  const std::vector<spec::Tokens> sequences = all_sequences(max_length);
+  std::vector<spec::Event> queries;  // built once: the constant evaluator is slow to allocate
+  queries.reserve(sequences.size());
+  for (const spec::Tokens& prompt : sequences) queries.push_back(spec::Query{prompt});
+  for (const spec::Tokens& ids : sequences) {
+    for (std::size_t end = 0; end <= ids.size(); ++end) {
+      const spec::Event record = spec::Record{ids, end};
+      tally.count(bridge::step_both(machine, model, record).ok(), config, ids, end, {}, 1);
+      const spec::State held = bridge::to_spec(machine);
+      for (const spec::Event& query : queries) {
+        // A query changes nothing (prove_protocol checks that), so the state before is the state
+        // after, and the reference answers from the model's state.
+        const spec::Tokens& prompt = std::get<spec::Query>(query).prompt;
+        const spec::Output machine_says = bridge::to_spec(machine.query(prompt), query);
+        const spec::Output reference_says = spec::reference_decision(model, prompt);
+        const spec::Step step{held.config, held, query, machine_says, held};
+        tally.count(machine_says == reference_says && spec::all_hold(step), config, ids, end,
+                    prompt, 2);
+      }
+    }
+  }
+  return tally;
+}
+
+/// The protocol: from every record, every prompt, begin with offsets granted and not; from Writing,
+/// abort, commits good and bad, and every event the phase refuses; from Idle, commit and abort, and
+/// a record past its ids.
+/// Each step is compared with the reference and checked against INV-1..10.
+constexpr Tally prove_protocol(const spec::Config& config, std::size_t max_length) {
+  Tally tally;
+  Machine idle;
+  spec::State idle_model;
+  const spec::Event configure = spec::Configure{config};
+  tally.count(bridge::step_both(idle, idle_model, configure).ok(), config, {}, 0, {}, 0);
+
+  const std::vector<spec::Tokens> sequences = all_sequences(max_length);
+  for (const spec::Tokens& ids : sequences) {
+    for (std::size_t end = 0; end <= ids.size(); ++end) {
+      const spec::Event record = spec::Record{ids, end};
+      tally.count(bridge::step_both(idle, idle_model, record).ok(), config, ids, end, {}, 1);
+
+      // Idle refuses commit and abort; record refuses a canonical_end past its ids.
+      const spec::Event idle_refused[] = {spec::Commit{ids, end}, spec::Abort{},
+                                          spec::Record{ids, ids.size() + 1}};
+      for (const spec::Event& e : idle_refused) {
+        Machine m = idle;
+        spec::State s = idle_model;
+        tally.count(bridge::step_both(m, s, e).ok(), config, ids, end, {}, 2);
+      }
+
+      for (const spec::Tokens& prompt : sequences) {
+        const std::size_t granted = spec::reference_offset(idle_model, prompt);
+        const std::size_t offsets[] = {0, granted, granted + 1, 1};
+        for (const std::size_t offset : offsets) {
+          Machine writing = idle;
+          spec::State writing_model = idle_model;
+          const spec::Event begin = spec::Begin{prompt, offset};
+          const bool began = bridge::step_both(writing, writing_model, begin).ok();
+          tally.count(began, config, ids, end, prompt, 3);
+          if (writing.phase() != Phase::writing) continue;
+
+          // ids = prompt + one generated token; one whose kept prefix is broken; and the prompt.
+          spec::Tokens answered = prompt;
+          answered.push_back(1);
+          spec::Tokens broken = answered;
+          broken[0] = 1 - broken[0];
+          const spec::Event in_writing[] = {
+              spec::Abort{},
+              spec::Commit{answered, prompt.size()},
+              spec::Commit{answered, answered.size()},
+              spec::Commit{answered, answered.size() + 1},
+              spec::Commit{answered, offset == 0 ? 0 : offset - 1},
+              spec::Commit{broken, prompt.size()},
+              spec::Commit{prompt, prompt.size()},
+              spec::Query{prompt},
+              spec::Begin{prompt, 0},
+              spec::Record{prompt, 0},
+              spec::Configure{config},
+              spec::Clear{},
+          };
+          std::size_t which = 4;
+          for (const spec::Event& e : in_writing) {
+            Machine m = writing;
+            spec::State s = writing_model;
+            tally.count(bridge::step_both(m, s, e).ok(), config, ids, end, prompt, which++);
+          }
+        }
+      }
+    }
+  }
+  return tally;
+}
+
+/// Configuration changes, chunk 0 included, from Idle with something held.
+constexpr Tally prove_configure(std::size_t max_chunk) {
+  Tally tally;
+  const spec::Tokens ids = {0, 1, 0, 1};
+  for (std::size_t keep_min = 0; keep_min <= 2; ++keep_min) {
+    for (std::size_t chunk = 0; chunk <= max_chunk; ++chunk) {
+      for (const bool enabled : {true, false}) {
+        Machine m;
+        spec::State s;
+        const spec::Event record = spec::Record{ids, 3};
+        tally.count(bridge::step_both(m, s, record).ok(), {}, ids, 3, {}, 0);
+        const spec::Config c{enabled, keep_min, chunk};
+        const spec::Event configure = spec::Configure{c};
+        tally.count(bridge::step_both(m, s, configure).ok(), c, ids, 3, {}, 1);
+      }
+    }
+  }
+  return tally;
+}
+
+/// The bounded domain of a proof: sequences up to max_length; keep_min 0..max_keep_min; chunk
+/// 1..max_chunk; enabled and not.
+struct Domain {
+  std::size_t max_length;
+  std::size_t max_keep_min;
+  std::size_t max_chunk;
+};
+
+/// Which configurations of a domain one run of a proof covers: all of them, or one (chunk,
+/// keep_min) pair, enabled and not (so that the compile-time proofs split over several files).
+struct Slice {
+  bool whole = true;
+  std::size_t chunk = 0;
+  std::size_t keep_min = 0;
+};
+inline constexpr Slice whole_domain{};
+constexpr Slice only(std::size_t chunk, std::size_t keep_min) { return {false, chunk, keep_min}; }
+
+/// Runs `prove` on every configuration of the domain in the slice and adds up the tallies (the first
+/// counterexample is kept).
+template <class Prove>
+constexpr Tally over_domain(const Domain& domain, Prove prove, const Slice& slice) {
+  Tally total;
+  for (std::size_t chunk = 1; chunk <= domain.max_chunk; ++chunk) {
+    for (std::size_t keep_min = 0; keep_min <= domain.max_keep_min; ++keep_min) {
+      if (!slice.whole && (chunk != slice.chunk || keep_min != slice.keep_min)) continue;
+      for (const bool enabled : {true, false}) {
+        Tally t = prove(spec::Config{enabled, keep_min, chunk}, domain.max_length);
+        const std::size_t checked = total.checked + t.checked;
+        const std::size_t failed = total.failed + t.failed;
+        if (total.failed == 0 && t.failed != 0) total = t;  // keep the first counterexample
+        total.checked = checked;
+        total.failed = failed;
+      }
+    }
+  }
+  return total;
+}
+
+constexpr Tally prove_rule_over(const Domain& domain, const Slice& slice = whole_domain) {
+  return over_domain(
+      domain, [](const spec::Config& c, std::size_t n) { return prove_rule(c, n); }, slice);
+}
+
+constexpr Tally prove_protocol_over(const Domain& domain, const Slice& slice = whole_domain) {
+  return over_domain(
+      domain, [](const spec::Config& c, std::size_t n) { return prove_protocol(c, n); }, slice);
+}
+
+/// The domains checked at compile time: compile_time_proof.cpp is compiled once per (chunk,
+/// keep_min) slice, each in well under a minute here. The run-time test checks these domains, and
+/// the larger protocol domain, with the same bodies.
+inline constexpr Domain compile_time_rule_domain{5, 3, 3};
+inline constexpr Domain compile_time_protocol_domain{2, 1, 2};
+inline constexpr Domain run_time_rule_domain{5, 3, 3};
+inline constexpr Domain run_time_protocol_domain{3, 3, 3};
+
+}  // namespace pfx::proof

@@ -1,0 +1,46 @@
+#pragma once
+
+/// \file
+/// `pfx audit` (docs/cli.md, "pfx audit"): checks the invariant catalogue INV-1..10 at run time, on
+/// the bounded exhaustive domain of spec/conformance/include/pfx/conformance/exhaustive_proof.hpp and on seeded random protocol
+/// runs, then prints the traceability table (audit_table.hpp). Exits exit_mismatch on any violation,
+/// and on any requirement ID without a row or a test in docs/traceability.md.
+
+#include <pfx/cli/audit_runs.hpp>
+#include <pfx/cli/audit_table.hpp>
+#include <pfx/cli/command.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace pfx::cli {
+
+/// Random cases run by default: 2.4 million steps, about as many as the exhaustive part; the whole
+/// audit then takes about a second in an optimized build.
+inline constexpr std::size_t default_audit_cases = 100000;
+/// Events per random case.
+inline constexpr std::size_t audit_events_per_case = 24;
+
+struct AuditOptions {
+  std::uint64_t seed = 0;
+  std::size_t cases = default_audit_cases;
+  /// Longest sequence of the exhaustive protocol domain (the rule's is always 5). 3 by default, as
+  /// in proptest/core/exhaustive_test.cpp; 2 is the compile-time proofs' domain and much faster.
+  std::size_t protocol_length = 3;
+  bool json = false;
+  /// How each random step is taken; tests substitute a broken one.
+  Stepper step = bridge::step_both;
+  /// Where the traceability table is read from; tests substitute an incomplete one.
+  std::span<const EmbeddedDoc> docs = embedded_docs();
+};
+
+/// Runs the audit and writes its report to `streams.out` (text, or JSON with options.json).
+/// Returns exit_ok when every check passed and every ID has a row and a test, else exit_mismatch;
+/// a failure of the random runs is reported with the first counterexample and `pfx audit --seed S`.
+[[nodiscard]] int run_audit(const AuditOptions& options, const Streams& streams);
+
+/// Every ID the audit traces: INV-1..10 of the catalogue, then spec::requirements, with statements.
+[[nodiscard]] std::vector<RequirementId> audited_ids();
+
+}  // namespace pfx::cli

@@ -1,0 +1,64 @@
+#pragma once
+
+/// \file
+/// The seeded random protocol runs of `pfx audit`: each case configures a fresh machine and model,
+/// then drives both through random events (refused ones included), one step_both per event, so that
+/// every step is compared with the reference model and checked against INV-1..10.
+/// Uses pfx::conformance (pfx/conformance/bridge.hpp), as pfx_cli and its tests do.
+
+#include <pfx/conformance/bridge.hpp>
+
+#include <pfx/core.hpp>
+#include <pfx/spec/model.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pfx::cli {
+
+/// One step of a run: `event` applied to the machine and the model side by side, compared, and
+/// checked against the catalogue. The audit uses bridge::step_both; tests pass a broken one to show
+/// that a violation is reported.
+using Stepper = std::function<bridge::Comparison(Machine&, spec::State&, const spec::Event&)>;
+
+/// The first step that failed: which case and step, the events of that case up to it, and what the
+/// machine and the model said.
+struct RandomRunFailure {
+  std::size_t case_index = 0;
+  std::size_t step_index = 0;
+  std::vector<spec::Event> events;  ///< the case's events, the failing one last
+  spec::State before;               ///< the model's state before the failing event
+  spec::State machine_after;        ///< the machine's state after it
+  spec::State model_after;          ///< the model's state after it
+  bridge::Comparison comparison;
+};
+
+struct RandomRunsReport {
+  std::size_t cases = 0;
+  std::size_t steps = 0;
+  std::size_t failed = 0;  ///< failing steps; each case stops at its first
+  std::optional<RandomRunFailure> first;  ///< the first failure, if any
+};
+
+/// `cases` runs of `events_per_case` random events each, all drawn from `seed`: the same seed and
+/// counts give the same events, so a failure is replayed by running again with that seed.
+[[nodiscard]] RandomRunsReport run_random_cases(std::uint64_t seed, std::size_t cases,
+                                                std::size_t events_per_case, const Stepper& step);
+
+/// The tokens as "[0,1,1]".
+[[nodiscard]] std::string describe(const spec::Tokens& tokens);
+
+/// The event as one line: "record ids=[0,1,1] canonical_end=2".
+[[nodiscard]] std::string describe(const spec::Event& event);
+
+/// The state as one line: "enabled keep_min 2 chunk 1; ids=[0,1] canonical_end 2; idle".
+[[nodiscard]] std::string describe(const spec::State& state);
+
+/// The answer as one line: "offset 2, reason reused, bound common prefix" or "refused: writing".
+[[nodiscard]] std::string describe(const spec::Output& output);
+
+}  // namespace pfx::cli

@@ -1,0 +1,252 @@
+// pfx audit: the invariant catalogue checked at run time, and the traceability table.
+
+#include <pfx/cli/audit.hpp>
+#include <pfx/cli/options.hpp>
+
+#include <pfx/conformance/exhaustive_proof.hpp>
+
+#include <pfx/spec/catalogue.hpp>
+#include <pfx/spec/requirements.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace pfx::cli {
+namespace {
+
+using nlohmann::json;
+
+/// One check of the catalogue: what it covered, how many steps it checked, how many failed, and the
+/// first counterexample in words (empty when none failed).
+struct Check {
+  std::string name;
+  std::string domain;
+  std::size_t checked = 0;
+  std::size_t failed = 0;
+  std::vector<std::string> counterexample;
+  json counterexample_json;  ///< null when none failed
+};
+
+/// A bounded exhaustive proof's result (spec/conformance/include/pfx/conformance/exhaustive_proof.hpp), every step of which was
+/// compared with the reference model and checked against INV-1..10.
+Check exhaustive(std::string name, std::string domain, const proof::Tally& t) {
+  Check check{std::move(name), std::move(domain), t.checked, t.failed, {}, nullptr};
+  if (t.failed == 0) return check;
+  check.counterexample.push_back(fmt::format(
+      "config enabled={} keep_min={} chunk={}; record ids={} canonical_end={}; prompt={}; event #{} of the case",
+      t.config.enabled, t.config.keep_min, t.config.chunk, describe(t.ids), t.canonical_end, describe(t.prompt),
+      t.event));
+  check.counterexample_json = {{"config", {{"enabled", t.config.enabled}, {"keep_min", t.config.keep_min},
+                                           {"chunk", t.config.chunk}}},
+                               {"ids", t.ids},
+                               {"canonical_end", t.canonical_end},
+                               {"prompt", t.prompt},
+                               {"event", t.event}};
+  return check;
+}
+
+std::string statement_of(std::string_view id) {
+  std::string out;
+  spec::for_each_invariant([&](const auto& inv) {
+    if (inv.id == id) out = fmt::format("{} ({})", inv.statement, inv.name);
+  });
+  return out;
+}
+
+std::string replay_command(const AuditOptions& options) {
+  std::string command = fmt::format("pfx audit --seed {}", options.seed);
+  if (options.cases != default_audit_cases) command += fmt::format(" --cases {}", options.cases);
+  return command;
+}
+
+/// The random runs' result; a failure is told with the events of its case, so that it can be read
+/// without replaying.
+Check random_runs(const AuditOptions& options) {
+  const RandomRunsReport r = run_random_cases(options.seed, options.cases, audit_events_per_case, options.step);
+  Check check{"random",
+              fmt::format("{} runs of {} events, seed {}", options.cases, audit_events_per_case, options.seed),
+              r.steps,
+              r.failed,
+              {},
+              nullptr};
+  if (!r.first) return check;
+  const RandomRunFailure& f = *r.first;
+  const bridge::Comparison& c = f.comparison;
+  std::vector<std::string>& lines = check.counterexample;
+  lines.push_back(fmt::format("case {}, event {} of seed {}:", f.case_index + 1, f.step_index + 1, options.seed));
+  std::vector<std::string> events;
+  for (std::size_t i = 0; i < f.events.size(); ++i) {
+    events.push_back(describe(f.events[i]));
+    lines.push_back(fmt::format("  {:>2}. {}{}", i + 1, events.back(), i + 1 == f.events.size() ? "   <- fails" : ""));
+  }
+  lines.push_back(fmt::format("state before: {}", describe(f.before)));
+  lines.push_back(fmt::format("machine answered:   {}", describe(c.machine)));
+  lines.push_back(fmt::format("reference answered: {}", describe(c.reference)));
+  if (!c.violated.empty()) {
+    lines.push_back(fmt::format("violates {}: {}", c.violated, statement_of(c.violated)));
+  }
+  if (!c.states_agree) {
+    lines.push_back(fmt::format("state after, machine:   {}", describe(f.machine_after)));
+    lines.push_back(fmt::format("state after, reference: {}", describe(f.model_after)));
+  }
+  lines.push_back(fmt::format("replay: {}", replay_command(options)));
+  check.counterexample_json = {{"case", f.case_index + 1},
+                               {"event", f.step_index + 1},
+                               {"events", events},
+                               {"state_before", describe(f.before)},
+                               {"machine", describe(c.machine)},
+                               {"reference", describe(c.reference)},
+                               {"violated", std::string(c.violated)},
+                               {"states_agree", c.states_agree},
+                               {"replay", replay_command(options)}};
+  return check;
+}
+
+std::vector<Check> run_checks(const AuditOptions& options) {
+  const proof::Domain rule = proof::run_time_rule_domain;
+  const proof::Domain protocol{options.protocol_length, proof::run_time_protocol_domain.max_keep_min,
+                               proof::run_time_protocol_domain.max_chunk};
+  const auto domain = [](const proof::Domain& d) {
+    return fmt::format("length <= {}, keep_min 0..{}, chunk 1..{}, enabled and not", d.max_length, d.max_keep_min,
+                       d.max_chunk);
+  };
+  std::vector<Check> checks;
+  checks.push_back(exhaustive("rule", domain(rule), proof::prove_rule_over(rule)));
+  checks.push_back(exhaustive("protocol", domain(protocol), proof::prove_protocol_over(protocol)));
+  checks.push_back(exhaustive("configure", "keep_min 0..2, chunk 0..4, enabled and not", proof::prove_configure(4)));
+  checks.push_back(random_runs(options));
+  return checks;
+}
+
+void print_text(std::ostream& out, const AuditOptions& options, const std::vector<Check>& checks,
+                const std::vector<TraceabilityEntry>& table, const std::vector<std::string>& problems) {
+  out << fmt::format("pfx audit, seed {} (replay: {})\n\n", options.seed, replay_command(options));
+  out << "Invariant checks: every step compared with the reference model and checked against INV-1..10\n";
+  for (const Check& c : checks) {
+    out << fmt::format("  {:<10} {:<62} {:>9} steps  {}\n", c.name, c.domain, c.checked,
+                       c.failed == 0 ? "ok" : fmt::format("FAILED {}", c.failed));
+  }
+  for (const Check& c : checks) {
+    if (c.failed == 0) continue;
+    out << fmt::format("\nFirst counterexample of {}:\n", c.name);
+    for (const std::string& line : c.counterexample) out << "  " << line << '\n';
+  }
+
+  out << fmt::format("\nTraceability ({} as built; docs/ sections that name each ID)\n", traceability_doc);
+  for (const TraceabilityEntry& e : table) {
+    out << fmt::format("\n{}  {}\n", e.id, e.statement);
+    out << fmt::format("  enforced in core: {}\n", e.has_row ? e.enforced_in_core : "(no row)");
+    out << "  tests:";
+    if (e.tests.empty()) out << " (none)\n";
+    for (std::size_t i = 0; i < e.tests.size(); ++i) out << (i == 0 ? " " : "         ") << e.tests[i] << '\n';
+    out << "  docs: ";
+    if (e.docs.empty()) out << "(not named in docs/ outside the table)\n";
+    for (std::size_t i = 0; i < e.docs.size(); ++i) out << (i == 0 ? "" : "        ") << e.docs[i] << '\n';
+    for (const std::string& p : e.problems()) out << fmt::format("  MISSING: {}\n", p);
+  }
+
+  if (problems.empty()) {
+    out << fmt::format("\npfx audit: every check passed; {} IDs, each with a row and a test\n", table.size());
+  } else {
+    out << "\npfx audit: FAILED\n";
+    for (const std::string& p : problems) out << "  " << p << '\n';
+  }
+}
+
+void print_json(std::ostream& out, const AuditOptions& options, const std::vector<Check>& checks,
+                const std::vector<TraceabilityEntry>& table, const std::vector<std::string>& problems) {
+  json report;
+  report["seed"] = options.seed;
+  report["cases"] = options.cases;
+  report["events_per_case"] = audit_events_per_case;
+  report["replay"] = replay_command(options);
+  report["checks"] = json::array();
+  for (const Check& c : checks) {
+    report["checks"].push_back({{"name", c.name},
+                                {"domain", c.domain},
+                                {"checked", c.checked},
+                                {"failed", c.failed},
+                                {"counterexample", c.counterexample_json}});
+  }
+  report["table"] = json::array();
+  for (const TraceabilityEntry& e : table) {
+    report["table"].push_back({{"id", e.id},
+                               {"statement", e.statement},
+                               {"has_row", e.has_row},
+                               {"enforced_in_core", e.enforced_in_core},
+                               {"tests", e.tests},
+                               {"docs", e.docs},
+                               {"problems", e.problems()}});
+  }
+  report["problems"] = problems;
+  report["ok"] = problems.empty();
+  out << report.dump(2) << '\n';
+}
+
+}  // namespace
+
+std::vector<RequirementId> audited_ids() {
+  std::vector<RequirementId> ids;
+  spec::for_each_invariant([&](const auto& inv) { ids.push_back({std::string(inv.id), statement_of(inv.id)}); });
+  for (const spec::Requirement& r : spec::requirements) ids.push_back({std::string(r.id), std::string(r.statement)});
+  return ids;
+}
+
+int run_audit(const AuditOptions& options, const Streams& streams) {
+  const std::vector<Check> checks = run_checks(options);
+  const std::vector<RequirementId> ids = audited_ids();
+  const std::vector<TraceabilityEntry> table = traceability_table(ids, options.docs);
+
+  std::vector<std::string> problems;
+  for (const Check& c : checks) {
+    if (c.failed == 0) continue;
+    problems.push_back(c.name == "random"
+                           ? fmt::format("random runs: {} failed (replay: {})", c.failed, replay_command(options))
+                           : fmt::format("{} (exhaustive): {} of {} steps failed", c.name, c.failed, c.checked));
+  }
+  for (const TraceabilityEntry& e : table) {
+    for (const std::string& p : e.problems()) problems.push_back(fmt::format("{}: {}", e.id, p));
+  }
+
+  if (options.json) {
+    print_json(streams.out, options, checks, table, problems);
+  } else {
+    print_text(streams.out, options, checks, table, problems);
+  }
+  return problems.empty() ? exit_ok : exit_mismatch;
+}
+
+void add_audit_command(CLI::App& app, const Streams& streams, int& status) {
+  CLI::App* audit = app.add_subcommand(
+      "audit", "Check the invariant catalogue at run time and print the traceability table");
+  auto options = std::make_shared<AuditOptions>();
+  CLI::Option* seed = audit->add_option("--seed", options->seed,
+                                        "Seed of the random runs (default: drawn at random, and printed)")
+                         ->check(non_negative());  // CLI11 would wrap -1 round to 2^64 - 1
+  audit->add_option("--cases", options->cases, "Random protocol runs, of 24 events each")
+      ->capture_default_str()
+      ->check(non_negative());
+  audit->add_option("--protocol-length", options->protocol_length,
+                    "Longest sequence of the exhaustive protocol domain (2 is the compile-time proofs' domain)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{0}, std::size_t{3}));
+  audit->add_flag("--json", options->json, "Write the report as JSON");
+  audit->callback([&streams, &status, options, seed] {
+    if (seed->count() == 0) {
+      std::random_device device;
+      options->seed = (std::uint64_t{device()} << 32U) | device();
+    }
+    status = run_audit(*options, streams);
+  });
+}
+
+}  // namespace pfx::cli

@@ -1,0 +1,122 @@
+#include <pfx/cli/replay.hpp>
+
+#include <pfx/driver/errors.hpp>
+#include <pfx/engines/faulty_engine.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+namespace pfx::cli {
+namespace {
+
+double milliseconds(std::chrono::nanoseconds t) { return std::chrono::duration<double, std::milli>(t).count(); }
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+/// What a resumed response and its cold run disagree on, or "" when they agree bit for bit: the
+/// logits of the prompt's last row, the generated tokens, and every KV row the request vouches for
+/// (the prompt's, and the decode rows below the last generated token).
+std::string difference(const driver::Lane& resumed, const driver::Response& r, const driver::Lane& cold,
+                       const driver::Response& c, std::size_t prompt_tokens) {
+  if (!same_bits(r.logits, c.logits)) return "the logits of the prompt's last row differ";
+  if (r.generated != c.generated) return "the generated tokens differ";
+  const std::size_t rows = prompt_tokens + (r.generated.empty() ? 0 : r.generated.size() - 1);
+  if (!same_bits(resumed.kv().copy_rows(0, rows), cold.kv().copy_rows(0, rows))) return "the KV rows differ";
+  return "";
+}
+
+}  // namespace
+
+Replayer::Replayer(driver::Engine& engine, const ReplaySettings& settings) : start_(std::chrono::steady_clock::now()) {
+  if (settings.fault_rate > 0) faulty_ = std::make_unique<driver::FaultyEngine>(engine, settings.fault_rate, settings.seed);
+  lane_ = std::make_unique<driver::Lane>(faulty_ ? *faulty_ : engine, settings.lane);
+  if (settings.verify) {
+    driver::LaneOptions cold_options = settings.lane;
+    cold_options.reuse = false;
+    cold_ = std::make_unique<driver::Lane>(engine, cold_options);
+  }
+}
+
+Replayer::~Replayer() = default;
+
+void Replayer::serve(const TraceItem& item, const ReplayListener& listener, bool verify) {
+  ReplaySummary& summary = summary_;
+  driver::Lane& lane = *lane_;
+  if (const auto* clear = std::get_if<TraceClear>(&item)) {
+    lane.clear();
+    ++summary.clears;
+    listener.clear(*clear);
+    return;
+  }
+  const auto& request = std::get<TraceRequest>(item);
+  RequestReport report;
+  report.number = ++summary.requests;
+  report.line = request.line;
+  report.label = request.label;
+  report.prompt_tokens = request.prompt.size();
+  report.max_new_tokens = request.max_new_tokens;
+
+  driver::Response response;
+  try {
+    response = lane.serve(request.prompt, request.max_new_tokens);
+  } catch (const driver::InjectedFault& e) {  // the lane aborted: the record keeps rows [0, offset)
+    report.error = e.what();
+    report.injected = true;
+  } catch (const driver::StaleRowRead& e) {
+    report.error = e.what();
+  }
+  if (!report.error.empty()) {
+    ++summary.failures;
+    summary.stale_reads += report.injected ? 0 : 1;
+    listener.request(report);
+    return;
+  }
+
+  report.decision = response.decision;
+  report.prefill_tokens = response.prefilled;
+  report.generated_tokens = response.generated.size();
+  report.ttft_ms = milliseconds(response.timings.first_token);
+  report.prefill_ms = milliseconds(response.timings.prefill);
+  summary.prompt_tokens += report.prompt_tokens;
+  summary.reused_tokens += response.decision.offset;
+  summary.prefill_tokens += response.prefilled;
+
+  if (cold_ && verify) {
+    driver::Response reference;
+    try {
+      reference = cold_->serve(request.prompt, request.max_new_tokens);
+      report.mismatch = difference(lane, response, *cold_, reference, request.prompt.size());
+    } catch (const driver::StaleRowRead& e) {  // the engine itself is broken: nothing to compare with
+      report.mismatch = std::string("the cold run failed: ") + e.what();
+    }
+    report.bitexact = report.mismatch.empty();
+    report.cold_ttft_ms = milliseconds(reference.timings.first_token);
+    report.cold_prefill_ms = milliseconds(reference.timings.prefill);
+    ++summary.verified;
+    summary.mismatches += *report.bitexact ? 0 : 1;
+    summary.prefill_ms += report.prefill_ms;
+    summary.cold_prefill_ms += report.cold_prefill_ms;
+    summary.ttft_ms += report.ttft_ms;
+    summary.cold_ttft_ms += report.cold_ttft_ms;
+  }
+  listener.request(report);
+}
+
+ReplaySummary Replayer::summary() const {
+  ReplaySummary summary = summary_;
+  summary.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return summary;
+}
+
+ReplaySummary replay(std::span<const TraceItem> items, driver::Engine& engine, const ReplaySettings& settings,
+                     const ReplayListener& listener) {
+  Replayer replayer(engine, settings);
+  for (const TraceItem& item : items) replayer.serve(item, listener);
+  return replayer.summary();
+}
+
+}  // namespace pfx::cli

@@ -1,0 +1,319 @@
+// `pfx replay` and `pfx workload`: options, the engine, the trace, and the table or JSON output.
+
+#include <pfx/cli/command.hpp>
+#include <pfx/cli/options.hpp>
+#include <pfx/cli/progress.hpp>
+#include <pfx/cli/replay.hpp>
+#include <pfx/cli/trace.hpp>
+#include <pfx/cli/workload.hpp>
+#include <pfx/driver/cuda.hpp>
+#include <pfx/driver/environment.hpp>
+#include <pfx/engines/host_reference_engine.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+
+namespace pfx::cli {
+namespace {
+
+using json = nlohmann::ordered_json;  // keys in the order written: "type" first
+
+/// The options `pfx replay` and `pfx workload` share, with their defaults (docs/cli.md).
+struct ModelOptions {
+  std::size_t chunk = 64;                 ///< the reference engine's prefill chunk = the rule's chunk
+  std::size_t vocab = std::size_t{1} << 18;  ///< 262144 ids: any common tokenizer's fit
+  std::size_t capacity = 32768;           ///< KV rows, allocated once
+};
+
+struct ReplayOptions {
+  ModelOptions model;
+  std::string trace;                      ///< "" = the embedded workload, "-" = standard input
+  std::optional<std::size_t> keep_min;    ///< default: TF_GLM53_PREFIX_CACHE_MIN, else 64
+  std::string backend = "auto";
+  bool verify = false;
+  double faults = 0;
+  std::uint64_t seed = 253;
+  std::size_t requests = 100;              ///< of the embedded workload
+  bool json = false;
+  bool no_progress = false;
+};
+
+void add_model_options(CLI::App& command, ModelOptions& model) {
+  command.add_option("--chunk", model.chunk, "Prefill chunk of the reference engine, and so the rule's chunk")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))->capture_default_str();
+  command.add_option("--vocab", model.vocab, "Vocabulary of the reference engine: token ids are 0 .. vocab - 1")
+      ->check(CLI::Range(std::size_t{1}, static_cast<std::size_t>(std::numeric_limits<token>::max())))
+      ->capture_default_str();
+  command.add_option("--capacity", model.capacity, "KV rows of the lane, allocated once")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26))->capture_default_str();
+}
+
+/// The workload `pfx replay` runs without a trace.
+WorkloadOptions workload_options(const ModelOptions& model, std::uint64_t seed, std::size_t requests) {
+  if (model.capacity < 256) {
+    throw InputError(fmt::format("--capacity {} is too small for the embedded workload (at least 256)", model.capacity));
+  }
+  return {.seed = seed, .vocab = model.vocab, .requests = requests, .capacity = model.capacity};
+}
+
+struct Input {
+  std::string source;  ///< how messages name it
+  std::vector<TraceItem> items;
+};
+
+Input read_input(const ReplayOptions& options) {
+  if (options.trace.empty()) {
+    return {fmt::format("embedded workload (seed {})", options.seed),
+            embedded_workload(workload_options(options.model, options.seed, options.requests))};
+  }
+  const TraceLimits limits{.vocab = options.model.vocab, .capacity = options.model.capacity};
+  Trace trace;
+  std::string source = options.trace;
+  if (options.trace == "-") {
+    source = "<stdin>";
+    trace = read_trace(std::cin, limits);
+  } else {
+    std::error_code ec;
+    if (std::filesystem::is_directory(options.trace, ec)) throw InputError(fmt::format("cannot read {}: it is a directory", source));
+    std::ifstream in(options.trace);
+    if (!in) throw InputError(fmt::format("cannot read {}: {}", source, std::strerror(errno)));
+    trace = read_trace(in, limits);
+    if (in.bad()) throw InputError(fmt::format("cannot read {}: {}", source, std::strerror(errno)));
+  }
+  if (!trace.problems.empty()) {
+    constexpr std::size_t shown = 10;
+    std::string message;
+    for (std::size_t i = 0; i < trace.problems.size() && i < shown; ++i) {
+      message += (i == 0 ? "" : "\n") + trace.problems[i].describe(source);
+    }
+    if (trace.problems.size() > shown) message += fmt::format("\n... and {} more", trace.problems.size() - shown);
+    message += fmt::format("\n{} bad line{}; nothing was replayed", trace.problems.size(),
+                           trace.problems.size() == 1 ? "" : "s");
+    throw InputError(message);
+  }
+  return {source, std::move(trace.items)};
+}
+
+struct ChosenEngine {
+  std::unique_ptr<driver::Engine> engine;
+  std::string description;
+};
+
+ChosenEngine make_engine(const ReplayOptions& options) {
+  const driver::ReferenceModelShape shape{.vocab = options.model.vocab, .chunk = options.model.chunk};
+  const std::string why_not = driver::cuda::unavailable_reason();
+  const bool on_device = options.backend == "cuda" || (options.backend == "auto" && why_not.empty());
+  if (options.backend == "cuda" && !why_not.empty()) throw InputError(fmt::format("--backend cuda: {}", why_not));
+  const std::string model = fmt::format("reference engine (vocab {}, width {}, {} layers, chunk {})", shape.vocab,
+                                        shape.width, shape.layers, shape.chunk);
+  try {
+    if (on_device) return {std::make_unique<driver::cuda::ReferenceEngineOnDevice>(shape), "CUDA " + model};
+    return {std::make_unique<driver::HostReferenceEngine>(shape), "host " + model};
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+}
+
+double ratio(double cold, double resumed) { return resumed > 0 ? cold / resumed : 0; }
+
+json request_json(const RequestReport& r) {
+  json j{{"type", "request"}, {"request", r.number}, {"line", r.line}, {"prompt_tokens", r.prompt_tokens},
+         {"max_new_tokens", r.max_new_tokens}};
+  if (!r.label.empty()) j["label"] = r.label;
+  if (!r.error.empty()) {
+    j["failed"] = true;
+    j["injected"] = r.injected;
+    j["error"] = r.error;
+    return j;
+  }
+  j["offset"] = r.decision.offset;
+  j["reason"] = std::string(name(r.decision.reason));
+  j["bound"] = std::string(name(r.decision.bound));
+  j["common_prefix"] = r.decision.common_prefix;
+  j["prefill_tokens"] = r.prefill_tokens;
+  j["generated_tokens"] = r.generated_tokens;
+  j["ttft_ms"] = r.ttft_ms;
+  j["prefill_ms"] = r.prefill_ms;
+  if (r.bitexact) {
+    j["bitexact"] = *r.bitexact;
+    if (!*r.bitexact) j["mismatch"] = r.mismatch;
+    j["cold_ttft_ms"] = r.cold_ttft_ms;
+    j["cold_prefill_ms"] = r.cold_prefill_ms;
+  }
+  return j;
+}
+
+json summary_json(const ReplaySummary& s, const ReplayOptions& o, const driver::LaneOptions& lane,
+                  const Input& input, const std::string& engine) {
+  json j{{"type", "summary"},
+         {"requests", s.requests},
+         {"served", s.requests - s.failures},
+         {"failures", s.failures},
+         {"stale_reads", s.stale_reads},
+         {"clears", s.clears},
+         {"prompt_tokens", s.prompt_tokens},
+         {"reused_tokens", s.reused_tokens},
+         {"prefill_tokens", s.prefill_tokens},
+         {"reuse_fraction", s.prompt_tokens > 0 ? static_cast<double>(s.reused_tokens) / static_cast<double>(s.prompt_tokens) : 0.0},
+         {"mismatches", s.mismatches},
+         {"elapsed_s", s.elapsed_s},
+         {"ok", s.ok()},
+         {"settings", {{"trace", input.source}, {"engine", engine}, {"chunk", o.model.chunk}, {"vocab", o.model.vocab},
+                       {"capacity", lane.capacity}, {"reuse", lane.reuse}, {"keep_min", lane.keep_min},
+                       {"verify", o.verify}, {"faults", o.faults}, {"seed", o.seed}}}};
+  if (o.verify) {
+    j["verified"] = s.verified;
+    j["prefill_ms"] = s.prefill_ms;
+    j["cold_prefill_ms"] = s.cold_prefill_ms;
+    j["prefill_time_ratio"] = ratio(s.cold_prefill_ms, s.prefill_ms);
+    j["ttft_ms"] = s.ttft_ms;
+    j["cold_ttft_ms"] = s.cold_ttft_ms;
+    j["ttft_ratio"] = ratio(s.cold_ttft_ms, s.ttft_ms);
+  }
+  return j;
+}
+
+std::string table_header(bool verify) {
+  std::string h = fmt::format("{:>5} {:>5} {:<13} {:>6} {:>6} {:<16} {:<14} {:>7} {:>9}", "#", "line", "kind", "prompt",
+                              "offset", "reason", "bound", "prefill", "ttft ms");
+  if (verify) h += fmt::format(" {:>9} {}", "cold ms", "bit-exact");
+  return h;
+}
+
+std::string table_row(const RequestReport& r, bool verify) {
+  std::string row = fmt::format("{:>5} {:>5} {:<13} {:>6} ", r.number, r.line, r.label.empty() ? "-" : r.label,
+                                r.prompt_tokens);
+  if (!r.error.empty()) return row + fmt::format("FAILED ({}): {}", r.injected ? "injected" : "not injected", r.error);
+  row += fmt::format("{:>6} {:<16} {:<14} {:>7} {:>9.2f}", r.decision.offset, name(r.decision.reason),
+                     name(r.decision.bound), r.prefill_tokens, r.ttft_ms);
+  if (verify && r.bitexact) row += fmt::format(" {:>9.2f} {}", r.cold_ttft_ms, *r.bitexact ? "yes" : "NO: " + r.mismatch);
+  return row;
+}
+
+std::string percent(std::size_t part, std::size_t whole) {
+  return whole == 0 ? "0%" : fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+}
+
+std::string summary_text(const ReplaySummary& s, bool verify) {
+  std::string text = fmt::format(
+      "{} requests ({} failed{}), {} clears; {} prompt tokens: {} reused ({}), {} prefilled; {:.1f} s\n", s.requests,
+      s.failures, s.stale_reads > 0 ? fmt::format(", {} by a stale-row read", s.stale_reads) : "", s.clears,
+      s.prompt_tokens, s.reused_tokens, percent(s.reused_tokens, s.prompt_tokens), s.prefill_tokens, s.elapsed_s);
+  if (verify) {
+    text += fmt::format("verify: {} responses compared with a cold run, {} mismatches; prefill {:.1f} ms cold vs {:.1f} ms "
+                        "resumed ({:.2f}x), time to first token {:.2f}x\n",
+                        s.verified, s.mismatches, s.cold_prefill_ms, s.prefill_ms, ratio(s.cold_prefill_ms, s.prefill_ms),
+                        ratio(s.cold_ttft_ms, s.ttft_ms));
+  }
+  if (s.mismatches > 0) text += "MISMATCH: some responses differ from their cold run (exit status 1)\n";
+  if (s.stale_reads > 0) text += "FAILED: the engine read poisoned KV rows (exit status 1)\n";
+  return text;
+}
+
+int run_replay(const ReplayOptions& options, const Streams& streams) {
+  driver::LaneOptions lane = driver::lane_options_from_environment({.capacity = options.model.capacity, .poison = true});
+  if (options.keep_min) lane.keep_min = *options.keep_min;
+  const Input input = read_input(options);  // every line checked before anything runs
+  const ChosenEngine engine = make_engine(options);
+  const ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults, .seed = options.seed};
+
+  const std::size_t requests = count_requests(input.items);
+  if (!options.json) {
+    streams.out << fmt::format("pfx replay: {}: {} requests\n", input.source, requests)
+                << fmt::format("lane: {}, capacity {}, reuse {}, keep_min {}{}{}\n", engine.description, lane.capacity,
+                               lane.reuse ? "on" : "off", lane.keep_min, options.verify ? ", verify" : "",
+                               options.faults > 0 ? fmt::format(", faults {} (seed {})", options.faults, options.seed) : "")
+                << table_header(options.verify) << "\n"
+                << std::flush;
+  }
+  ProgressBar progress(streams.err, streams.err_is_terminal && !options.no_progress, requests);
+  ReplayListener listener;
+  listener.request = [&](const RequestReport& r) {
+    progress.erase();
+    if (options.json) {
+      streams.out << request_json(r).dump() << "\n";
+    } else {
+      streams.out << table_row(r, options.verify) << "\n";
+    }
+    streams.out.flush();
+    progress.update(r.number);
+  };
+  const ReplaySummary summary = replay(input.items, *engine.engine, settings, listener);
+  progress.erase();
+  if (options.json) {
+    streams.out << summary_json(summary, options, lane, input, engine.description).dump() << "\n";
+  } else {
+    streams.out << summary_text(summary, options.verify);
+  }
+  streams.out.flush();
+  return summary.ok() ? exit_ok : exit_mismatch;
+}
+
+}  // namespace
+
+void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
+  auto options = std::make_shared<ReplayOptions>();
+  CLI::App* command = app.add_subcommand(
+      "replay", "Serve a trace (or the embedded workload) through a lane on the reference engine; report what was reused");
+  command->add_option("trace", options->trace,
+                      "JSON Lines trace: {\"prompt\": [ids], \"max_new_tokens\": n} or {\"op\": \"clear\"} per line; "
+                      "- reads standard input; without it, the embedded workload");
+  add_model_options(*command, options->model);
+  command->add_option("--keep-min", options->keep_min,
+                      "Shortest reuse worth taking (default: TF_GLM53_PREFIX_CACHE_MIN, else 64)")
+      ->check(non_negative());  // CLI11 would wrap -1 round to 2^64 - 1
+  command->add_option("--backend", options->backend, "host, cuda, or auto (cuda when a device is available)")
+      ->check(CLI::IsMember({"host", "cuda", "auto"}))->capture_default_str();
+  command->add_flag("--verify", options->verify, "Also serve each request cold and compare bit for bit");
+  command->add_option("--faults", options->faults, "Probability that each engine call (one prefill chunk or decode step) fails, injected")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  command->add_option("--seed", options->seed, "Seed of the injected failures and of the embedded workload")
+      ->capture_default_str()
+      ->check(non_negative());
+  CLI::Option* requests = command->add_option("--requests", options->requests, "Requests of the embedded workload")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))->capture_default_str();
+  command->add_flag("--json", options->json, "One JSON object per request, then a summary object");
+  command->add_flag("--no-progress", options->no_progress, "No progress bar, even on a terminal");
+  command->callback([options, requests, &streams, &status] {
+    if (!options->trace.empty() && requests->count() > 0) {
+      throw InputError("--requests sizes the embedded workload; it cannot be given with a trace");
+    }
+    status = run_replay(*options, streams);
+  });
+}
+
+void add_workload_command(CLI::App& app, const Streams& streams, int& status) {
+  struct Options {
+    ModelOptions model;
+    std::uint64_t seed = 253;
+    std::size_t requests = 100;
+  };
+  auto options = std::make_shared<Options>();
+  CLI::App* command = app.add_subcommand("workload", "Print the embedded workload of pfx replay as a JSON Lines trace");
+  add_model_options(*command, options->model);
+  command->add_option("--seed", options->seed, "Seed of the workload")
+      ->capture_default_str()
+      ->check(non_negative());
+  command->add_option("--requests", options->requests, "Requests to generate")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))->capture_default_str();
+  command->callback([options, &streams, &status] {
+    for (const TraceItem& item : embedded_workload(workload_options(options->model, options->seed, options->requests))) {
+      streams.out << to_trace_line(item) << "\n";
+    }
+    streams.out.flush();
+    status = exit_ok;
+  });
+}
+
+}  // namespace pfx::cli

@@ -1,0 +1,215 @@
+// `pfx soak`: options, the host engine, and the summary as text or JSON (docs/cli.md, "pfx soak").
+
+#include <pfx/cli/command.hpp>
+#include <pfx/cli/options.hpp>
+#include <pfx/cli/progress.hpp>
+#include <pfx/cli/soak.hpp>
+#include <pfx/driver/environment.hpp>
+#include <pfx/engines/host_reference_engine.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <limits>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace pfx::cli {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+struct SoakOptions {
+  SoakSettings settings;
+  std::size_t chunk = 64;
+  std::optional<std::size_t> keep_min;  ///< default: TF_GLM53_PREFIX_CACHE_MIN, else 64
+  std::string tolerance = "4096";
+  bool json = false;
+  bool no_progress = false;
+};
+
+/// At most this many failed checks are printed one by one; the summary counts them all.
+constexpr std::size_t shown_failures = 10;
+
+std::string percent(std::size_t part, std::size_t whole) {
+  return whole == 0 ? "0%" : fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
+}
+
+std::string memory_text(const SoakSummary& s, const SoakSettings& settings) {
+  if (!s.baseline) {
+    return fmt::format("memory: {} KiB resident at the end; the run ended within the warm-up of {} requests, so "
+                       "nothing was compared\n",
+                       s.final_kib, settings.warmup);
+  }
+  std::string text = fmt::format(
+      "memory: {} KiB resident after {} requests of warm-up; at most {} KiB after it, {} KiB at the end: +{} KiB "
+      "({} samples)",
+      s.baseline->kib, s.baseline->requests, s.peak_kib, s.final_kib, s.growth_kib(), s.samples.size());
+  if (!s.memory_checked) return text + "; not checked: AddressSanitizer holds freed memory in quarantine\n";
+  const std::string tolerance = settings.tolerance.percent ? fmt::format(" ({})", settings.tolerance.describe()) : "";
+  return text + fmt::format(", {} the tolerance of {} KiB{}\n", s.memory_flat() ? "within" : "OVER", s.allowed_kib,
+                            tolerance);
+}
+
+std::string summary_text(const SoakSummary& s, const SoakSettings& settings) {
+  const ReplaySummary& r = s.replay;
+  std::string text = fmt::format("requests: {} ({} failed: {} injected, {} by a stale-row read), {} clears\n",
+                                 r.requests, r.failures, s.injected, r.stale_reads, r.clears);
+  text += fmt::format("verify: {} responses compared with a cold run, {} mismatches\n", r.verified, r.mismatches);
+  text += fmt::format("reuse: {} of {} prompt tokens reused ({}), {} prefilled\n", r.reused_tokens, r.prompt_tokens,
+                      percent(r.reused_tokens, r.prompt_tokens), r.prefill_tokens);
+  text += memory_text(s, settings);
+  text += fmt::format("time: {:.1f} s\n", r.elapsed_s);
+  if (r.mismatches > 0) text += "MISMATCH: some responses differ from their cold run (exit status 1)\n";
+  if (r.stale_reads > 0) text += "FAILED: the engine read poisoned KV rows (exit status 1)\n";
+  if (!s.memory_flat()) text += "FAILED: resident memory grew past the tolerance after the warm-up (exit status 1)\n";
+  if (s.ok()) text += "pfx soak: every check passed\n";
+  return text;
+}
+
+json summary_json(const SoakSummary& s, const SoakOptions& o, const driver::LaneOptions& lane, const std::string& engine) {
+  const ReplaySummary& r = s.replay;
+  json samples = json::array();
+  for (const MemorySample& sample : s.samples) samples.push_back({{"requests", sample.requests}, {"kib", sample.kib}});
+  json memory{{"checked", s.memory_checked}, {"final_kib", s.final_kib}, {"samples", samples}};
+  if (s.baseline) {
+    memory["baseline_kib"] = s.baseline->kib;
+    memory["peak_kib"] = s.peak_kib;
+    memory["growth_kib"] = s.growth_kib();
+    memory["allowed_kib"] = s.allowed_kib;
+  }
+  memory["flat"] = s.memory_flat();
+  return json{{"type", "soak"},
+              {"requests", r.requests},
+              {"served", r.requests - r.failures},
+              {"failures", r.failures},
+              {"injected", s.injected},
+              {"stale_reads", r.stale_reads},
+              {"clears", r.clears},
+              {"verified", r.verified},
+              {"mismatches", r.mismatches},
+              {"prompt_tokens", r.prompt_tokens},
+              {"reused_tokens", r.reused_tokens},
+              {"prefill_tokens", r.prefill_tokens},
+              {"reuse_fraction", r.prompt_tokens > 0 ? static_cast<double>(r.reused_tokens) / static_cast<double>(r.prompt_tokens) : 0.0},
+              {"memory", memory},
+              {"elapsed_s", r.elapsed_s},
+              {"ok", s.ok()},
+              {"settings", {{"engine", engine}, {"chunk", o.chunk}, {"vocab", o.settings.workload.vocab},
+                            {"capacity", lane.capacity}, {"reuse", lane.reuse}, {"keep_min", lane.keep_min},
+                            {"faults", o.settings.replay.fault_rate}, {"seed", o.settings.workload.seed},
+                            {"verify_every", o.settings.verify_every}, {"warmup", o.settings.warmup},
+                            {"rss_tolerance", o.settings.tolerance.describe()}}}};
+}
+
+std::string failed_check(const RequestReport& r) {
+  const std::string what = r.error.empty() ? "differs from its cold run: " + r.mismatch : "read a poisoned row: " + r.error;
+  return fmt::format("request {} ({}, {} prompt tokens, offset {}) {}\n", r.number, r.label, r.prompt_tokens,
+                     r.decision.offset, what);
+}
+
+int run_soak(SoakOptions& options, const Streams& streams) {
+  SoakSettings& settings = options.settings;
+  settings.tolerance = RssTolerance::parse(options.tolerance, "--rss-tolerance");
+  if (settings.warmup >= settings.workload.requests) {
+    throw InputError(fmt::format("--warmup {} leaves no request to watch memory on: it must be less than --requests {}",
+                                 settings.warmup, settings.workload.requests));
+  }
+  if (settings.workload.capacity < 256) {
+    throw InputError(fmt::format("--capacity {} is too small for the embedded workload (at least 256)",
+                                 settings.workload.capacity));
+  }
+  driver::LaneOptions& lane = settings.replay.lane;
+  lane = driver::lane_options_from_environment({.capacity = settings.workload.capacity, .poison = true});
+  if (options.keep_min) lane.keep_min = *options.keep_min;
+  settings.replay.seed = settings.workload.seed;
+
+  const driver::ReferenceModelShape shape{.vocab = settings.workload.vocab, .chunk = options.chunk};
+  std::unique_ptr<driver::Engine> engine;
+  try {
+    engine = std::make_unique<driver::HostReferenceEngine>(shape);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
+  const std::string description = fmt::format("host reference engine (vocab {}, width {}, {} layers, chunk {})",
+                                              shape.vocab, shape.width, shape.layers, shape.chunk);
+  const std::size_t requests = settings.workload.requests;
+  if (!options.json) {
+    streams.out << fmt::format("pfx soak: {} requests of the embedded workload (seed {}), faults {} per engine call\n",
+                               requests, settings.workload.seed, settings.replay.fault_rate)
+                << fmt::format("lane: {}, capacity {}, reuse {}, keep_min {}\n", description, lane.capacity,
+                               lane.reuse ? "on" : "off", lane.keep_min)
+                << fmt::format("verify: every {}th request and every request after a failure, against a cold run\n",
+                               settings.verify_every)
+                << fmt::format("memory: baseline after {} requests, then a sample every {}; tolerance {}\n",
+                               settings.warmup, settings.memory_every, settings.tolerance.describe())
+                << std::flush;
+  }
+
+  ProgressBar progress(streams.err, streams.err_is_terminal && !options.no_progress, requests);
+  std::size_t failed_checks = 0;
+  SoakListener listener;
+  listener.request = [&](const RequestReport& r) {
+    const bool failed = (!r.error.empty() && !r.injected) || r.bitexact == std::optional<bool>(false);
+    if (failed && !options.json && ++failed_checks <= shown_failures) {
+      progress.erase();
+      streams.out << failed_check(r) << std::flush;
+    }
+    progress.update(r.number);
+  };
+  const SoakSummary summary = soak(*engine, settings, listener);
+  progress.erase();
+  if (options.json) {
+    streams.out << summary_json(summary, options, lane, description).dump() << "\n";
+  } else {
+    if (failed_checks > shown_failures) streams.out << fmt::format("... and {} more\n", failed_checks - shown_failures);
+    streams.out << summary_text(summary, settings);
+  }
+  streams.out.flush();
+  return summary.ok() ? exit_ok : exit_mismatch;
+}
+
+}  // namespace
+
+void add_soak_command(CLI::App& app, const Streams& streams, int& status) {
+  auto options = std::make_shared<SoakOptions>();
+  SoakSettings& s = options->settings;
+  CLI::App* command = app.add_subcommand(
+      "soak", "Serve a long stream of mixed traffic with injected failures through one lane; check a sample of the "
+              "responses against cold runs bit for bit, and that resident memory stays flat");
+  command->add_option("--requests", s.workload.requests, "Requests to serve")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000000}))->capture_default_str();
+  command->add_option("--faults", s.replay.fault_rate,
+                      "Probability that each engine call (one prefill chunk or decode step) fails, injected")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  command->add_option("--verify-every", s.verify_every,
+                      "Compare every Nth request, and every request after a failure, with a cold run")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1000000000}))->capture_default_str();
+  command->add_option("--seed", s.workload.seed, "Seed of the traffic and of the injected failures")
+      ->capture_default_str()
+      ->check(non_negative());
+  command->add_option("--chunk", options->chunk, "Prefill chunk of the reference engine, and so the rule's chunk")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))->capture_default_str();
+  command->add_option("--vocab", s.workload.vocab, "Vocabulary of the reference engine: token ids are 0 .. vocab - 1")
+      ->check(CLI::Range(std::size_t{1}, static_cast<std::size_t>(std::numeric_limits<token>::max())))
+      ->capture_default_str();
+  command->add_option("--capacity", s.workload.capacity, "KV rows of the lane, allocated once")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26))->capture_default_str();
+  command->add_option("--keep-min", options->keep_min,
+                      "Shortest reuse worth taking (default: TF_GLM53_PREFIX_CACHE_MIN, else 64)")
+      ->check(non_negative());
+  command->add_option("--warmup", s.warmup, "Requests served before the baseline of resident memory is taken")
+      ->capture_default_str()
+      ->check(non_negative());
+  command->add_option("--rss-tolerance", options->tolerance,
+                      "Growth of resident memory past the baseline that fails the run: KiB, or a percentage such as 5%")
+      ->capture_default_str();
+  command->add_flag("--json", options->json, "One JSON object with the summary");
+  command->add_flag("--no-progress", options->no_progress, "No progress bar, even on a terminal");
+  command->callback([options, &streams, &status] { status = run_soak(*options, streams); });
+}
+
+}  // namespace pfx::cli
