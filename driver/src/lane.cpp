@@ -58,6 +58,7 @@ void Lane::check_request(std::span<const token> prompt, std::size_t max_new_toke
 }
 
 Response Lane::serve(std::span<const token> prompt, std::size_t max_new_tokens) {
+  const std::lock_guard<std::mutex> one_request_at_a_time(serving_);
   const Clock::time_point start = Clock::now();
   check_request(prompt, max_new_tokens);  // before anything is written
 
@@ -132,6 +133,9 @@ void Lane::write(std::span<const token> prompt, std::size_t max_new_tokens, Resp
   ids_.insert(ids_.end(), response.generated.begin(), response.generated.end());
 }
 
-void Lane::clear() { machine_.clear(); }
+void Lane::clear() {
+  const std::lock_guard<std::mutex> not_during_a_request(serving_);
+  machine_.clear();
+}
 
 }  // namespace pfx::driver

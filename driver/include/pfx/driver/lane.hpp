@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -53,6 +54,10 @@ struct Response {
   Timings timings;
 };
 
+/// One lane serves one request at a time. serve() and clear() may be called from several threads:
+/// they are serialized (each call waits for the one in progress), so that two requests never write
+/// the KV state or the record at once (docs/driver.md, "Concurrent use"). The accessors below read
+/// without locking: call them only while no serve() or clear() runs.
 class Lane {
  public:
   /// Allocates the KV state (engine.make_kv_state(capacity)) and reserves the record, once; with
@@ -86,6 +91,7 @@ class Lane {
   void write(std::span<const token> prompt, std::size_t max_new_tokens, Response& response,
              Clock::time_point start);
 
+  std::mutex serving_;  ///< held by serve() and clear() for their whole duration
   Engine& engine_;
   LaneOptions options_;
   std::unique_ptr<KvState> kv_;

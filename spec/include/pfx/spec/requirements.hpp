@@ -50,6 +50,9 @@ inline constexpr std::array requirements = {
                 "defaults; a malformed value is an error naming the variable"},
     Requirement{"DRV-6",
                 "the CUDA backend keeps the same claims on a device, and says why when it cannot run"},
+    Requirement{"DRV-7",
+                "a lane called from several threads at once serializes serve() and clear(): every "
+                "response still equals cold bit for bit, and the record is one whole request's"},
     Requirement{"CLI-1",
                 "pfx replay serves every request of a trace through a lane; with --verify each "
                 "response is compared with a cold run bit for bit, and a mismatch exits with status 1"},
