@@ -57,3 +57,21 @@ TEST(Exhaustive, ConfigureEqualsTheReferenceForEveryKnobChunkZeroIncluded) {
   const pfx::proof::Tally t = pfx::proof::prove_configure(4);
   EXPECT_EQ(t.failed, 0U) << counterexample(t);
 }
+
+TEST(Exhaustive, EveryCompileTimeSliceGrantsANonZeroOffset) {
+  // What compile_time_proof.cpp asserts of each slice, at run time: none is vacuous.
+  pfx::test::verifies("INV-5");
+  const auto slices = [](const pfx::proof::Domain& d, auto prove) {
+    for (std::size_t chunk = 1; chunk <= d.max_chunk; ++chunk) {
+      for (std::size_t keep_min = 0; keep_min <= d.max_keep_min; ++keep_min) {
+        const pfx::proof::Tally t = prove(d, pfx::proof::only(chunk, keep_min));
+        EXPECT_EQ(t.failed, 0U) << counterexample(t);
+        EXPECT_GT(t.granted, 0U) << "chunk " << chunk << ", keep_min " << keep_min;
+      }
+    }
+  };
+  slices(pfx::proof::compile_time_rule_domain,
+         [](const pfx::proof::Domain& d, const pfx::proof::Slice& s) { return pfx::proof::prove_rule_over(d, s); });
+  slices(pfx::proof::compile_time_protocol_domain,
+         [](const pfx::proof::Domain& d, const pfx::proof::Slice& s) { return pfx::proof::prove_protocol_over(d, s); });
+}

@@ -38,8 +38,8 @@ CATALOGUE = HERE / "mutants.toml"
 # The test programs a mutated file is checked against, cheapest killers first. A core mutant meets
 # the static_asserts of the examples and the exhaustive proofs before the random properties; the
 # driver's tests see core through the lane, so they come last for a core mutant.
-CORE_TESTS = ["machine_examples_test", "exhaustive_test", "rule_properties_test",
-              "protocol_state_test", "seed_audit_test"]
+CORE_TESTS = ["machine_examples_test", "false_record_test", "allocation_test", "exhaustive_test",
+              "rule_properties_test", "protocol_state_test", "seed_audit_test", "model_checker_test"]
 DRIVER_TESTS = ["driver_generation_test", "driver_request_test", "driver_fault_test",
                 "driver_resume_test"]
 TESTS_FOR = {"core/": CORE_TESTS + DRIVER_TESTS, "driver/": DRIVER_TESTS}

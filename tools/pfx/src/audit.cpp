@@ -4,6 +4,7 @@
 #include <pfx/cli/options.hpp>
 
 #include <pfx/conformance/exhaustive_proof.hpp>
+#include <pfx/conformance/model_checker.hpp>
 
 #include <pfx/spec/catalogue.hpp>
 #include <pfx/spec/requirements.hpp>
@@ -32,6 +33,7 @@ struct Check {
   std::string domain;
   std::size_t checked = 0;
   std::size_t failed = 0;
+  std::string coverage;  ///< what the checked steps reached, beyond their number
   std::vector<std::string> counterexample;
   json counterexample_json;  ///< null when none failed
 };
@@ -39,7 +41,8 @@ struct Check {
 /// A bounded exhaustive proof's result (spec/conformance/include/pfx/conformance/exhaustive_proof.hpp), every step of which was
 /// compared with the reference model and checked against INV-1..10.
 Check exhaustive(std::string name, std::string domain, const proof::Tally& t) {
-  Check check{std::move(name), std::move(domain), t.checked, t.failed, {}, nullptr};
+  Check check{std::move(name), std::move(domain), t.checked, t.failed,
+              fmt::format("{} decisions granted a non-zero offset", t.granted), {}, nullptr};
   if (t.failed == 0) return check;
   check.counterexample.push_back(fmt::format(
       "config enabled={} keep_min={} chunk={}; record ids={} canonical_end={}; prompt={}; event #{} of the case",
@@ -76,6 +79,7 @@ Check random_runs(const AuditOptions& options) {
               fmt::format("{} runs of {} events, seed {}", options.cases, audit_events_per_case, options.seed),
               r.steps,
               r.failed,
+              random_ranges(),
               {},
               nullptr};
   if (!r.first) return check;
@@ -111,29 +115,82 @@ Check random_runs(const AuditOptions& options) {
   return check;
 }
 
+/// The bounded model checker (model_checker.hpp): SAFE against the ghost state on every reachable
+/// state, and the reference and every invariant on every step.
+Check model_check(const proof::ModelDomain& d) {
+  const proof::ModelReport r = proof::check_model(d);
+  Check check{"model",
+              fmt::format("alphabet {}, prompts 0..{} tokens, 0..{} generated, {} requests deep, keep_min 0..{}, "
+                          "chunk 0..{}",
+                          d.alphabet, d.max_prompt, d.max_generated, d.max_requests, d.max_keep_min, d.max_chunk),
+              r.transitions,
+              r.failed,
+              fmt::format("{} states, {} transitions, {} offers checked by SAFE ({} non-zero)", r.states,
+                          r.transitions, r.offers, r.nonzero_offers),
+              {},
+              nullptr};
+  if (r.failed == 0) return check;
+  std::vector<std::string> events;
+  for (const spec::Event& e : r.path) events.push_back(describe(e));
+  check.counterexample.push_back(fmt::format("{} fails after:", r.violation));
+  for (std::size_t i = 0; i < events.size(); ++i) check.counterexample.push_back(fmt::format("  {:>2}. {}", i + 1, events[i]));
+  check.counterexample_json = {{"violated", r.violation}, {"events", events}};
+  return check;
+}
+
+/// The compiler and the flags it reveals to the preprocessor.
+std::string build_description() {
+#if defined(__clang__)
+  std::string out = fmt::format("clang {}", __clang_version__);
+#elif defined(__GNUC__)
+  std::string out = fmt::format("g++ {}", __VERSION__);
+#else
+  std::string out = "an unknown compiler";
+#endif
+  out += fmt::format(", C++ {}", __cplusplus);
+#if defined(__OPTIMIZE__)
+  out += ", optimized";
+#else
+  out += ", not optimized (-O0)";
+#endif
+#if defined(NDEBUG)
+  out += ", NDEBUG";
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+  out += ", -fsanitize=address";
+#endif
+  return out;
+}
+
 std::vector<Check> run_checks(const AuditOptions& options) {
   const proof::Domain rule = proof::run_time_rule_domain;
   const proof::Domain protocol{options.protocol_length, proof::run_time_protocol_domain.max_keep_min,
                                proof::run_time_protocol_domain.max_chunk};
   const auto domain = [](const proof::Domain& d) {
-    return fmt::format("length <= {}, keep_min 0..{}, chunk 1..{}, enabled and not", d.max_length, d.max_keep_min,
-                       d.max_chunk);
+    return fmt::format("alphabet {{0,1}}, length <= {}, keep_min 0..{}, chunk 1..{}, enabled and not", d.max_length,
+                       d.max_keep_min, d.max_chunk);
   };
   std::vector<Check> checks;
   checks.push_back(exhaustive("rule", domain(rule), proof::prove_rule_over(rule)));
   checks.push_back(exhaustive("protocol", domain(protocol), proof::prove_protocol_over(protocol)));
   checks.push_back(exhaustive("configure", "keep_min 0..2, chunk 0..4, enabled and not", proof::prove_configure(4)));
   checks.push_back(random_runs(options));
+  proof::ModelDomain model = proof::model_domain;
+  model.max_requests = options.protocol_length;
+  checks.push_back(model_check(model));
   return checks;
 }
 
 void print_text(std::ostream& out, const AuditOptions& options, const std::vector<Check>& checks,
                 const std::vector<TraceabilityEntry>& table, const std::vector<std::string>& problems) {
-  out << fmt::format("pfx audit, seed {} (replay: {})\n\n", options.seed, replay_command(options));
-  out << "Invariant checks: every step compared with the reference model and checked against INV-1..10\n";
+  out << fmt::format("pfx audit, seed {} (replay: {})\n", options.seed, replay_command(options));
+  out << fmt::format("built with {}\n\n", build_description());
+  out << "Invariant checks: every step compared with the reference model and checked against INV-1..11;\n"
+         "the model checker also checks SAFE against the ghost state on every reachable state\n";
   for (const Check& c : checks) {
     out << fmt::format("  {:<10} {:<62} {:>9} steps  {}\n", c.name, c.domain, c.checked,
                        c.failed == 0 ? "ok" : fmt::format("FAILED {}", c.failed));
+    if (!c.coverage.empty()) out << fmt::format("  {:<10} {}\n", "", c.coverage);
   }
   for (const Check& c : checks) {
     if (c.failed == 0) continue;
@@ -169,12 +226,14 @@ void print_json(std::ostream& out, const AuditOptions& options, const std::vecto
   report["cases"] = options.cases;
   report["events_per_case"] = audit_events_per_case;
   report["replay"] = replay_command(options);
+  report["build"] = build_description();
   report["checks"] = json::array();
   for (const Check& c : checks) {
     report["checks"].push_back({{"name", c.name},
                                 {"domain", c.domain},
                                 {"checked", c.checked},
                                 {"failed", c.failed},
+                                {"coverage", c.coverage},
                                 {"counterexample", c.counterexample_json}});
   }
   report["table"] = json::array();
@@ -236,7 +295,8 @@ void add_audit_command(CLI::App& app, const Streams& streams, int& status) {
       ->capture_default_str()
       ->check(non_negative());
   audit->add_option("--protocol-length", options->protocol_length,
-                    "Longest sequence of the exhaustive protocol domain (2 is the compile-time proofs' domain)")
+                    "Longest sequence of the exhaustive protocol domain (2 is the compile-time proofs' domain), "
+                    "and requests deep of the model checker")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{0}, std::size_t{3}));
   audit->add_flag("--json", options->json, "Write the report as JSON");

@@ -96,6 +96,15 @@ class EventSource {
 
 std::string describe(const spec::Tokens& t) { return fmt::format("[{}]", fmt::join(t, ",")); }
 
+std::string random_ranges() {
+  return "tokens 0..2; prompts a prefix of the record plus 0..4 tokens, or 0..7 tokens; begin at the "
+         "granted offset, 0, granted + 1 or 0..len; commits the begun prompt plus 0..3 tokens with "
+         "canonical_end len(prompt) or 0..len(ids)+1, its first token changed, or 0..5 unrelated "
+         "tokens; records canonical_end 0..len+1; configure enabled 7 in 8, keep_min 0..4, chunk 1..4 "
+         "or 0 (1 in 12); while writing commit 5 in 10 and abort 1 in 10, while idle query 3 in 10 and begin 3 "
+         "in 10, else any event";
+}
+
 RandomRunsReport run_random_cases(std::uint64_t seed, std::size_t cases, std::size_t events_per_case,
                                   const Stepper& step) {
   RandomRunsReport report;

@@ -16,6 +16,7 @@
 #include <pfx/spec/model.hpp>
 #include <pfx/spec/reference.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -82,43 +83,54 @@ struct Node {
   spec::Event via{spec::Clear{}};
 };
 
-inline void put(std::string& key, std::size_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); }
-inline void put(std::string& key, const spec::Tokens& t) {
-  put(key, t.size());
-  for (const spec::Token x : t) put(key, static_cast<std::size_t>(x));
+/// Writes a node's state as bytes, each token passed through `rename`.
+struct KeyWriter {
+  std::string key;
+  spec::Token flip = 0;  ///< tokens are written as flip - t when flip != 0, else as they are
+
+  void put(std::size_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); }
+  void put(std::span<const token> t) {
+    put(t.size());
+    for (const token x : t) put(static_cast<std::size_t>(flip != 0 ? flip - x : x));
+  }
+};
+
+inline std::string key_with(const Machine& m, const spec::Ghost& g, spec::Token flip) {
+  KeyWriter w{{}, flip};
+  w.key.reserve(512);
+  w.put(m.config().enabled);
+  w.put(m.config().keep_min);
+  w.put(m.config().chunk);
+  w.put(std::span<const token>(m.held().ids));
+  w.put(m.held().canonical_end);
+  w.put(m.phase() == Phase::writing);
+  w.put(m.begin_offset());
+  w.put(m.begun());
+  w.put(m.tainted());
+  w.put(g.grid);
+  w.put(g.writing);
+  w.put(g.request);
+  w.put(g.from_row);
+  w.put(g.forgotten);
+  w.put(g.rows.size());
+  for (const spec::Row& r : g.rows) {
+    w.put(static_cast<std::size_t>(r.origin));
+    w.put(r.from);
+    w.put(r.start);
+    w.put(r.end);
+    w.put(r.grid);
+    w.put(r.cold_basis);
+  }
+  return w.key;
 }
 
-/// The node's state as bytes: two nodes with the same key behave the same from here on.
-inline void put(std::string& key, std::span<const token> t) {
-  put(key, t.size());
-  for (const token x : t) put(key, static_cast<std::size_t>(x));
-}
-inline std::string key_of(const Machine& m, const spec::Ghost& g) {
-  std::string key;
-  key.reserve(512);
-  put(key, m.config().enabled);
-  put(key, m.config().keep_min);
-  put(key, m.config().chunk);
-  put(key, std::span<const token>(m.held().ids));
-  put(key, m.held().canonical_end);
-  put(key, m.phase() == Phase::writing);
-  put(key, m.begin_offset());
-  put(key, m.begun());
-  put(key, m.tainted());
-  put(key, g.grid);
-  put(key, g.writing);
-  put(key, g.request);
-  put(key, g.from_row);
-  put(key, g.forgotten);
-  put(key, g.rows.size());
-  for (const spec::Row& r : g.rows) {
-    put(key, static_cast<std::size_t>(r.origin));
-    put(key, r.from);
-    put(key, r.start);
-    put(key, r.end);
-    put(key, r.grid);
-    put(key, r.cold_basis);
-  }
+/// The node's state as bytes: two nodes with the same key behave the same from here on. With two
+/// letters, swapping them maps every event of the domain to another event of the domain and changes
+/// no answer (the machine, the model and the ghost only compare tokens for equality), so a state and
+/// its swapped image share one key: the lesser of the two.
+inline std::string key_of(const Machine& m, const spec::Ghost& g, std::size_t alphabet) {
+  std::string key = key_with(m, g, 0);
+  if (alphabet == 2) key = std::min(key, key_with(m, g, 1));
   return key;
 }
 
@@ -141,7 +153,7 @@ inline ModelReport check_model(const ModelDomain& d) {
   std::unordered_set<std::string> seen;
   std::vector<std::vector<std::size_t>> levels(d.max_requests + 1);
   nodes.push_back({});
-  seen.insert(detail::key_of(nodes[0].machine, nodes[0].ghost));
+  seen.insert(detail::key_of(nodes[0].machine, nodes[0].ghost, d.alphabet));
   levels[0].push_back(0);
 
   const auto path_to = [&](std::size_t index, const spec::Event& last) {
@@ -241,7 +253,7 @@ inline ModelReport check_model(const ModelDomain& d) {
             std::holds_alternative<spec::Begin>(event) || std::holds_alternative<spec::Record>(event);
         const std::size_t requests = nodes[index].requests + (request ? 1 : 0);
         if (requests > d.max_requests) continue;
-        if (!seen.insert(detail::key_of(next, ghost_after)).second) continue;
+        if (!seen.insert(detail::key_of(next, ghost_after, d.alphabet)).second) continue;
         nodes.push_back({std::move(next), std::move(ghost_after), requests, index, event});
         levels[requests].push_back(nodes.size() - 1);
       }

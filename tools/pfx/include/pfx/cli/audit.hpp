@@ -1,9 +1,11 @@
 #pragma once
 
 /// \file
-/// `pfx audit` (docs/cli.md, "pfx audit"): checks the invariant catalogue INV-1..10 at run time, on
-/// the bounded exhaustive domain of spec/conformance/include/pfx/conformance/exhaustive_proof.hpp and on seeded random protocol
-/// runs, then prints the traceability table (audit_table.hpp). Exits exit_mismatch on any violation,
+/// `pfx audit` (docs/cli.md, "pfx audit"): checks the invariant catalogue INV-1..11 at run time, on
+/// the bounded exhaustive domain of spec/conformance/include/pfx/conformance/exhaustive_proof.hpp, on
+/// seeded random protocol runs, and with the bounded model checker (model_checker.hpp: SAFE against
+/// the ghost state); says what each covered, and with which compiler and flags it was built; then
+/// prints the traceability table (audit_table.hpp). Exits exit_mismatch on any violation,
 /// and on any requirement ID without a row or a test in docs/traceability.md.
 
 #include <pfx/cli/audit_runs.hpp>
@@ -25,8 +27,9 @@ inline constexpr std::size_t audit_events_per_case = 24;
 struct AuditOptions {
   std::uint64_t seed = 0;
   std::size_t cases = default_audit_cases;
-  /// Longest sequence of the exhaustive protocol domain (the rule's is always 5). 3 by default, as
-  /// in proptest/core/exhaustive_test.cpp; 2 is the compile-time proofs' domain and much faster.
+  /// Longest sequence of the exhaustive protocol domain (the rule's is always 5), and how many
+  /// requests deep the model checker goes. 3 by default, as in proptest/core/exhaustive_test.cpp and
+  /// model_checker_test.cpp; 2 is the compile-time proofs' domain and much faster.
   std::size_t protocol_length = 3;
   bool json = false;
   /// How each random step is taken; tests substitute a broken one.
@@ -40,7 +43,7 @@ struct AuditOptions {
 /// a failure of the random runs is reported with the first counterexample and `pfx audit --seed S`.
 [[nodiscard]] int run_audit(const AuditOptions& options, const Streams& streams);
 
-/// Every ID the audit traces: INV-1..10 of the catalogue, then spec::requirements, with statements.
+/// Every ID the audit traces: INV-1..11 of the catalogue, then spec::requirements, with statements.
 [[nodiscard]] std::vector<RequirementId> audited_ids();
 
 }  // namespace pfx::cli

@@ -52,6 +52,9 @@ struct RandomRunsReport {
 /// The tokens as "[0,1,1]".
 [[nodiscard]] std::string describe(const spec::Tokens& tokens);
 
+/// The ranges the random runs draw from, in words (kept beside the generator in audit_runs.cpp).
+[[nodiscard]] std::string random_ranges();
+
 /// The event as one line: "record ids=[0,1,1] canonical_end=2".
 [[nodiscard]] std::string describe(const spec::Event& event);
 
