@@ -22,6 +22,7 @@
 #include <pfx/driver/engine.hpp>
 #include <pfx/driver/generation.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
+#include <pfx/engines/reference_engine_on_device.hpp>
 #include <pfx/driver/kv_state.hpp>
 #include <pfx/driver/lane.hpp>
 #include <pfx/engines/reference_model.hpp>

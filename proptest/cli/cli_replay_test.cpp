@@ -9,6 +9,7 @@
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/replay.hpp>
 #include <pfx/cli/workload.hpp>
+#include <pfx/engines/drifting_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
 
 #include <gtest/gtest.h>
@@ -116,7 +117,7 @@ PFX_PROPERTY(Replay, WithInjectedFailuresEveryServedResponseStillEqualsCold, "CL
   RC_CLASSIFY(r.summary.failures > 0, "some requests failed");
 }
 
-using pfx::test::DriftingEngine;
+using pfx::driver::DriftingEngine;
 
 TEST(Replay, AnEngineThatIsNotDeterministicIsReportedAsAMismatch) {
   pfx::test::verifies("CLI-1");

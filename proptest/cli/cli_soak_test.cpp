@@ -10,6 +10,7 @@
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/soak.hpp>
 #include <pfx/cli/workload.hpp>
+#include <pfx/engines/drifting_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
 
 #include <gtest/gtest.h>
@@ -131,7 +132,7 @@ TEST(Soak, ThroughInjectedFailuresEverySampledResponseEqualsItsColdRunAndSoDoesT
   EXPECT_EQ(r.summary.samples.back().requests, 400u);
 }
 
-using pfx::test::DriftingEngine;
+using pfx::driver::DriftingEngine;
 
 TEST(Soak, AnEngineThatIsNotDeterministicFailsTheSoakAsAMismatch) {
   pfx::test::verifies("SOAK-1");

@@ -8,6 +8,7 @@
 #include <pfx/driver/cuda.hpp>
 #include <pfx/driver/errors.hpp>
 #include <pfx/engines/faulty_engine.hpp>
+#include <pfx/engines/reference_engine_on_device.hpp>
 #include <pfx/driver/generation.hpp>
 #include <pfx/driver/lane.hpp>
 #include <pfx/machine.hpp>

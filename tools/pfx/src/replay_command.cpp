@@ -9,6 +9,7 @@
 #include <pfx/driver/cuda.hpp>
 #include <pfx/driver/environment.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
+#include <pfx/engines/reference_engine_on_device.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
