@@ -35,9 +35,9 @@ LaneOptions apply_environment(LaneOptions base, std::optional<std::string_view> 
     // so only the two values the seed documents are accepted.
     const std::string_view value = trimmed(*prefix_cache);
     if (value == "0") {
-      base.reuse = false;
+      base.enabled = false;
     } else if (value == "1") {
-      base.reuse = true;
+      base.enabled = true;
     } else {
       malformed(prefix_cache_variable, *prefix_cache, "\"1\" (reuse on) or \"0\" (reuse off)");
     }

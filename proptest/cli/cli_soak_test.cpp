@@ -5,7 +5,7 @@
 
 #include "support/lanes.hpp"
 #include "support/requirement.hpp"
-#include "support/run_pfx.hpp"
+#include "cli/in_process.hpp"
 
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/soak.hpp>
@@ -187,7 +187,7 @@ TEST(SoakCommand, TheJsonSummaryCountsEveryCheckAndBadOptionsRunNothing) {
   const PfxRun run = run_pfx(
       "soak --json --requests 300 --warmup 100 --verify-every 10 --faults 0.003 --vocab 64 --chunk 8 --capacity 600 "
       "--keep-min 16 --rss-tolerance 1000%");
-  ASSERT_EQ(run.status, pfx::cli::exit_ok) << run.input_error << run.out;
+  ASSERT_EQ(run.status, pfx::cli::exit_ok) << run.err << run.out;
   const nlohmann::json summary = nlohmann::json::parse(run.out);
   EXPECT_EQ(summary["type"], "soak");
   EXPECT_EQ(summary["requests"], 300);
@@ -202,12 +202,12 @@ TEST(SoakCommand, TheJsonSummaryCountsEveryCheckAndBadOptionsRunNothing) {
 
   const PfxRun bad_tolerance = run_pfx("soak --rss-tolerance lots");
   EXPECT_EQ(bad_tolerance.status, pfx::cli::exit_bad_input);
-  EXPECT_NE(bad_tolerance.input_error.find("--rss-tolerance: expected KiB"), std::string::npos)
-      << bad_tolerance.input_error;
+  EXPECT_NE(bad_tolerance.err.find("--rss-tolerance: expected KiB"), std::string::npos)
+      << bad_tolerance.err;
   const PfxRun no_time_to_watch = run_pfx("soak --requests 100 --warmup 100");
   EXPECT_EQ(no_time_to_watch.status, pfx::cli::exit_bad_input);
-  EXPECT_NE(no_time_to_watch.input_error.find("--warmup 100 leaves no request"), std::string::npos)
-      << no_time_to_watch.input_error;
+  EXPECT_NE(no_time_to_watch.err.find("--warmup 100 leaves no request"), std::string::npos)
+      << no_time_to_watch.err;
   EXPECT_EQ(bad_tolerance.out + no_time_to_watch.out, "") << "nothing was run";
 }
 

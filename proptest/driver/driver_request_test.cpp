@@ -39,7 +39,7 @@ std::string message_of(Call&& call) {
 PFX_PROPERTY(Requests, ABadRequestIsRefusedAndChangesNothing, "DRV-3 INV-10", ()) {
   const std::size_t capacity = *rc::gen::inRange<std::size_t>(8, 80);
   HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4, .seed = 3});
-  Lane lane(engine, {.capacity = capacity, .reuse = true, .keep_min = 0, .poison = true});
+  Lane lane(engine, {.capacity = capacity, .enabled = true, .keep_min = 0, .poison = true});
   const auto history = *rc::gen::container<std::vector<token>>(capacity / 2, rc::gen::inRange<token>(0, 16));
   if (!history.empty()) (void)lane.serve(history, *rc::gen::inRange<std::size_t>(0, capacity / 2));
 
@@ -87,7 +87,7 @@ PFX_PROPERTY(Requests, EveryRequestThatFitsIsServed, "DRV-3", ()) {
   // many new tokens as fit (len(prompt) + max_new_tokens <= capacity), mostly at the limits.
   const std::size_t capacity = *rc::gen::inRange<std::size_t>(1, 40);
   HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4, .seed = 3});
-  Lane lane(engine, {.capacity = capacity, .reuse = true, .keep_min = 0, .poison = true});
+  Lane lane(engine, {.capacity = capacity, .enabled = true, .keep_min = 0, .poison = true});
   const std::size_t length = *rc::gen::weightedElement<std::size_t>(
       {{2, capacity}, {1, 1}, {2, *rc::gen::inRange<std::size_t>(1, capacity + 1)}});
   const auto tokens = rc::gen::weightedOneOf<token>(
@@ -104,7 +104,7 @@ PFX_PROPERTY(Requests, EveryRequestThatFitsIsServed, "DRV-3", ()) {
 TEST(Requests, APromptThatFillsTheStateExactlyIsServed) {
   pfx::test::verifies("DRV-3");
   HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4, .seed = 3});
-  Lane lane(engine, {.capacity = 12, .reuse = true, .keep_min = 0, .poison = true});
+  Lane lane(engine, {.capacity = 12, .enabled = true, .keep_min = 0, .poison = true});
   const std::vector<token> prompt(9, 2);
   EXPECT_EQ(lane.serve(prompt, 3).generated.size(), 3U);  // 9 + 3 = 12 rows: fits
   EXPECT_EQ(lane.serve(prompt, 0).generated.size(), 0U);  // prefill only: logits, no tokens
@@ -133,16 +133,16 @@ TEST(Requests, ALaneOrModelThatCannotWorkIsRefusedAtConstruction) {
 TEST(Environment, UnsetVariablesGiveTheSeedsDefaults) {
   pfx::test::verifies("DRV-5 AUDIT-259");
   const LaneOptions options = pfx::driver::apply_environment({}, std::nullopt, std::nullopt);
-  EXPECT_TRUE(options.reuse);
+  EXPECT_TRUE(options.enabled);
   EXPECT_EQ(options.keep_min, 64U);
 }
 
 TEST(Environment, TheSeedsValuesKeepTheirMeanings) {
   pfx::test::verifies("DRV-5");
   using pfx::driver::apply_environment;
-  EXPECT_FALSE(apply_environment({}, "0", std::nullopt).reuse);
-  EXPECT_TRUE(apply_environment({.reuse = false}, "1", std::nullopt).reuse);
-  EXPECT_TRUE(apply_environment({}, " 1\n", std::nullopt).reuse);
+  EXPECT_FALSE(apply_environment({}, "0", std::nullopt).enabled);
+  EXPECT_TRUE(apply_environment({.enabled = false}, "1", std::nullopt).enabled);
+  EXPECT_TRUE(apply_environment({}, " 1\n", std::nullopt).enabled);
   EXPECT_EQ(apply_environment({}, std::nullopt, "0").keep_min, 0U);
   EXPECT_EQ(apply_environment({}, std::nullopt, " 128 ").keep_min, 128U);
 }
@@ -172,13 +172,13 @@ TEST(Environment, TheProcessEnvironmentIsRead) {
   ASSERT_EQ(setenv("TF_GLM53_PREFIX_CACHE", "0", 1), 0);
   ASSERT_EQ(setenv("TF_GLM53_PREFIX_CACHE_MIN", "7", 1), 0);
   const LaneOptions options = pfx::driver::lane_options_from_environment();
-  EXPECT_FALSE(options.reuse);
+  EXPECT_FALSE(options.enabled);
   EXPECT_EQ(options.keep_min, 7U);
   ASSERT_EQ(setenv("TF_GLM53_PREFIX_CACHE_MIN", "seven", 1), 0);
   EXPECT_THROW((void)pfx::driver::lane_options_from_environment(), ConfigError);
   unsetenv("TF_GLM53_PREFIX_CACHE");
   unsetenv("TF_GLM53_PREFIX_CACHE_MIN");
-  EXPECT_TRUE(pfx::driver::lane_options_from_environment().reuse);
+  EXPECT_TRUE(pfx::driver::lane_options_from_environment().enabled);
 }
 
 }  // namespace

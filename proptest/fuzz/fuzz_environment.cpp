@@ -90,11 +90,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   LaneOptions base;
   base.capacity = 12345;
-  base.reuse = (which & 4) != 0;
+  base.enabled = (which & 4) != 0;
   base.keep_min = 777;
   base.poison = (which & 8) != 0;
 
-  const std::optional<bool> reuse = prefix_cache ? expected_reuse(*prefix_cache) : std::optional<bool>(base.reuse);
+  const std::optional<bool> reuse = prefix_cache ? expected_reuse(*prefix_cache) : std::optional<bool>(base.enabled);
   const std::optional<std::size_t> keep_min =
       prefix_cache_min ? expected_keep_min(*prefix_cache_min) : std::optional<std::size_t>(base.keep_min);
   const std::string given = shown(pfx::driver::prefix_cache_variable, prefix_cache) + ", " +
@@ -115,7 +115,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     finding(given, ": threw something other than ConfigError: ", e.what());
   }
   if (!reuse || !keep_min) finding(given, ": accepted a malformed value");
-  if (options.reuse != *reuse) finding(given, ": reuse is ", options.reuse ? "on" : "off");
+  if (options.enabled != *reuse) finding(given, ": reuse is ", options.enabled ? "on" : "off");
   if (options.keep_min != *keep_min) finding(given, ": keep_min is ", options.keep_min);
   if (options.capacity != base.capacity || options.poison != base.poison) {
     finding(given, ": changed an option the variables do not set");

@@ -239,9 +239,9 @@ PYBIND11_MODULE(_native, m) {
         const std::optional<std::string> cache = environment_value(prefix_cache, "prefix_cache");
         const std::optional<std::string> cache_min = environment_value(prefix_cache_min, "prefix_cache_min");
         const pfx::driver::LaneOptions options = pfx::driver::apply_environment(
-            {.reuse = c.enabled, .keep_min = c.keep_min}, cache ? std::optional<std::string_view>(*cache) : std::nullopt,
+            {.enabled = c.enabled, .keep_min = c.keep_min}, cache ? std::optional<std::string_view>(*cache) : std::nullopt,
             cache_min ? std::optional<std::string_view>(*cache_min) : std::nullopt);
-        c.enabled = options.reuse;
+        c.enabled = options.enabled;
         c.keep_min = options.keep_min;
         return c;
       },

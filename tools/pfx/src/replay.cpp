@@ -36,7 +36,7 @@ Replayer::Replayer(driver::Engine& engine, const ReplaySettings& settings) : sta
   lane_ = std::make_unique<driver::Lane>(faulty_ ? *faulty_ : engine, settings.lane);
   if (settings.verify) {
     driver::LaneOptions cold_options = settings.lane;
-    cold_options.reuse = false;
+    cold_options.enabled = false;
     cold_ = std::make_unique<driver::Lane>(engine, cold_options);
   }
 }

@@ -171,7 +171,7 @@ json summary_json(const ReplaySummary& s, const ReplayOptions& o, const driver::
          {"elapsed_s", s.elapsed_s},
          {"ok", s.ok()},
          {"settings", {{"trace", input.source}, {"engine", engine}, {"chunk", o.model.chunk}, {"vocab", o.model.vocab},
-                       {"capacity", lane.capacity}, {"reuse", lane.reuse}, {"keep_min", lane.keep_min},
+                       {"capacity", lane.capacity}, {"reuse", lane.enabled}, {"keep_min", lane.keep_min},
                        {"verify", o.verify}, {"faults", o.faults}, {"seed", o.seed}}}};
   if (o.verify) {
     j["verified"] = s.verified;
@@ -233,7 +233,7 @@ int run_replay(const ReplayOptions& options, const Streams& streams) {
   if (!options.json) {
     streams.out << fmt::format("pfx replay: {}: {} requests\n", input.source, requests)
                 << fmt::format("lane: {}, capacity {}, reuse {}, keep_min {}{}{}\n", engine.description, lane.capacity,
-                               lane.reuse ? "on" : "off", lane.keep_min, options.verify ? ", verify" : "",
+                               lane.enabled ? "on" : "off", lane.keep_min, options.verify ? ", verify" : "",
                                options.faults > 0 ? fmt::format(", faults {} (seed {})", options.faults, options.seed) : "")
                 << table_header(options.verify) << "\n"
                 << std::flush;
