@@ -88,7 +88,8 @@ class PromptPrefix:
     def record(self, ids, canonical_end) -> None:
         """Publish the record: ids = prompt + generated, canonical_end = len(prompt). Stores nothing
         while disabled, but refuses a bad argument either way (pfx.Refused when canonical_end >
-        len(ids), TypeError, ValueError or OverflowError naming a bad value)."""
+        len(ids), TypeError, ValueError or OverflowError naming a bad value). Unchecked, as the
+        original's: the caller vouches that the state holds a cold prefill of ids[0:canonical_end)."""
         self._machine.record(ids, canonical_end)
 
     def clear(self) -> None:

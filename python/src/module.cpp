@@ -180,7 +180,8 @@ PYBIND11_MODULE(_native, m) {
             const std::vector<pfx::token> i = tokens(ids, "ids");
             accepted(self.commit(i, count(canonical_end, "canonical_end")));
           },
-          py::arg("ids"), py::arg("canonical_end"), "Publish ids = prompt + generated, canonical_end = len(prompt).")
+          py::arg("ids"), py::arg("canonical_end"), "Publish ids = prompt + generated, canonical_end = len(prompt). Refused when ids do not start "
+          "with the begun prompt or canonical_end is past it; stores nothing after a clear during the write.")
       .def(
           "abort", [](Machine& self) { accepted(self.abort()); }, "The request failed; keep ids[0:offset).")
       .def(
@@ -189,7 +190,8 @@ PYBIND11_MODULE(_native, m) {
             const std::vector<pfx::token> i = tokens(ids, "ids");
             accepted(self.record(i, count(canonical_end, "canonical_end")));
           },
-          py::arg("ids"), py::arg("canonical_end"), "The seed's one-shot publish. Idle only.")
+          py::arg("ids"), py::arg("canonical_end"), "The original class's one-shot publish. Idle only. Unchecked: the caller vouches that rows "
+          "[0, canonical_end) are a cold prefill of ids[0:canonical_end) on the current chunk grid.")
       .def(
           "clear", [](Machine& self) { accepted(self.clear()); }, "Forget everything held. Any phase.")
       .def(
@@ -197,7 +199,7 @@ PYBIND11_MODULE(_native, m) {
           [](Machine& self, py::handle config) {
             accepted(self.configure(instance<Config>(config, "config", "pfx.Config")));
           },
-          py::arg("config"), "Change the knobs. Idle only; turning reuse off forgets what is held.")
+          py::arg("config"), "Change the knobs. Idle only; turning reuse off or changing chunk forgets what is held.")
       .def(
           "reserve", [](Machine& self, py::handle tokens) { self.reserve(count(tokens, "tokens")); },
           py::arg("tokens"), "Keep room for this many ids, so that records within it never allocate.")
