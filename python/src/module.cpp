@@ -238,11 +238,9 @@ PYBIND11_MODULE(_native, m) {
         Config c = instance<Config>(config, "config", "pfx.Config");
         const std::optional<std::string> cache = environment_value(prefix_cache, "prefix_cache");
         const std::optional<std::string> cache_min = environment_value(prefix_cache_min, "prefix_cache_min");
-        const pfx::driver::LaneOptions options = pfx::driver::apply_environment(
-            {.reuse = c.enabled, .keep_min = c.keep_min}, cache ? std::optional<std::string_view>(*cache) : std::nullopt,
+        c = pfx::driver::apply_environment(
+            c, cache ? std::optional<std::string_view>(*cache) : std::nullopt,
             cache_min ? std::optional<std::string_view>(*cache_min) : std::nullopt);
-        c.enabled = options.reuse;
-        c.keep_min = options.keep_min;
         return c;
       },
       py::arg("config"), py::arg("prefix_cache"), py::arg("prefix_cache_min"),
