@@ -37,7 +37,7 @@ print(pfx.__file__)
         self.assertEqual(run.returncode, 0, run.stderr)
         self.assertEqual(run.stdout.splitlines(), [
             "Decision(offset=4, common_prefix=6, reason=Reason.reused, bound=Bound.alignment)",
-            "PromptPrefix(enabled=True, len(ids)=0, canonical_end=0)",
+            "PromptPrefix(len(ids)=0, canonical_end=0, enabled=True)",
             os.path.join(BUILD, "pfx", "__init__.py")])
         # The pure-Python files are the source's, copied at build time.
         for name in ("__init__.py", "prompt_prefix.py"):
