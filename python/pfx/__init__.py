@@ -23,6 +23,16 @@ from ._native import apply_environment as _apply_environment
 from ._write import Write, write as _write
 
 Machine.write = _write
+
+
+def _restore_machine(state) -> Machine:
+    """Unpickles a Machine (its __reduce__): every pickle protocol, 0 included."""
+    machine = Machine.__new__(Machine)
+    machine.__setstate__(state)
+    return machine
+
+
+Machine.__reduce__ = lambda self: (_restore_machine, (self.__getstate__(),))
 _abc.Sequence.register(Ids)
 
 __all__ = ["Bound", "Config", "ConfigError", "Decision", "Ids", "Machine", "Phase", "PromptPrefix", "Reason",

@@ -122,7 +122,7 @@ class PromptPrefix:
         self._machine = machine
 
     def __copy__(self) -> "PromptPrefix":
-        twin = PromptPrefix.__new__(PromptPrefix)
+        twin = type(self).__new__(type(self))
         twin._machine = copy.copy(self._machine)
         return twin
 
