@@ -107,20 +107,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if ((which & 1) != 0) prefix_cache = values.substr(0, split);
   if ((which & 2) != 0) prefix_cache_min = split == std::string_view::npos ? values : values.substr(split + 1);
 
-<<<<<<< HEAD
-  LaneOptions base;
-  base.capacity = 12345;
-  base.enabled = (which & 4) != 0;
-  base.keep_min = 777;
-  base.poison = (which & 8) != 0;
-
-  const std::optional<bool> reuse = prefix_cache ? expected_reuse(*prefix_cache) : std::optional<bool>(base.enabled);
-=======
   const pfx::Config base{.enabled = (which & 4) != 0, .keep_min = 777, .chunk = 12345U + ((which >> 3) & 1U)};
 
   const std::optional<bool> reuse =
       prefix_cache ? expected_enabled(*prefix_cache) : std::optional<bool>(base.enabled);
->>>>>>> python-package
   const std::optional<std::size_t> keep_min =
       prefix_cache_min ? expected_keep_min(*prefix_cache_min) : std::optional<std::size_t>(base.keep_min);
   const std::string given = shown(pfx::driver::prefix_cache_variable, prefix_cache) + ", " +
@@ -141,11 +131,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     finding(given, ": threw something other than ConfigError: ", e.what());
   }
   if (!reuse || !keep_min) finding(given, ": accepted a malformed value");
-<<<<<<< HEAD
-  if (options.enabled != *reuse) finding(given, ": reuse is ", options.enabled ? "on" : "off");
-=======
   if (options.enabled != *reuse) finding(given, ": enabled is ", options.enabled ? "on" : "off");
->>>>>>> python-package
   if (options.keep_min != *keep_min) finding(given, ": keep_min is ", options.keep_min);
   if (options.chunk != base.chunk) {
     finding(given, ": changed chunk, which the variables do not set");
