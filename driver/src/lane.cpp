@@ -27,7 +27,7 @@ Lane::Lane(Engine& engine, const LaneOptions& options) : engine_(engine), option
   if (options.capacity == 0) throw ConfigError("Lane: capacity must be at least 1 token");
   if (engine.chunk() == 0) throw ConfigError("Lane: the engine's prefill chunk must be at least 1");
   if (engine.vocab() == 0) throw ConfigError("Lane: the engine's vocabulary is empty");
-  expect_accepted(machine_.configure({.enabled = options.reuse, .keep_min = options.keep_min,
+  expect_accepted(machine_.configure({.enabled = options.enabled, .keep_min = options.keep_min,
                                       .chunk = engine.chunk()}),
                   "configure");
   kv_ = engine.make_kv_state(options.capacity);

@@ -1,3 +1,4 @@
+#include <pfx/driver/sharded_kv_state.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
 
 #include <algorithm>
@@ -33,13 +34,32 @@ struct Partial {
   std::vector<float> weighted;
 };
 
+/// The rows of a HostKvState.
+struct HostRows {
+  HostKvState& state;
+  [[nodiscard]] float* row(std::size_t layer, Plane plane, std::size_t position) const noexcept {
+    return state.row(layer, plane, position);
+  }
+};
+
+/// The rows of a ShardedKvState whose shards are HostKvStates, each read from its owner: the engine
+/// sees them in position order, as from one HostKvState, so its results do not depend on the layout.
+struct ShardedHostRows {
+  ShardLayout layout;
+  std::vector<HostKvState*> shards;
+  [[nodiscard]] float* row(std::size_t layer, Plane plane, std::size_t position) const noexcept {
+    return shards[layout.owner(position)]->row(layer, plane, layout.local(position));
+  }
+};
+
 /// The partial result of query `q` over rows [from, to) of `layer`, in two passes (max, then sums).
-void reduce_rows(Partial& p, const HostKvState& kv, std::size_t layer, const float* q, std::size_t from,
+template <class Rows>
+void reduce_rows(Partial& p, const Rows& kv, std::size_t layer, const float* q, std::size_t from,
                  std::size_t to, float scale, std::vector<float>& scores) {
-  const std::size_t width = kv.shape().width;
+  const std::size_t width = p.weighted.size();
   p.max = -std::numeric_limits<float>::infinity();
   p.sum = 0.0f;
-  p.weighted.assign(width, 0.0f);
+  std::fill(p.weighted.begin(), p.weighted.end(), 0.0f);
   scores.resize(to - from);
   for (std::size_t j = from; j < to; ++j) {
     const float* k = kv.row(layer, Plane::key, j);
@@ -76,19 +96,39 @@ std::unique_ptr<KvState> HostReferenceEngine::make_kv_state(std::size_t capacity
   return std::make_unique<HostKvState>(KvShape{capacity, shape_.layers, shape_.width});
 }
 
-HostKvState& HostReferenceEngine::checked(KvState& kv, std::span<const token> tokens, std::size_t position,
-                                          std::span<float> logits) const {
-  auto* host = dynamic_cast<HostKvState*>(&kv);
-  if (host == nullptr) {
-    throw std::invalid_argument("HostReferenceEngine: the KV state is not a HostKvState (use make_kv_state)");
+template <class Body>
+void HostReferenceEngine::on_rows(KvState& kv, std::span<const token> tokens, std::size_t position,
+                                  std::span<float> logits, Body&& body) const {
+  if (auto* host = dynamic_cast<HostKvState*>(&kv)) {
+    check_call("HostReferenceEngine", shape_, host->shape(), tokens, position, logits);
+    body(HostRows{*host});
+    return;
   }
-  check_call("HostReferenceEngine", shape_, host->shape(), tokens, position, logits);
-  return *host;
+  if (auto* sharded = dynamic_cast<ShardedKvState*>(&kv)) {
+    ShardedHostRows rows{sharded->layout(), {}};
+    for (std::size_t r = 0; r < rows.layout.ranks; ++r) {
+      rows.shards.push_back(dynamic_cast<HostKvState*>(&sharded->shard(r)));
+      if (rows.shards.back() == nullptr) break;
+    }
+    if (!rows.shards.empty() && rows.shards.back() != nullptr) {
+      check_call("HostReferenceEngine", shape_, sharded->shape(), tokens, position, logits);
+      body(rows);
+      return;
+    }
+  }
+  throw std::invalid_argument(
+      "HostReferenceEngine: the KV state is neither a HostKvState nor a ShardedKvState of HostKvStates "
+      "(use make_kv_state)");
 }
 
 void HostReferenceEngine::prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
                                   std::span<float> logits) {
-  HostKvState& state = checked(kv, tokens, position, logits);
+  on_rows(kv, tokens, position, logits, [&](const auto& state) { prefill_rows(state, tokens, position, logits); });
+}
+
+template <class Rows>
+void HostReferenceEngine::prefill_rows(const Rows& state, std::span<const token> tokens, std::size_t position,
+                                       std::span<float> logits) const {
   const std::size_t n = tokens.size();
   const std::size_t width = shape_.width;
   const float scale = 1.0f / std::sqrt(static_cast<float>(width));
@@ -99,6 +139,8 @@ void HostReferenceEngine::prefill(KvState& kv, std::span<const token> tokens, st
     for (std::size_t d = 0; d < width; ++d) h[i * width + d] = e[d] + position_code(position + i, d);
   }
   Partial before, own;
+  before.weighted.resize(width);
+  own.weighted.resize(width);
   for (std::size_t layer = 0; layer < shape_.layers; ++layer) {
     const ReferenceWeights::Layer& w = weights_.layers[layer];
     for (std::size_t i = 0; i < n; ++i) {  // the chunk's rows first: its queries attend to them
@@ -126,7 +168,13 @@ void HostReferenceEngine::prefill(KvState& kv, std::span<const token> tokens, st
 }
 
 void HostReferenceEngine::decode(KvState& kv, token next, std::size_t position, std::span<float> logits) {
-  HostKvState& state = checked(kv, std::span<const token>(&next, 1), position, logits);
+  on_rows(kv, std::span<const token>(&next, 1), position, logits,
+          [&](const auto& state) { decode_rows(state, next, position, logits); });
+}
+
+template <class Rows>
+void HostReferenceEngine::decode_rows(const Rows& state, token next, std::size_t position,
+                                      std::span<float> logits) const {
   const std::size_t width = shape_.width;
   const float scale = 1.0f / std::sqrt(static_cast<float>(width));
 

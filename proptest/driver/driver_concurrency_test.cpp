@@ -55,7 +55,7 @@ TEST(Concurrency, ALaneServedFromSeveralThreadsAtOnceStaysExact) {
   std::cout << "seed " << seed << " (the prompts and each thread's choices)\n";
   const std::vector<std::vector<token>> prompts = shared_prefix_prompts(seed);
   HostReferenceEngine engine({.vocab = 16, .chunk = 3});
-  Lane lane(engine, {.capacity = capacity, .reuse = true, .keep_min = 0, .poison = true});
+  Lane lane(engine, {.capacity = capacity, .enabled = true, .keep_min = 0, .poison = true});
 
   constexpr std::size_t threads = 4;
   constexpr std::size_t requests_per_thread = 250;

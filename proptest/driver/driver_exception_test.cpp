@@ -110,7 +110,7 @@ PFX_PROPERTY(Exceptions, AnyExceptionAbortsTheWriteAndTheNextRequestIsCold, "DRV
   RC_PRE(second.size() + max_new_tokens <= capacity && first.size() + 4 <= capacity);
 
   ThrowingEngine throwing(engine, kind, *rc::gen::inRange<std::size_t>(0, 8), *rc::gen::arbitrary<bool>());
-  Lane lane(throwing, {.capacity = capacity, .reuse = true, .keep_min = 0, .poison = true});
+  Lane lane(throwing, {.capacity = capacity, .enabled = true, .keep_min = 0, .poison = true});
   const pfx::driver::Response warm = lane.serve(first, 4);
   std::vector<token> held = first;
   held.insert(held.end(), warm.generated.begin(), warm.generated.end());

@@ -315,13 +315,18 @@ class PyMachine(unittest.TestCase):
         machine.record([1, 2, 3], 3)
         before = everything(machine)
         cases = [
-            (lambda: machine.query([1, 2, 3, 2**40]), OverflowError, "prompt[3]: 1099511627776 does not fit a 32-bit token id"),
-            (lambda: machine.query([1, "2"]), TypeError, "prompt[1] must be an integer, not str ('2')"),
+            (lambda: machine.query([1, 2, 3, 2**40]), ValueError,
+             "prompt[3]: expected a token id (an integer in 0..2147483647), got 1099511627776"),
+            (lambda: machine.query([1, 2, -1]), ValueError,
+             "prompt[2]: expected a token id (an integer in 0..2147483647), got -1"),
+            (lambda: machine.query([1, "2"]), TypeError,
+             "prompt[1]: expected a token id (an integer in 0..2147483647), got str ('2')"),
             (lambda: machine.query(5), TypeError, "prompt must be a sequence of token ids, not int"),
             (lambda: machine.query(None), TypeError, "prompt must be a sequence of token ids, not NoneType"),
             (lambda: machine.begin([1], -1), ValueError, "offset must be >= 0, not -1"),
             (lambda: machine.begin([1], 1.0), TypeError, "offset must be an integer, not float (1.0)"),
-            (lambda: machine.record([1, 2.5], 1), TypeError, "ids[1] must be an integer, not float (2.5)"),
+            (lambda: machine.record([1, 2.5], 1), TypeError,
+             "ids[1]: expected a token id (an integer in 0..2147483647), got float (2.5)"),
             (lambda: machine.record([1], 2**64), OverflowError, "canonical_end: 18446744073709551616 does not fit 64 bits"),
             (lambda: machine.configure({"chunk": 1}), TypeError, "config must be a pfx.Config, not dict"),
             (lambda: pfx.Machine(3), TypeError, "config must be a pfx.Config, not int"),

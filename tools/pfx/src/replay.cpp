@@ -31,12 +31,22 @@ std::string difference(const driver::Lane& resumed, const driver::Response& r, c
 
 }  // namespace
 
-Replayer::Replayer(driver::Engine& engine, const ReplaySettings& settings) : start_(std::chrono::steady_clock::now()) {
+Replayer::Replayer(driver::Engine& engine, const ReplaySettings& settings)
+    : start_(std::chrono::steady_clock::now()), fault_rate_(settings.fault_rate), seed_(settings.seed) {
   if (settings.fault_rate > 0) faulty_ = std::make_unique<driver::FaultyEngine>(engine, settings.fault_rate, settings.seed);
-  lane_ = std::make_unique<driver::Lane>(faulty_ ? *faulty_ : engine, settings.lane);
+  driver::Engine& served = faulty_ ? *faulty_ : engine;
+  if (settings.dcp > 1 || settings.collective != nullptr) {
+    collective_ = settings.collective;
+    if (collective_ == nullptr) collective_ = (solo_ = std::make_unique<driver::SoloCollective>()).get();
+    if (settings.dcp == 0 || settings.interleave == 0) throw driver::ConfigError("pfx replay: --dcp and --interleave must be at least 1");
+    sharded_ = std::make_unique<driver::ShardedLane>(served, settings.lane, driver::ShardLayout{settings.dcp, settings.interleave},
+                                                     *collective_);
+  } else {
+    lane_ = std::make_unique<driver::Lane>(served, settings.lane);
+  }
   if (settings.verify) {
     driver::LaneOptions cold_options = settings.lane;
-    cold_options.reuse = false;
+    cold_options.enabled = false;
     cold_ = std::make_unique<driver::Lane>(engine, cold_options);
   }
 }
@@ -45,7 +55,7 @@ Replayer::~Replayer() = default;
 
 void Replayer::serve(const TraceItem& item, const ReplayListener& listener, bool verify) {
   ReplaySummary& summary = summary_;
-  driver::Lane& lane = *lane_;
+  driver::Lane& lane = sharded_ ? sharded_->local_lane() : *lane_;
   if (const auto* clear = std::get_if<TraceClear>(&item)) {
     lane.clear();
     ++summary.clears;
@@ -60,10 +70,23 @@ void Replayer::serve(const TraceItem& item, const ReplayListener& listener, bool
   report.prompt_tokens = request.prompt.size();
   report.max_new_tokens = request.max_new_tokens;
 
+  if (faulty_ && collective_ != nullptr && collective_->size() > 1) {  // one rank fails, chosen per request
+    const std::uint64_t chosen = (seed_ ^ (report.number * 0x9e3779b97f4a7c15ULL)) % collective_->size();
+    faulty_->set_rate(chosen == collective_->rank() ? fault_rate_ : 0.0);
+  }
   driver::Response response;
   try {
-    response = lane.serve(request.prompt, request.max_new_tokens);
+    if (sharded_) {
+      driver::ShardedResponse sharded = sharded_->serve(request.prompt, request.max_new_tokens);
+      summary.divergences += sharded.diverged ? 1 : 0;
+      response = std::move(sharded);
+    } else {
+      response = lane.serve(request.prompt, request.max_new_tokens);
+    }
   } catch (const driver::InjectedFault& e) {  // the lane aborted: the record keeps rows [0, offset)
+    report.error = e.what();
+    report.injected = true;
+  } catch (const driver::PeerFault& e) {  // another rank's injected failure aborted it everywhere
     report.error = e.what();
     report.injected = true;
   } catch (const driver::StaleRowRead& e) {

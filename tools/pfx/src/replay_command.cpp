@@ -8,13 +8,20 @@
 #include <pfx/cli/workload.hpp>
 #include <pfx/driver/cuda.hpp>
 #include <pfx/driver/environment.hpp>
+#include <pfx/driver/errors.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
+#include <pfx/engines/reference_engine_on_device.hpp>
+#ifdef PFX_CLI_MPI
+#include <pfx/driver/mpi_collective.hpp>
+#endif
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <exception>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -22,7 +29,9 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
+#include <vector>
 
 namespace pfx::cli {
 namespace {
@@ -44,6 +53,8 @@ struct ReplayOptions {
   bool verify = false;
   double faults = 0;
   std::uint64_t seed = 253;
+  std::size_t dcp = 1;                     ///< shards of the KV state (under mpirun: one per rank)
+  std::size_t interleave = 1;
   std::size_t requests = 100;              ///< of the embedded workload
   bool json = false;
   bool no_progress = false;
@@ -167,11 +178,13 @@ json summary_json(const ReplaySummary& s, const ReplayOptions& o, const driver::
          {"prefill_tokens", s.prefill_tokens},
          {"reuse_fraction", s.prompt_tokens > 0 ? static_cast<double>(s.reused_tokens) / static_cast<double>(s.prompt_tokens) : 0.0},
          {"mismatches", s.mismatches},
+         {"divergences", s.divergences},
          {"elapsed_s", s.elapsed_s},
          {"ok", s.ok()},
          {"settings", {{"trace", input.source}, {"engine", engine}, {"chunk", o.model.chunk}, {"vocab", o.model.vocab},
-                       {"capacity", lane.capacity}, {"reuse", lane.reuse}, {"keep_min", lane.keep_min},
-                       {"verify", o.verify}, {"faults", o.faults}, {"seed", o.seed}}}};
+                       {"capacity", lane.capacity}, {"reuse", lane.enabled}, {"keep_min", lane.keep_min},
+                       {"verify", o.verify}, {"faults", o.faults}, {"seed", o.seed}, {"dcp", o.dcp},
+                       {"interleave", o.interleave}}}};
   if (o.verify) {
     j["verified"] = s.verified;
     j["prefill_ms"] = s.prefill_ms;
@@ -216,24 +229,68 @@ std::string summary_text(const ReplaySummary& s, bool verify) {
                         s.verified, s.mismatches, s.cold_prefill_ms, s.prefill_ms, ratio(s.cold_prefill_ms, s.prefill_ms),
                         ratio(s.cold_ttft_ms, s.ttft_ms));
   }
+  if (s.divergences > 0) text += fmt::format("{} requests served cold because the ranks' records differed\n", s.divergences);
   if (s.mismatches > 0) text += "MISMATCH: some responses differ from their cold run (exit status 1)\n";
   if (s.stale_reads > 0) text += "FAILED: the engine read poisoned KV rows (exit status 1)\n";
   return text;
 }
 
+int replay_on(const ReplayOptions& options, const Streams& streams, driver::Collective* ranks);
+
+/// Under mpirun, one rank per process: every rank replays, rank 0 prints, and every rank exits with
+/// the worst status of all (docs/driver.md, "The sharded lane").
 int run_replay(const ReplayOptions& options, const Streams& streams) {
+#ifdef PFX_CLI_MPI
+  if (driver::launched_by_mpi()) {
+    int argc = 0;
+    char** argv = nullptr;
+    const driver::MpiSession session(argc, argv);
+    driver::MpiCollective world;
+    std::ostringstream discarded;
+    const Streams quiet{discarded, streams.err, false};
+    ReplayOptions per_rank = options;
+    per_rank.dcp = world.size();
+    int status = exit_internal;
+    std::exception_ptr error;  // every rank reads the same input, so a bad one fails on every rank
+    try {
+      status = replay_on(per_rank, world.rank() == 0 ? streams : quiet, &world);
+    } catch (const InputError&) {
+      status = exit_bad_input;
+      error = std::current_exception();
+    } catch (const driver::ConfigError&) {
+      status = exit_bad_input;
+      error = std::current_exception();
+    }
+    const std::vector<std::uint64_t> mine{static_cast<std::uint64_t>(status)};
+    std::vector<std::uint64_t> all(world.size());
+    world.all_gather(mine, all);
+    std::uint64_t worst = 0;
+    for (const std::uint64_t s : all) worst = std::max(worst, s);
+    if (error && world.rank() == 0) std::rethrow_exception(error);  // rank 0 says why
+    return static_cast<int>(worst);
+  }
+#endif
+  return replay_on(options, streams, nullptr);
+}
+
+int replay_on(const ReplayOptions& options, const Streams& streams, driver::Collective* ranks) {
   driver::LaneOptions lane = driver::lane_options_from_environment({.capacity = options.model.capacity, .poison = true});
   if (options.keep_min) lane.keep_min = *options.keep_min;
   const Input input = read_input(options);  // every line checked before anything runs
   const ChosenEngine engine = make_engine(options);
-  const ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults, .seed = options.seed};
+  const ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults, .seed = options.seed,
+                                .dcp = options.dcp, .interleave = options.interleave, .collective = ranks};
 
   const std::size_t requests = count_requests(input.items);
   if (!options.json) {
     streams.out << fmt::format("pfx replay: {}: {} requests\n", input.source, requests)
-                << fmt::format("lane: {}, capacity {}, reuse {}, keep_min {}{}{}\n", engine.description, lane.capacity,
-                               lane.reuse ? "on" : "off", lane.keep_min, options.verify ? ", verify" : "",
-                               options.faults > 0 ? fmt::format(", faults {} (seed {})", options.faults, options.seed) : "")
+                << fmt::format("lane: {}, capacity {}, reuse {}, keep_min {}{}{}{}\n", engine.description, lane.capacity,
+                               lane.enabled ? "on" : "off", lane.keep_min, options.verify ? ", verify" : "",
+                               options.faults > 0 ? fmt::format(", faults {} (seed {})", options.faults, options.seed) : "",
+                               options.dcp > 1 || ranks != nullptr
+                                   ? fmt::format(", {} shards (interleave {}), {}", options.dcp, options.interleave,
+                                                 ranks != nullptr ? fmt::format("{} ranks", ranks->size()) : "one process")
+                                   : "")
                 << table_header(options.verify) << "\n"
                 << std::flush;
   }
@@ -283,6 +340,10 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
       ->check(non_negative());
   CLI::Option* requests = command->add_option("--requests", options->requests, "Requests of the embedded workload")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))->capture_default_str();
+  command->add_option("--dcp", options->dcp, "Shards of the KV state, driven by this process (under mpirun: one per rank)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1024}))->capture_default_str();
+  command->add_option("--interleave", options->interleave, "Consecutive positions per shard: row p lives on shard (p / interleave) mod dcp")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))->capture_default_str();
   command->add_flag("--json", options->json, "One JSON object per request, then a summary object");
   command->add_flag("--no-progress", options->no_progress, "No progress bar, even on a terminal");
   command->callback([options, requests, &streams, &status] {

@@ -24,11 +24,12 @@ inline constexpr bool poison_by_default = false;
 inline constexpr bool poison_by_default = true;
 #endif
 
-/// How a lane is set up. reuse and keep_min have the seed's meanings and defaults; see
+/// How a lane is set up. enabled and keep_min have the seed's meanings and defaults (the same knobs
+/// as pfx::Config's, docs/configuration.md); see
 /// lane_options_from_environment for TF_GLM53_PREFIX_CACHE and TF_GLM53_PREFIX_CACHE_MIN.
 struct LaneOptions {
   std::size_t capacity = 4096;  ///< token rows of the KV state, allocated once
-  bool reuse = true;            ///< TF_GLM53_PREFIX_CACHE (audit 259: on by default)
+  bool enabled = true;          ///< reuse on; TF_GLM53_PREFIX_CACHE (audit 259: on by default)
   std::size_t keep_min = 64;    ///< TF_GLM53_PREFIX_CACHE_MIN
   /// Fill rows a request gives up with NaN, so that an engine that reads one is caught. On in debug
   /// builds; the tests turn it on everywhere.

@@ -1,7 +1,7 @@
 #pragma once
 
 /// \file
-/// The reference engine on the host (pfx/driver/reference_model.hpp): fp32, single-threaded, with a
+/// The reference engine on the host (pfx/engines/reference_model.hpp): fp32, single-threaded, with a
 /// fixed order for every sum, so a run is a deterministic function of its inputs.
 
 #include <pfx/driver/engine.hpp>
@@ -27,15 +27,24 @@ class HostReferenceEngine final : public Engine {
   /// A HostKvState with this model's layers and width.
   [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override;
 
-  /// `kv` must come from make_kv_state (std::invalid_argument otherwise); positions past its
+  /// `kv` must come from make_kv_state, or be a ShardedKvState whose shards do (its rows are read
+  /// from their owners in position order, so the results do not depend on the layout);
+  /// std::invalid_argument otherwise. Positions past its
   /// capacity and tokens outside the vocabulary are std::out_of_range.
   void prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override;
   void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override;
 
  private:
-  HostKvState& checked(KvState& kv, std::span<const token> tokens, std::size_t position,
-                       std::span<float> logits) const;
+  /// Checks the call and runs body(rows) on the rows of `kv`, whichever of the two kinds it is.
+  template <class Body>
+  void on_rows(KvState& kv, std::span<const token> tokens, std::size_t position, std::span<float> logits,
+               Body&& body) const;
+  template <class Rows>
+  void prefill_rows(const Rows& state, std::span<const token> tokens, std::size_t position,
+                    std::span<float> logits) const;
+  template <class Rows>
+  void decode_rows(const Rows& state, token next, std::size_t position, std::span<float> logits) const;
 
   ReferenceModelShape shape_;
   ReferenceWeights weights_;

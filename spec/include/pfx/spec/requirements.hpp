@@ -53,6 +53,15 @@ inline constexpr std::array requirements = {
     Requirement{"DRV-7",
                 "a lane called from several threads at once serializes serve() and clear(): every "
                 "response still equals cold bit for bit, and the record is one whole request's"},
+    Requirement{"SHARD-1",
+                "a KV state sharded over N ranks (the row of position p on rank (p / interleave) mod N) "
+                "holds the same rows, and a lane over it gives the same responses, bit for bit, as one state"},
+    Requirement{"SHARD-2",
+                "every rank of a sharded lane reuses the same offset; when the ranks' decisions or records "
+                "differ, no rank reuses: every rank clears its record, serves the request cold and reports it"},
+    Requirement{"SHARD-3",
+                "a sharded write commits only when every rank's write succeeded; a failure on any rank aborts "
+                "it on every rank, and every record keeps the same valid prefix"},
     Requirement{"CLI-1",
                 "pfx replay serves every request of a trace through a lane; with --verify each "
                 "response is compared with a cold run bit for bit, and a mismatch exits with status 1"},

@@ -7,7 +7,10 @@
 
 #include <pfx/cli/trace.hpp>
 #include <pfx/decision.hpp>
+#include <pfx/driver/collective.hpp>
 #include <pfx/driver/engine.hpp>
+#include <pfx/driver/sharded_lane.hpp>
+#include <pfx/engines/faulty_engine.hpp>
 #include <pfx/driver/lane.hpp>
 
 #include <chrono>
@@ -26,6 +29,13 @@ struct ReplaySettings {
   bool verify = false;     ///< also serve each request cold and compare bit for bit
   double fault_rate = 0;   ///< probability that an engine call of the resumed lane fails (0..1)
   std::uint64_t seed = 253;///< of the injected failures
+  /// Shards of the KV state (docs/driver.md, "The sharded lane"); with `collective` null and dcp > 1
+  /// this process drives them all.
+  std::size_t dcp = 1;
+  std::size_t interleave = 1;
+  /// The ranks of an SPMD run (one rank per process, under mpirun): every rank replays the same trace,
+  /// and injected failures hit one rank per request, chosen from the seed.
+  driver::Collective* collective = nullptr;
 };
 
 /// What happened to one request.
@@ -63,6 +73,7 @@ struct ReplaySummary {
   std::size_t prefill_tokens = 0;
   std::size_t verified = 0;       ///< requests compared with a cold run
   std::size_t mismatches = 0;
+  std::size_t divergences = 0;    ///< sharded: requests served cold because the ranks disagreed
   double prefill_ms = 0;          ///< resumed, over the verified requests
   double cold_prefill_ms = 0;
   double ttft_ms = 0;             ///< resumed, over the verified requests
@@ -99,8 +110,13 @@ class Replayer {
 
  private:
   std::chrono::steady_clock::time_point start_;
-  std::unique_ptr<driver::Engine> faulty_;
+  std::unique_ptr<driver::FaultyEngine> faulty_;
   std::unique_ptr<driver::Lane> lane_;
+  std::unique_ptr<driver::SoloCollective> solo_;
+  std::unique_ptr<driver::ShardedLane> sharded_;  ///< instead of lane_ when sharded
+  driver::Collective* collective_ = nullptr;
+  double fault_rate_ = 0;
+  std::uint64_t seed_ = 0;
   std::unique_ptr<driver::Lane> cold_;
   ReplaySummary summary_;
 };

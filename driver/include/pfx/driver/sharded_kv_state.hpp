@@ -1,0 +1,84 @@
+#pragma once
+
+/// \file
+/// A KV state split over N shards, as decode-context-parallel engines lay it out: the row of position
+/// p lives on shard (p / interleave) mod N (docs/driver.md, "The sharded lane"). Seen through the
+/// KvState interface it is one state of the whole capacity: fill and copy_rows address positions,
+/// and each touches the rows on their owners.
+
+#include <pfx/driver/kv_state.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+namespace pfx::driver {
+
+/// Where a sharded layout puts each position. ranks >= 1 and interleave >= 1.
+struct ShardLayout {
+  std::size_t ranks = 1;
+  std::size_t interleave = 1;
+
+  /// The shard that holds position p: (p / interleave) mod ranks.
+  [[nodiscard]] constexpr std::size_t owner(std::size_t position) const noexcept {
+    return (position / interleave) % ranks;
+  }
+  /// The row of position p inside its owner: the owner's earlier blocks, then p's place in its block.
+  [[nodiscard]] constexpr std::size_t local(std::size_t position) const noexcept {
+    return position / interleave / ranks * interleave + position % interleave;
+  }
+  /// Rows each shard needs so that every position below `capacity` has a row on its owner.
+  [[nodiscard]] std::size_t shard_capacity(std::size_t capacity) const noexcept;
+
+  friend constexpr bool operator==(const ShardLayout&, const ShardLayout&) = default;
+};
+
+/// Told by a sharded state's synchronize whether this rank's writes all finished; a sharded lane
+/// uses it to agree with the other ranks before it commits (sharded_lane.hpp).
+class CommitVote {
+ public:
+  virtual ~CommitVote() = default;
+  CommitVote() = default;
+  CommitVote(const CommitVote&) = delete;
+  CommitVote& operator=(const CommitVote&) = delete;
+  /// Called once per synchronize, after the shards synchronized (local_ok) or failed to (!local_ok,
+  /// before the error propagates). May throw to refuse the commit.
+  virtual void vote(bool local_ok) = 0;
+};
+
+class ShardedKvState final : public KvState {
+ public:
+  /// `shape` is the whole state's; every shard must have shape.layers, shape.width and
+  /// layout.shard_capacity(shape.capacity) rows, and there must be layout.ranks of them
+  /// (std::invalid_argument naming the problem otherwise, as for a zero dimension, ranks or interleave).
+  /// `vote`, if given, is told the outcome of every synchronize.
+  ShardedKvState(const KvShape& shape, const ShardLayout& layout, std::vector<std::unique_ptr<KvState>> shards,
+                 CommitVote* vote = nullptr);
+
+  [[nodiscard]] const KvShape& shape() const noexcept override { return shape_; }
+  [[nodiscard]] const ShardLayout& layout() const noexcept { return layout_; }
+  [[nodiscard]] KvState& shard(std::size_t rank) { return *shards_.at(rank); }
+  [[nodiscard]] const KvState& shard(std::size_t rank) const { return *shards_.at(rank); }
+
+  /// Fills rows [from, to) on their owners.
+  void fill(std::size_t from, std::size_t to, float value) override;
+  /// Rows [from, to) gathered from their owners in position order, in KvState's layout.
+  [[nodiscard]] std::vector<float> copy_rows(std::size_t from, std::size_t to) const override;
+  /// Synchronizes every shard, then tells the vote, if any.
+  void synchronize() override;
+  /// The shards' bytes together.
+  [[nodiscard]] std::size_t memory_bytes() const noexcept override;
+
+ private:
+  /// Calls step(owner, local_from, local_to, from) for each run of consecutive positions in
+  /// [from, to) that one block of one shard holds.
+  template <class Step>
+  void for_each_run(std::size_t from, std::size_t to, Step&& step) const;
+
+  KvShape shape_;
+  ShardLayout layout_;
+  std::vector<std::unique_ptr<KvState>> shards_;
+  CommitVote* vote_;
+};
+
+}  // namespace pfx::driver

@@ -1,0 +1,96 @@
+#pragma once
+
+/// \file
+/// A lane whose KV state is split over N shards, one rank of a group that serves every request
+/// together (docs/driver.md, "The sharded lane"). Each rank keeps its own record and decides from
+/// it; the ranks agree through one all-gather per request (offset, a digest of the record, a digest
+/// of the request) and reuse only when they all agree; they commit only when every rank's write
+/// succeeded (one all-gather of the outcomes). With a SoloCollective, one process drives all N
+/// shards with one record (single controller).
+
+#include <pfx/driver/collective.hpp>
+#include <pfx/driver/engine.hpp>
+#include <pfx/driver/lane.hpp>
+#include <pfx/driver/sharded_engine.hpp>
+#include <pfx/driver/sharded_kv_state.hpp>
+#include <pfx/record.hpp>
+#include <pfx/token.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+
+namespace pfx::driver {
+
+/// What a rank whose own write succeeded throws when another rank's failed: the request was
+/// aborted on every rank.
+class PeerFault : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ShardedResponse : Response {
+  /// The ranks' decisions or records differed: every rank cleared its record and served the request
+  /// cold (decision.offset is 0).
+  bool diverged = false;
+};
+
+/// A digest of a record (its ids and canonical_end); equal records have equal digests.
+[[nodiscard]] std::uint64_t record_digest(const Record& record) noexcept;
+
+class ShardedLane {
+ public:
+  /// A Lane over a ShardedEngine(engine, layout): the KV state has layout.ranks shards. `collective`
+  /// connects this rank with the others of its group (every rank builds its lane with the same
+  /// options and layout); it and the engine must outlive the lane. Throws what Lane and ShardedEngine
+  /// throw.
+  ShardedLane(Engine& engine, const LaneOptions& options, const ShardLayout& layout, Collective& collective);
+
+  /// Serves one request on every rank of the group; every rank calls it with the same request.
+  /// Agreement first: when the ranks' offsets or record digests differ, every rank clears its record
+  /// and serves the request cold (response.diverged). When the requests differ, every rank throws
+  /// RequestError. Then the Lane's protocol; before it commits, the ranks exchange whether their
+  /// writes succeeded, and unless all did every rank aborts, keeping rows [0, offset): the rank that
+  /// failed rethrows its error, the others throw PeerFault. A RequestError from the lane is thrown on
+  /// every rank that sees it.
+  ShardedResponse serve(std::span<const token> prompt, std::size_t max_new_tokens);
+
+  /// Forgets this rank's record (the ranks then disagree, and the next request is served cold).
+  void clear() { lane_.clear(); }
+
+  [[nodiscard]] const Lane& lane() const noexcept { return lane_; }
+  /// This rank's lane, for tests that make one rank's record diverge by serving it alone.
+  [[nodiscard]] Lane& local_lane() noexcept { return lane_; }
+  [[nodiscard]] const Collective& collective() const noexcept { return collective_; }
+  [[nodiscard]] const ShardLayout& layout() const noexcept { return engine_.layout(); }
+  /// The KV state, rows gathered from their owners by copy_rows.
+  [[nodiscard]] const ShardedKvState& kv() const noexcept;
+  /// Requests served cold because the ranks disagreed.
+  [[nodiscard]] std::size_t divergences() const noexcept { return divergences_; }
+  /// Requests this rank's write succeeded for but another's failed.
+  [[nodiscard]] std::size_t peer_faults() const noexcept { return peer_faults_; }
+
+ private:
+  /// The outcome all-gather, run by the KV state's synchronize just before the lane commits.
+  class Vote final : public CommitVote {
+   public:
+    explicit Vote(ShardedLane& lane) : lane_(lane) {}
+    void vote(bool local_ok) override;
+    bool armed = false;  ///< only the synchronize of a request served by serve() votes
+
+   private:
+    ShardedLane& lane_;
+  };
+  /// True on every rank when every rank's `ok` is true.
+  [[nodiscard]] bool all_of(bool ok);
+
+  Collective& collective_;
+  Vote vote_;
+  ShardedEngine engine_;
+  Lane lane_;
+  std::size_t divergences_ = 0;
+  std::size_t peer_faults_ = 0;
+};
+
+}  // namespace pfx::driver
