@@ -44,8 +44,8 @@ class Write:
 
     def commit(self, ids, canonical_end) -> None:
         """Publish ids = prompt + generated, canonical_end = len(prompt). Refused (pfx.Refused, and
-        the block's exit then aborts) when ids drop the prefix kept at begin, or canonical_end is
-        past ids or before the offset."""
+        the block's exit then aborts) when ids do not start with the begun prompt, or canonical_end
+        is past ids or past the prompt. After a clear inside the block it stores nothing."""
         if not self._open:
             raise RuntimeError("the write is not open: commit once, inside its with block")
         self._machine.commit(ids, canonical_end)
