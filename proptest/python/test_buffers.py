@@ -104,6 +104,12 @@ class PyBuffers(unittest.TestCase):
             del as_array
             prefix.clear()
         self.assertFalse(pfx.PromptPrefix().ids)
+        # A machine's own ids as an argument, as the original allows: read as a copy, not an export.
+        prefix.record(held, 80)
+        self.assertEqual(prefix.offset_for(prefix.ids), 80)
+        prefix.record(prefix.ids, 50)
+        self.assertEqual((prefix.ids, prefix.canonical_end), (held, 50))
+        self.assertEqual(pfx.common_prefix(prefix.ids, prefix.ids), 100)
 
     @verifies("PY-1")
     def test_holds_4_bytes_per_token(self):

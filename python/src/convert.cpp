@@ -1,5 +1,7 @@
 #include "convert.hpp"
 
+#include "ids_view.hpp"
+
 #include <pfx/common_prefix.hpp>
 
 #include <algorithm>
@@ -84,6 +86,17 @@ void raise(PyObject* type, const std::string& message) {
 }
 
 Tokens::Tokens(py::handle items, const char* argument) : argument_(argument) {
+  // A machine's own ids (p.record(p.ids, n)): copied, not exported, since the event that reads them
+  // changes them, and a live export would refuse it.
+  std::size_t held = 0;
+  if (const token* ids = ids_of_view(items.ptr(), held)) {
+    token* copy = storage(held);
+    std::copy(ids, ids + held, copy);
+    data_ = copy;
+    size_ = held;
+    kind_ = Kind::i32;
+    return;
+  }
   if (PyObject_CheckBuffer(items.ptr()) != 0 &&
       PyObject_GetBuffer(items.ptr(), &view_, PyBUF_FORMAT | PyBUF_STRIDES) == 0) {
     has_view_ = true;
@@ -105,6 +118,7 @@ Tokens::Tokens(py::handle items, const char* argument) : argument_(argument) {
       }
     }
     if (kind_ != Kind::objects) {
+      data_ = view_.buf;
       size_ = static_cast<std::size_t>(view_.shape[0]);
       return;
     }
@@ -147,7 +161,7 @@ std::span<const token> Tokens::read(const std::span<const token>* held) {
 
 template <class T>
 std::span<const token> Tokens::read_buffer(const std::span<const token>* held) {
-  const T* in = static_cast<const T*>(view_.buf);
+  const T* in = static_cast<const T*>(data_);
   const std::size_t n = size_;
   if constexpr (std::is_same_v<T, token>) {
     // Already ids: compare in place, and check only what the answer reads.

@@ -65,6 +65,7 @@ class Tokens {
   const char* argument_;
   Kind kind_ = Kind::objects;
   Py_buffer view_{};
+  const void* data_ = nullptr;  // the ids of a buffer, or of a copy
   bool has_view_ = false;
   pybind11::object sequence_;  // the list or tuple read, for Kind::objects
   std::size_t size_ = 0;

@@ -268,9 +268,22 @@ PyType_Slot slots[] = {
 
 PyType_Spec spec = {"pfx.Ids", sizeof(IdsView), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_SEQUENCE, slots};
 
+PyTypeObject* ids_type = nullptr;  // the type, made once at import
+
 }  // namespace
 
-PyObject* make_ids_type() { return PyType_FromSpec(&spec); }
+PyObject* make_ids_type() {
+  PyObject* type = PyType_FromSpec(&spec);
+  ids_type = reinterpret_cast<PyTypeObject*>(type);
+  return type;
+}
+
+const token* ids_of_view(PyObject* object, std::size_t& size) {
+  if (ids_type == nullptr || Py_TYPE(object) != ids_type) return nullptr;
+  const std::vector<token>& ids = ids_of(object);
+  size = ids.size();
+  return ids.data();
+}
 
 PyObject* make_ids_view(PyObject* ids_type, PyObject* owner, Lane* lane) {
   auto* type = reinterpret_cast<PyTypeObject*>(ids_type);

@@ -9,12 +9,19 @@
 
 #include "lane.hpp"
 
+#include <pfx/token.hpp>
+
 #include <Python.h>
+
+#include <cstddef>
 
 namespace pfx::python {
 
 /// Creates the type; call once at import. Returns a new reference, or nullptr with an error set.
 PyObject* make_ids_type();
+
+/// The ids `object` shows when it is a pfx.Ids view, else nullptr (then `size` is untouched).
+const token* ids_of_view(PyObject* object, std::size_t& size);
 
 /// A view of `owner` (a Python pfx.Machine) whose C++ object is `lane`. New reference.
 PyObject* make_ids_view(PyObject* ids_type, PyObject* owner, Lane* lane);

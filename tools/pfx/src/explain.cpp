@@ -86,10 +86,10 @@ void print_json(std::ostream& out, const Config& config, const HeldRecord& recor
 }  // namespace
 
 Config explain_config(const ExplainOptions& options) {
-  const driver::LaneOptions lane = driver::lane_options_from_environment();
+  const Config environment = driver::config_from_environment();
   Config config;
-  config.enabled = options.enabled.value_or(lane.enabled) && !options.disabled;
-  config.keep_min = options.keep_min.value_or(lane.keep_min);
+  config.enabled = options.enabled.value_or(environment.enabled) && !options.disabled;
+  config.keep_min = options.keep_min.value_or(environment.keep_min);
   config.chunk = options.chunk.value_or(default_explain_chunk);
   return config;
 }
