@@ -1,5 +1,5 @@
-// pfx audit, run in-process: the report names every ID, the table is read from the docs, and a
-// broken machine or an incomplete table fails the audit (CLI-3).
+// pfx audit, run in-process: the report names every ID, the table is the one the build traced from
+// the tests' tags, and a broken machine or an incomplete table fails the audit (CLI-3).
 
 #include <pfx/conformance/bridge.hpp>
 #include "support/requirement.hpp"
@@ -12,15 +12,17 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <span>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
 namespace {
 
 using pfx::cli::AuditOptions;
-using pfx::cli::EmbeddedDoc;
+using pfx::cli::TracedRequirement;
 
 /// An audit small enough to run often: the exhaustive rule domain, the compile-time protocol domain,
 /// and a few random runs.
@@ -44,20 +46,26 @@ Result audit(const AuditOptions& options) {
   return {status, out.str()};
 }
 
-/// A traceability document with a row and a test for every ID except those in `without_row` and
+/// A traced table with a row and a test for every ID except those in `without_row` and
 /// `without_test`.
-std::string traceability(const std::vector<std::string>& without_row, const std::vector<std::string>& without_test) {
-  const auto absent = [](const std::vector<std::string>& list, const std::string& id) {
-    return std::find(list.begin(), list.end(), id) != list.end();
-  };
-  std::string rows = "## Requirements\n\n| ID | requirement | enforced in core | tests |\n|---|---|---|---|\n";
-  std::string index = "## Test index\n\n| test | IDs it records |\n|---|---|\n";
-  for (const pfx::cli::RequirementId& r : pfx::cli::audited_ids()) {
-    if (!absent(without_row, r.id)) rows += "| " + r.id + " | it holds | `core/" + r.id + ".hpp` | |\n";
-    if (!absent(without_test, r.id)) index += "| `Suite.Checks" + std::to_string(r.id.size()) + "` | " + r.id + " |\n";
+class Traced {
+ public:
+  Traced(const std::vector<std::string>& without_row, const std::vector<std::string>& without_test) {
+    const auto absent = [](const std::vector<std::string>& list, const std::string& id) {
+      return std::find(list.begin(), list.end(), id) != list.end();
+    };
+    for (const pfx::cli::RequirementId& r : ids_) {
+      rows_.push_back({r.id, !absent(without_row, r.id), "core/x.hpp",
+                       absent(without_test, r.id) ? std::span<const std::string_view>{} : tests_, {}});
+    }
   }
-  return "# Traceability\n\n" + rows + "\n" + index;
-}
+  [[nodiscard]] std::span<const TracedRequirement> rows() const { return rows_; }
+
+ private:
+  std::vector<pfx::cli::RequirementId> ids_ = pfx::cli::audited_ids();
+  std::vector<std::string_view> tests_{"Suite.Checks"};
+  std::vector<TracedRequirement> rows_;
+};
 
 /// A machine that offers the whole prompt on every query: the audit must catch it.
 pfx::bridge::Comparison greedy_step(pfx::Machine& machine, pfx::spec::State& model, const pfx::spec::Event& event) {
@@ -89,17 +97,16 @@ TEST(CliAudit, TheReportNamesEveryIdOfTheCatalogueAndTheRequirementsWithItsState
   for (const char* check : {"rule", "protocol", "configure", "random"}) {
     EXPECT_NE(r.out.find(fmt::format("\n  {} ", check)), std::string::npos) << check;
   }
-  // The table is the embedded docs/traceability.md: INV-8's row and one of its tests.
+  // The table is the one generated from the tags: INV-8's row and one of its tests.
   EXPECT_NE(r.out.find("enforced in core: core/include/pfx/machine.hpp Machine::begin"), std::string::npos);
   EXPECT_NE(r.out.find("SeedAudit253.AfterBeginAndAbortNoRewrittenRowIsOfferedAgain"), std::string::npos);
 }
 
 TEST(CliAudit, PassesWhenEveryCheckHoldsAndEveryIdHasARowAndATest) {
   pfx::test::verifies("CLI-3");
-  const std::string doc = traceability({}, {});
-  const EmbeddedDoc docs[] = {{pfx::cli::traceability_doc, doc}};
+  const Traced traced({}, {});
   AuditOptions options = quick(2);
-  options.docs = docs;
+  options.traced = traced.rows();
   const Result r = audit(options);
   EXPECT_EQ(r.status, pfx::cli::exit_ok) << r.out;
   EXPECT_NE(r.out.find("pfx audit: every check passed"), std::string::npos) << r.out;
@@ -108,10 +115,9 @@ TEST(CliAudit, PassesWhenEveryCheckHoldsAndEveryIdHasARowAndATest) {
 
 TEST(CliAudit, AnIdWithoutARowOrWithoutATestFailsTheAuditAndIsNamed) {
   pfx::test::verifies("CLI-3");
-  const std::string doc = traceability({"CLI-3"}, {"INV-8"});
-  const EmbeddedDoc docs[] = {{pfx::cli::traceability_doc, doc}};
+  const Traced traced({"CLI-3"}, {"INV-8"});
   AuditOptions options = quick(3);
-  options.docs = docs;
+  options.traced = traced.rows();
   const Result r = audit(options);
   EXPECT_EQ(r.status, pfx::cli::exit_mismatch) << r.out;
   EXPECT_NE(r.out.find("CLI-3: no row in the \"Requirements\" table of docs/traceability.md"), std::string::npos)
@@ -119,8 +125,8 @@ TEST(CliAudit, AnIdWithoutARowOrWithoutATestFailsTheAuditAndIsNamed) {
   EXPECT_NE(r.out.find("INV-8: no test in the \"Test index\" of docs/traceability.md"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("INV-1: no"), std::string::npos) << r.out;
 
-  // With no traceability document at all, every ID is missing.
-  options.docs = {};
+  // With no traced table at all, every ID is missing.
+  options.traced = {};
   EXPECT_EQ(audit(options).status, pfx::cli::exit_mismatch);
 }
 
@@ -185,28 +191,25 @@ TEST(CliAudit, TheJsonReportHasEveryCheckAndEveryIdOfTheTable) {
   EXPECT_EQ(report["ok"].get<bool>(), r.status == pfx::cli::exit_ok);
 }
 
-TEST(CliAudit, TheTableTakesItsColumnsByNameAndTheDocsSectionsThatNameEachId) {
+TEST(CliAudit, TheTableIsTheTracedOneLookedUpById) {
   pfx::test::verifies("CLI-3");
-  const std::string table =
-      "## Requirements\n\n"
-      "| ID | docs | enforced in core |\n|---|---|---|\n"
-      "| INV-1 | x | `decide` (the `lcp` bound)<br>`common_prefix` |\n\n"
-      "## Test index\n\n| test | IDs it records |\n|---|---|\n"
-      "| `Rule.A` | INV-1 INV-10 |\n| `Rule.B` | INV-10 |\n";
-  const std::string spec =
-      "# Spec\n\n## The rule\n\nNeither INV-10 nor INV-1..5 counts here.\n\n"
-      "```cpp\n# not a heading: INV-1\n```\n\n## What INV-1 keeps\n\nText.\n\n## Later\n\nAgain INV-1.\n";
-  const EmbeddedDoc docs[] = {{"docs/spec.md", spec}, {pfx::cli::traceability_doc, table}};
+  const std::string_view tests[] = {"Rule.A", "Rule.B"};
+  const std::string_view docs[] = {"docs/spec.md#the-rule"};
+  const TracedRequirement traced[] = {{"INV-10", true, "decide; common_prefix", tests, docs}};
   const pfx::cli::RequirementId ids[] = {{"INV-1", "one"}, {"INV-10", "ten"}};
-  const std::vector<pfx::cli::TraceabilityEntry> t = pfx::cli::traceability_table(ids, docs);
+  const std::vector<pfx::cli::TraceabilityEntry> t = pfx::cli::traceability_table(ids, traced);
   ASSERT_EQ(t.size(), 2U);
-  EXPECT_TRUE(t[0].has_row);
-  EXPECT_EQ(t[0].enforced_in_core, "decide (the lcp bound); common_prefix");
-  EXPECT_EQ(t[0].tests, std::vector<std::string>{"Rule.A"});
-  EXPECT_EQ(t[0].docs, (std::vector<std::string>{"docs/spec.md#what-inv-1-keeps", "docs/spec.md#later"}));
-  EXPECT_TRUE(t[0].problems().empty());
-  EXPECT_FALSE(t[1].has_row);
+  EXPECT_EQ(t[0].id, "INV-1");
+  EXPECT_FALSE(t[0].has_row);
+  EXPECT_EQ(t[0].problems().size(), 2U);
+  EXPECT_EQ(t[1].statement, "ten");
+  EXPECT_TRUE(t[1].has_row);
+  EXPECT_EQ(t[1].enforced_in_core, "decide; common_prefix");
   EXPECT_EQ(t[1].tests, (std::vector<std::string>{"Rule.A", "Rule.B"}));
   EXPECT_EQ(t[1].docs, std::vector<std::string>{"docs/spec.md#the-rule"});
-  EXPECT_EQ(t[1].problems().size(), 1U);
+  EXPECT_TRUE(t[1].problems().empty());
+  // The program's own table has every audited ID, each with a row and a test.
+  const std::vector<pfx::cli::TraceabilityEntry> built =
+      pfx::cli::traceability_table(pfx::cli::audited_ids(), pfx::cli::traced_requirements());
+  for (const pfx::cli::TraceabilityEntry& e : built) EXPECT_TRUE(e.problems().empty()) << e.id;
 }

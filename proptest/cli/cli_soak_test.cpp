@@ -211,4 +211,47 @@ TEST(SoakCommand, TheJsonSummaryCountsEveryCheckAndBadOptionsRunNothing) {
   EXPECT_EQ(bad_tolerance.out + no_time_to_watch.out, "") << "nothing was run";
 }
 
+std::vector<std::string> keys(const nlohmann::ordered_json& object) {
+  std::vector<std::string> out;
+  for (const auto& [key, value] : object.items()) out.push_back(key);
+  return out;
+}
+
+TEST(SoakCommand, ReplayAndSoakSummariesWriteTheSameCountersAndKeepTheirFields) {
+  pfx::test::verifies("SOAK-1 CLI-1");
+  const PfxRun soak = run_pfx("soak --json --requests 150 --warmup 100 --verify-every 10 --vocab 64 --chunk 8 "
+                              "--capacity 600 --keep-min 16 --rss-tolerance 1000%");
+  const PfxRun replay = run_pfx("replay --json --requests 12 --seed 5 --vocab 512 --chunk 16 --capacity 2048");
+  ASSERT_EQ(soak.status, pfx::cli::exit_ok) << soak.err << soak.out;
+  ASSERT_EQ(replay.status, pfx::cli::exit_ok) << replay.err;
+  const auto s = nlohmann::ordered_json::parse(soak.out);
+  const auto r = nlohmann::ordered_json::parse(replay.out.substr(replay.out.rfind("\n{") + 1));
+  const std::vector<std::string> counters = {"requests",      "served",         "failures",       "stale_reads",
+                                             "clears",        "prompt_tokens",  "reused_tokens",  "prefill_tokens",
+                                             "reuse_fraction", "mismatches"};
+  const auto then = [&](std::vector<std::string> head, const std::vector<std::string>& tail) {
+    head.insert(head.end(), counters.begin(), counters.end());
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  };
+  EXPECT_EQ(keys(s), then({"type"}, {"injected", "verified", "memory", "elapsed_s", "ok", "settings"}));
+  EXPECT_EQ(keys(r), then({"type"}, {"elapsed_s", "ok", "settings"}));
+  EXPECT_EQ(keys(s["settings"]), (std::vector<std::string>{"engine", "chunk", "vocab", "capacity", "reuse", "keep_min",
+                                                            "faults", "seed", "verify_every", "warmup", "rss_tolerance"}));
+  EXPECT_EQ(keys(r["settings"]), (std::vector<std::string>{"trace", "engine", "chunk", "vocab", "capacity", "reuse",
+                                                            "keep_min", "verify", "faults", "seed"}));
+  for (const nlohmann::ordered_json* j : {&s, &r}) {
+    EXPECT_EQ((*j)["served"].get<std::size_t>() + (*j)["failures"].get<std::size_t>(), (*j)["requests"]) << *j;
+    EXPECT_EQ((*j)["reused_tokens"].get<std::size_t>() + (*j)["prefill_tokens"].get<std::size_t>(),
+              (*j)["prompt_tokens"]) << *j;
+    EXPECT_DOUBLE_EQ((*j)["reuse_fraction"].get<double>(),
+                     (*j)["reused_tokens"].get<double>() / (*j)["prompt_tokens"].get<double>());
+    EXPECT_EQ((*j)["settings"]["reuse"], true);
+  }
+  EXPECT_EQ(s["settings"]["engine"], "host reference engine (vocab 64, width 16, 2 layers, chunk 8)");
+  EXPECT_EQ(s["settings"]["keep_min"], 16);
+  EXPECT_EQ(s["requests"], 150);
+  EXPECT_EQ(r["requests"], 12);
+}
+
 }  // namespace

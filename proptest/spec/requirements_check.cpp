@@ -1,11 +1,10 @@
 // Fails when an invariant of the catalogue or another requirement (spec/requirements.hpp) has no
 // test, or a test claims an ID neither knows. Reads the "verifies" properties that the tests
-// recorded in their gtest XML reports. Given the traceability document too, it also fails when the
-// document's per-test index differs from what the tests record.
+// recorded in their gtest XML reports. Given the index of the tests' tags too (generated with
+// docs/traceability.md by tools/pfx/traceability/: "Suite.Name<TAB>ID ID" per line), it also fails
+// when a test records other IDs than its tag names, or a tagged test never ran.
 //
-//   pfx_requirements_check RESULTS_DIR [TRACEABILITY_MD]
-
-#include <pfx/conformance/test_index.hpp>
+//   pfx_requirements_check RESULTS_DIR [INDEX]
 
 #include <pfx/spec/catalogue.hpp>
 #include <pfx/spec/requirements.hpp>
@@ -17,6 +16,7 @@
 #include <map>
 #include <regex>
 #include <set>
+#include <stdexcept>
 #include <sstream>
 #include <string>
 
@@ -76,11 +76,19 @@ IdsByTest recorded(const std::filesystem::path& dir) {
   return by_test;
 }
 
-/// Suite.Name -> IDs, from the document's per-test index.
-IdsByTest documented(const std::filesystem::path& doc) {
+/// Suite.Name -> IDs, from the index of the tests' tags. Throws for a line without a tab.
+IdsByTest documented(const std::filesystem::path& index) {
+  if (!std::filesystem::is_regular_file(index)) throw std::runtime_error("no index " + index.string());
   IdsByTest by_test;
-  for (const pfx::test::IndexRow& row : pfx::test::test_index_rows(read(doc))) {
-    by_test[row.test] = Ids(row.ids.begin(), row.ids.end());
+  std::istringstream lines(read(index));
+  std::size_t number = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++number;
+    const std::size_t tab = line.find('\t');
+    if (tab == std::string::npos) {
+      throw std::runtime_error(index.string() + ":" + std::to_string(number) + ": expected Suite.Name<TAB>IDs");
+    }
+    by_test[line.substr(0, tab)] = split(line.substr(tab + 1));
   }
   return by_test;
 }
@@ -88,7 +96,7 @@ IdsByTest documented(const std::filesystem::path& doc) {
 /// The whole check; 0 when every requirement has a test (and the index matches), 1 otherwise.
 int check(int argc, char** argv) {
   if (argc != 2 && argc != 3) {
-    std::cerr << "usage: pfx_requirements_check RESULTS_DIR [TRACEABILITY_MD]\n";
+    std::cerr << "usage: pfx_requirements_check RESULTS_DIR [INDEX]\n";
     return 2;
   }
   const std::filesystem::path dir = argv[1];
@@ -128,10 +136,10 @@ int check(int argc, char** argv) {
     for (const auto& [test, ids] : by_test) {
       const auto row = in_doc.find(test);
       if (row == in_doc.end()) {
-        std::cerr << "FAIL " << argv[2] << " has no row for " << test << " (" << join(ids) << ")\n";
+        std::cerr << "FAIL " << test << " records " << join(ids) << ", but no tag of it is in " << argv[2] << "\n";
         ++problems;
       } else if (row->second != ids) {
-        std::cerr << "FAIL " << argv[2] << " says " << test << " verifies " << join(row->second)
+        std::cerr << "FAIL " << argv[2] << " says the tag of " << test << " names " << join(row->second)
                   << ", but it records " << join(ids) << "\n";
         ++problems;
       }
@@ -139,9 +147,9 @@ int check(int argc, char** argv) {
     const std::set<std::string> not_run = skipped(dir);
     for (const auto& [test, ids] : in_doc) {
       if (by_test.count(test) == 0 && not_run.count(test) != 0) {
-        std::cout << "SKIPPED " << test << " (" << join(ids) << "): listed, and skipped in this run\n";
+        std::cout << "SKIPPED " << test << " (" << join(ids) << "): tagged, and skipped in this run\n";
       } else if (by_test.count(test) == 0) {
-        std::cerr << "FAIL " << argv[2] << " lists " << test << ", which no report has\n";
+        std::cerr << "FAIL " << argv[2] << " lists " << test << ", which no report has (it did not run)\n";
         ++problems;
       }
     }

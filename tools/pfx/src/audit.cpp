@@ -263,7 +263,7 @@ std::vector<RequirementId> audited_ids() {
 int run_audit(const AuditOptions& options, const Streams& streams) {
   const std::vector<Check> checks = run_checks(options);
   const std::vector<RequirementId> ids = audited_ids();
-  const std::vector<TraceabilityEntry> table = traceability_table(ids, options.docs);
+  const std::vector<TraceabilityEntry> table = traceability_table(ids, options.traced);
 
   std::vector<std::string> problems;
   for (const Check& c : checks) {

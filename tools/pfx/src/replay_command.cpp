@@ -1,9 +1,11 @@
 // `pfx replay` and `pfx workload`: options, the engine, the trace, and the table or JSON output.
 
 #include <pfx/cli/command.hpp>
+#include <pfx/cli/lane_options.hpp>
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
 #include <pfx/cli/replay.hpp>
+#include <pfx/cli/summary_json.hpp>
 #include <pfx/cli/trace.hpp>
 #include <pfx/cli/workload.hpp>
 #include <pfx/driver/cuda.hpp>
@@ -26,7 +28,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -61,20 +62,12 @@ struct ReplayOptions {
 };
 
 void add_model_options(CLI::App& command, ModelOptions& model) {
-  command.add_option("--chunk", model.chunk, "Prefill chunk of the reference engine, and so the rule's chunk")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))->capture_default_str();
-  command.add_option("--vocab", model.vocab, "Vocabulary of the reference engine: token ids are 0 .. vocab - 1")
-      ->check(CLI::Range(std::size_t{1}, static_cast<std::size_t>(std::numeric_limits<token>::max())))
-      ->capture_default_str();
-  command.add_option("--capacity", model.capacity, "KV rows of the lane, allocated once")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26))->capture_default_str();
+  add_model_options(command, ModelFields{model.chunk, model.vocab, model.capacity});
 }
 
 /// The workload `pfx replay` runs without a trace.
 WorkloadOptions workload_options(const ModelOptions& model, std::uint64_t seed, std::size_t requests) {
-  if (model.capacity < 256) {
-    throw InputError(fmt::format("--capacity {} is too small for the embedded workload (at least 256)", model.capacity));
-  }
+  check_embedded_workload_capacity(model.capacity);
   return {.seed = seed, .vocab = model.vocab, .requests = requests, .capacity = model.capacity};
 }
 
@@ -126,11 +119,10 @@ ChosenEngine make_engine(const ReplayOptions& options) {
   const std::string why_not = driver::cuda::unavailable_reason();
   const bool on_device = options.backend == "cuda" || (options.backend == "auto" && why_not.empty());
   if (options.backend == "cuda" && !why_not.empty()) throw InputError(fmt::format("--backend cuda: {}", why_not));
-  const std::string model = fmt::format("reference engine (vocab {}, width {}, {} layers, chunk {})", shape.vocab,
-                                        shape.width, shape.layers, shape.chunk);
+  const std::string model = describe_engine(shape);
+  if (!on_device) return {host_engine(shape), "host " + model};
   try {
-    if (on_device) return {std::make_unique<driver::cuda::ReferenceEngineOnDevice>(shape), "CUDA " + model};
-    return {std::make_unique<driver::HostReferenceEngine>(shape), "host " + model};
+    return {std::make_unique<driver::cuda::ReferenceEngineOnDevice>(shape), "CUDA " + model};
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
   }
@@ -167,24 +159,19 @@ json request_json(const RequestReport& r) {
 
 json summary_json(const ReplaySummary& s, const ReplayOptions& o, const driver::LaneOptions& lane,
                   const Input& input, const std::string& engine) {
-  json j{{"type", "summary"},
-         {"requests", s.requests},
-         {"served", s.requests - s.failures},
-         {"failures", s.failures},
-         {"stale_reads", s.stale_reads},
-         {"clears", s.clears},
-         {"prompt_tokens", s.prompt_tokens},
-         {"reused_tokens", s.reused_tokens},
-         {"prefill_tokens", s.prefill_tokens},
-         {"reuse_fraction", s.prompt_tokens > 0 ? static_cast<double>(s.reused_tokens) / static_cast<double>(s.prompt_tokens) : 0.0},
-         {"mismatches", s.mismatches},
-         {"divergences", s.divergences},
-         {"elapsed_s", s.elapsed_s},
-         {"ok", s.ok()},
-         {"settings", {{"trace", input.source}, {"engine", engine}, {"chunk", o.model.chunk}, {"vocab", o.model.vocab},
-                       {"capacity", lane.capacity}, {"reuse", lane.enabled}, {"keep_min", lane.keep_min},
-                       {"verify", o.verify}, {"faults", o.faults}, {"seed", o.seed}, {"dcp", o.dcp},
-                       {"interleave", o.interleave}}}};
+  json j{{"type", "summary"}};
+  add_summary_counters(j, s);
+  j["divergences"] = s.divergences;
+  j["elapsed_s"] = s.elapsed_s;
+  j["ok"] = s.ok();
+  json settings{{"trace", input.source}};
+  add_lane_settings(settings, engine, o.model.chunk, o.model.vocab, lane);
+  settings["verify"] = o.verify;
+  settings["faults"] = o.faults;
+  settings["seed"] = o.seed;
+  settings["dcp"] = o.dcp;
+  settings["interleave"] = o.interleave;
+  j["settings"] = settings;
   if (o.verify) {
     j["verified"] = s.verified;
     j["prefill_ms"] = s.prefill_ms;
@@ -212,10 +199,6 @@ std::string table_row(const RequestReport& r, bool verify) {
                      name(r.decision.bound), r.prefill_tokens, r.ttft_ms);
   if (verify && r.bitexact) row += fmt::format(" {:>9.2f} {}", r.cold_ttft_ms, *r.bitexact ? "yes" : "NO: " + r.mismatch);
   return row;
-}
-
-std::string percent(std::size_t part, std::size_t whole) {
-  return whole == 0 ? "0%" : fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
 }
 
 std::string summary_text(const ReplaySummary& s, bool verify) {
@@ -274,8 +257,7 @@ int run_replay(const ReplayOptions& options, const Streams& streams) {
 }
 
 int replay_on(const ReplayOptions& options, const Streams& streams, driver::Collective* ranks) {
-  driver::LaneOptions lane = driver::lane_options_from_environment({.capacity = options.model.capacity, .poison = true});
-  if (options.keep_min) lane.keep_min = *options.keep_min;
+  const driver::LaneOptions lane = lane_options(options.model.capacity, options.keep_min);
   const Input input = read_input(options);  // every line checked before anything runs
   const ChosenEngine engine = make_engine(options);
   const ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults, .seed = options.seed,
@@ -284,8 +266,7 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
   const std::size_t requests = count_requests(input.items);
   if (!options.json) {
     streams.out << fmt::format("pfx replay: {}: {} requests\n", input.source, requests)
-                << fmt::format("lane: {}, capacity {}, reuse {}, keep_min {}{}{}{}\n", engine.description, lane.capacity,
-                               lane.enabled ? "on" : "off", lane.keep_min, options.verify ? ", verify" : "",
+                << fmt::format("lane: {}{}{}{}\n", describe_lane(engine.description, lane), options.verify ? ", verify" : "",
                                options.faults > 0 ? fmt::format(", faults {} (seed {})", options.faults, options.seed) : "",
                                options.dcp > 1 || ranks != nullptr
                                    ? fmt::format(", {} shards (interleave {}), {}", options.dcp, options.interleave,
@@ -327,14 +308,11 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
                       "JSON Lines trace: {\"prompt\": [ids], \"max_new_tokens\": n} or {\"op\": \"clear\"} per line; "
                       "- reads standard input; without it, the embedded workload");
   add_model_options(*command, options->model);
-  command->add_option("--keep-min", options->keep_min,
-                      "Shortest reuse worth taking (default: TF_GLM53_PREFIX_CACHE_MIN, else 64)")
-      ->check(non_negative());  // CLI11 would wrap -1 round to 2^64 - 1
+  add_keep_min_option(*command, options->keep_min);
   command->add_option("--backend", options->backend, "host, cuda, or auto (cuda when a device is available)")
       ->check(CLI::IsMember({"host", "cuda", "auto"}))->capture_default_str();
   command->add_flag("--verify", options->verify, "Also serve each request cold and compare bit for bit");
-  command->add_option("--faults", options->faults, "Probability that each engine call (one prefill chunk or decode step) fails, injected")
-      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  add_faults_option(*command, options->faults);
   command->add_option("--seed", options->seed, "Seed of the injected failures and of the embedded workload")
       ->capture_default_str()
       ->check(non_negative());

@@ -1,20 +1,18 @@
 // `pfx soak`: options, the host engine, and the summary as text or JSON (docs/cli.md, "pfx soak").
 
 #include <pfx/cli/command.hpp>
+#include <pfx/cli/lane_options.hpp>
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
 #include <pfx/cli/soak.hpp>
-#include <pfx/driver/environment.hpp>
-#include <pfx/engines/host_reference_engine.hpp>
+#include <pfx/cli/summary_json.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <limits>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 
 namespace pfx::cli {
@@ -33,10 +31,6 @@ struct SoakOptions {
 
 /// At most this many failed checks are printed one by one; the summary counts them all.
 constexpr std::size_t shown_failures = 10;
-
-std::string percent(std::size_t part, std::size_t whole) {
-  return whole == 0 ? "0%" : fmt::format("{:.1f}%", 100.0 * static_cast<double>(part) / static_cast<double>(whole));
-}
 
 std::string memory_text(const SoakSummary& s, const SoakSettings& settings) {
   if (!s.baseline) {
@@ -82,27 +76,22 @@ json summary_json(const SoakSummary& s, const SoakOptions& o, const driver::Lane
     memory["allowed_kib"] = s.allowed_kib;
   }
   memory["flat"] = s.memory_flat();
-  return json{{"type", "soak"},
-              {"requests", r.requests},
-              {"served", r.requests - r.failures},
-              {"failures", r.failures},
-              {"injected", s.injected},
-              {"stale_reads", r.stale_reads},
-              {"clears", r.clears},
-              {"verified", r.verified},
-              {"mismatches", r.mismatches},
-              {"prompt_tokens", r.prompt_tokens},
-              {"reused_tokens", r.reused_tokens},
-              {"prefill_tokens", r.prefill_tokens},
-              {"reuse_fraction", r.prompt_tokens > 0 ? static_cast<double>(r.reused_tokens) / static_cast<double>(r.prompt_tokens) : 0.0},
-              {"memory", memory},
-              {"elapsed_s", r.elapsed_s},
-              {"ok", s.ok()},
-              {"settings", {{"engine", engine}, {"chunk", o.chunk}, {"vocab", o.settings.workload.vocab},
-                            {"capacity", lane.capacity}, {"reuse", lane.enabled}, {"keep_min", lane.keep_min},
-                            {"faults", o.settings.replay.fault_rate}, {"seed", o.settings.workload.seed},
-                            {"verify_every", o.settings.verify_every}, {"warmup", o.settings.warmup},
-                            {"rss_tolerance", o.settings.tolerance.describe()}}}};
+  json j{{"type", "soak"}};
+  add_summary_counters(j, r);
+  j["injected"] = s.injected;
+  j["verified"] = r.verified;
+  j["memory"] = memory;
+  j["elapsed_s"] = r.elapsed_s;
+  j["ok"] = s.ok();
+  json settings;
+  add_lane_settings(settings, engine, o.chunk, o.settings.workload.vocab, lane);
+  settings["faults"] = o.settings.replay.fault_rate;
+  settings["seed"] = o.settings.workload.seed;
+  settings["verify_every"] = o.settings.verify_every;
+  settings["warmup"] = o.settings.warmup;
+  settings["rss_tolerance"] = o.settings.tolerance.describe();
+  j["settings"] = settings;
+  return j;
 }
 
 std::string failed_check(const RequestReport& r) {
@@ -118,30 +107,19 @@ int run_soak(SoakOptions& options, const Streams& streams) {
     throw InputError(fmt::format("--warmup {} leaves no request to watch memory on: it must be less than --requests {}",
                                  settings.warmup, settings.workload.requests));
   }
-  if (settings.workload.capacity < 256) {
-    throw InputError(fmt::format("--capacity {} is too small for the embedded workload (at least 256)",
-                                 settings.workload.capacity));
-  }
+  check_embedded_workload_capacity(settings.workload.capacity);
   driver::LaneOptions& lane = settings.replay.lane;
-  lane = driver::lane_options_from_environment({.capacity = settings.workload.capacity, .poison = true});
-  if (options.keep_min) lane.keep_min = *options.keep_min;
+  lane = lane_options(settings.workload.capacity, options.keep_min);
   settings.replay.seed = settings.workload.seed;
 
   const driver::ReferenceModelShape shape{.vocab = settings.workload.vocab, .chunk = options.chunk};
-  std::unique_ptr<driver::Engine> engine;
-  try {
-    engine = std::make_unique<driver::HostReferenceEngine>(shape);
-  } catch (const std::invalid_argument& e) {
-    throw InputError(e.what());
-  }
-  const std::string description = fmt::format("host reference engine (vocab {}, width {}, {} layers, chunk {})",
-                                              shape.vocab, shape.width, shape.layers, shape.chunk);
+  const std::unique_ptr<driver::Engine> engine = host_engine(shape);
+  const std::string description = "host " + describe_engine(shape);
   const std::size_t requests = settings.workload.requests;
   if (!options.json) {
     streams.out << fmt::format("pfx soak: {} requests of the embedded workload (seed {}), faults {} per engine call\n",
                                requests, settings.workload.seed, settings.replay.fault_rate)
-                << fmt::format("lane: {}, capacity {}, reuse {}, keep_min {}\n", description, lane.capacity,
-                               lane.enabled ? "on" : "off", lane.keep_min)
+                << fmt::format("lane: {}\n", describe_lane(description, lane))
                 << fmt::format("verify: every {}th request and every request after a failure, against a cold run\n",
                                settings.verify_every)
                 << fmt::format("memory: baseline after {} requests, then a sample every {}; tolerance {}\n",
@@ -182,25 +160,15 @@ void add_soak_command(CLI::App& app, const Streams& streams, int& status) {
               "responses against cold runs bit for bit, and that resident memory stays flat");
   command->add_option("--requests", s.workload.requests, "Requests to serve")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000000}))->capture_default_str();
-  command->add_option("--faults", s.replay.fault_rate,
-                      "Probability that each engine call (one prefill chunk or decode step) fails, injected")
-      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  add_faults_option(*command, s.replay.fault_rate);
   command->add_option("--verify-every", s.verify_every,
                       "Compare every Nth request, and every request after a failure, with a cold run")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000000}))->capture_default_str();
   command->add_option("--seed", s.workload.seed, "Seed of the traffic and of the injected failures")
       ->capture_default_str()
       ->check(non_negative());
-  command->add_option("--chunk", options->chunk, "Prefill chunk of the reference engine, and so the rule's chunk")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))->capture_default_str();
-  command->add_option("--vocab", s.workload.vocab, "Vocabulary of the reference engine: token ids are 0 .. vocab - 1")
-      ->check(CLI::Range(std::size_t{1}, static_cast<std::size_t>(std::numeric_limits<token>::max())))
-      ->capture_default_str();
-  command->add_option("--capacity", s.workload.capacity, "KV rows of the lane, allocated once")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26))->capture_default_str();
-  command->add_option("--keep-min", options->keep_min,
-                      "Shortest reuse worth taking (default: TF_GLM53_PREFIX_CACHE_MIN, else 64)")
-      ->check(non_negative());
+  add_model_options(*command, ModelFields{options->chunk, s.workload.vocab, s.workload.capacity});
+  add_keep_min_option(*command, options->keep_min);
   command->add_option("--warmup", s.warmup, "Requests served before the baseline of resident memory is taken")
       ->capture_default_str()
       ->check(non_negative());

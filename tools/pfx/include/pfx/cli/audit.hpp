@@ -6,7 +6,7 @@
 /// seeded random protocol runs, and with the bounded model checker (model_checker.hpp: SAFE against
 /// the ghost state); says what each covered, and with which compiler and flags it was built; then
 /// prints the traceability table (audit_table.hpp). Exits exit_mismatch on any violation,
-/// and on any requirement ID without a row or a test in docs/traceability.md.
+/// and on any requirement ID without a row or a test in the traceability table.
 
 #include <pfx/cli/audit_runs.hpp>
 #include <pfx/cli/audit_table.hpp>
@@ -34,8 +34,8 @@ struct AuditOptions {
   bool json = false;
   /// How each random step is taken; tests substitute a broken one.
   Stepper step = bridge::step_both;
-  /// Where the traceability table is read from; tests substitute an incomplete one.
-  std::span<const EmbeddedDoc> docs = embedded_docs();
+  /// The traceability table as the build traced it; tests substitute an incomplete one.
+  std::span<const TracedRequirement> traced = traced_requirements();
 };
 
 /// Runs the audit and writes its report to `streams.out` (text, or JSON with options.json).
