@@ -4,7 +4,7 @@ set -euo pipefail
 
 packages=(cmake make g++ librapidcheck-dev libgtest-dev libbenchmark-dev libboost-dev
           libcli11-dev nlohmann-json3-dev libfmt-dev pybind11-dev python3-dev
-          clang libclang-rt-14-dev clang-tidy)
+          clang libclang-rt-14-dev clang-tidy libopenmpi-dev openmpi-bin)
 
 missing=()
 for package in "${packages[@]}"; do
