@@ -22,6 +22,7 @@
 #include <pfx/driver/engine.hpp>
 #include <pfx/driver/generation.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
+#include <pfx/engines/reference_engine_on_device.hpp>
 #include <pfx/driver/kv_state.hpp>
 #include <pfx/driver/lane.hpp>
 #include <pfx/engines/reference_model.hpp>
@@ -105,7 +106,7 @@ class Fixtures {
     std::unique_ptr<Lane>& lane = lanes_[{backend, prompt_length, poison}];
     if (lane == nullptr) {
       lane = std::make_unique<Lane>(engine(backend), LaneOptions{.capacity = prompt_length + 1,
-                                                                 .reuse = true,
+                                                                 .enabled = true,
                                                                  .keep_min = keep_min,
                                                                  .poison = poison});
     }
@@ -206,7 +207,7 @@ void BM_TtftCold(benchmark::State& state, Fixtures* fixtures, Backend backend,
   std::unique_ptr<Lane> lane;
   try {
     lane = std::make_unique<Lane>(fixtures->engine(backend),
-                                  LaneOptions{.capacity = prompt_length + 1, .reuse = false});
+                                  LaneOptions{.capacity = prompt_length + 1, .enabled = false});
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;

@@ -31,11 +31,11 @@ int serve(int turns) {
   pfx::driver::LaneOptions options = pfx::driver::lane_options_from_environment({.capacity = 8192});
   options.poison = true;
   pfx::driver::Lane lane(engine, options);
-  pfx::driver::Lane cold(engine, {.capacity = options.capacity, .reuse = false, .poison = true});
+  pfx::driver::Lane cold(engine, {.capacity = options.capacity, .enabled = false, .poison = true});
 
   std::printf("pfx lane: reference engine (vocab %zu, width %zu, %zu layers, chunk %zu), capacity %zu, "
               "reuse %s, keep_min %zu\n",
-              model.vocab, model.width, model.layers, model.chunk, options.capacity, options.reuse ? "on" : "off",
+              model.vocab, model.width, model.layers, model.chunk, options.capacity, options.enabled ? "on" : "off",
               options.keep_min);
   std::printf("%-5s %7s %7s %-16s %9s %12s %12s %s\n", "turn", "prompt", "offset", "reason", "prefill",
               "ttft ms", "cold ms", "bit-exact");

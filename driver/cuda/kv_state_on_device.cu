@@ -3,9 +3,8 @@
 // stream order alone orders the writes and reads of one lane's rows. Also whether CUDA can run here.
 
 #include <pfx/driver/cuda.hpp>
+#include <pfx/driver/cuda/check.cuh>
 #include <pfx/driver/errors.hpp>
-
-#include "check.cuh"
 
 #include <cuda_runtime.h>
 

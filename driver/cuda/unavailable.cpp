@@ -24,19 +24,4 @@ std::size_t KvStateOnDevice::memory_bytes() const noexcept { return 0; }
 float* KvStateOnDevice::device_data() const noexcept { return nullptr; }
 void* KvStateOnDevice::stream() const noexcept { return nullptr; }
 
-struct ReferenceEngineOnDevice::Impl {};
-ReferenceEngineOnDevice::ReferenceEngineOnDevice(const ReferenceModelShape&) { throw CudaError(reason); }
-ReferenceEngineOnDevice::~ReferenceEngineOnDevice() = default;
-std::size_t ReferenceEngineOnDevice::chunk() const noexcept { return 1; }
-std::size_t ReferenceEngineOnDevice::vocab() const noexcept { return 0; }
-const ReferenceModelShape& ReferenceEngineOnDevice::model() const noexcept {
-  static const ReferenceModelShape none{};
-  return none;
-}
-std::unique_ptr<KvState> ReferenceEngineOnDevice::make_kv_state(std::size_t) const { throw CudaError(reason); }
-void ReferenceEngineOnDevice::prefill(KvState&, std::span<const token>, std::size_t, std::span<float>) {
-  throw CudaError(reason);
-}
-void ReferenceEngineOnDevice::decode(KvState&, token, std::size_t, std::span<float>) { throw CudaError(reason); }
-
 }  // namespace pfx::driver::cuda

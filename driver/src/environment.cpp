@@ -1,23 +1,82 @@
 #include <pfx/driver/environment.hpp>
 #include <pfx/driver/errors.hpp>
 
-#include <charconv>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 namespace pfx::driver {
 namespace {
 
+/// The blanks Python's str.strip() and int() ignore within ASCII: space, \t \n \v \f \r, and the
+/// separators \x1c..\x1f.
+constexpr bool blank(char c) noexcept { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f'); }
+
 std::string_view trimmed(std::string_view text) {
-  const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
   while (!text.empty() && blank(text.front())) text.remove_prefix(1);
   while (!text.empty() && blank(text.back())) text.remove_suffix(1);
   return text;
 }
 
+constexpr char lower(char c) noexcept { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+bool spelled(std::string_view value, std::string_view word) {
+  if (value.size() != word.size()) return false;
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    if (lower(value[i]) != word[i]) return false;
+  }
+  return true;
+}
+
 [[noreturn]] void malformed(std::string_view variable, std::string_view value, std::string_view expected) {
   throw ConfigError(std::string(variable) + "=\"" + std::string(value) + "\" is malformed: expected " +
                     std::string(expected));
+}
+
+bool read_flag(std::string_view raw) {
+  const std::string_view value = trimmed(raw);
+  if (value.empty()) return true;  // the original class: any value but "0" is on
+  for (const std::string_view on : {"1", "true", "on", "yes"}) {
+    if (spelled(value, on)) return true;
+  }
+  for (const std::string_view off : {"0", "false", "off", "no"}) {
+    if (spelled(value, off)) return false;
+  }
+  malformed(prefix_cache_variable, raw,
+            "1, true, on or yes (reuse on), 0, false, off or no (reuse off), or empty (on)");
+}
+
+/// A base-10 integer as Python's int() reads it: optional sign, digits with single underscores
+/// between them.
+std::size_t read_count(std::string_view raw) {
+  std::string_view value = trimmed(raw);
+  bool negative = false;
+  if (!value.empty() && (value.front() == '+' || value.front() == '-')) {
+    negative = value.front() == '-';
+    value.remove_prefix(1);
+  }
+  constexpr std::string_view expected = "an integer >= 0 such as 64 (Python's int() spellings: \"+64\", \"1_000\")";
+  std::uint64_t n = 0;
+  bool overflow = false;
+  bool after_digit = false;
+  for (const char c : value) {
+    if (c == '_' && after_digit) {
+      after_digit = false;
+      continue;
+    }
+    if (c < '0' || c > '9') malformed(prefix_cache_min_variable, raw, expected);
+    const auto digit = static_cast<std::uint64_t>(c - '0');
+    if (n > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) overflow = true;
+    n = n * 10 + digit;
+    after_digit = true;
+  }
+  if (!after_digit) malformed(prefix_cache_min_variable, raw, expected);  // empty, or a trailing '_'
+  if (negative && (overflow || n != 0)) malformed(prefix_cache_min_variable, raw, "a count of tokens >= 0, not a negative one");
+  if (overflow || n > std::numeric_limits<std::size_t>::max()) {
+    malformed(prefix_cache_min_variable, raw, "a count of tokens that fits in 64 bits");
+  }
+  return static_cast<std::size_t>(n);
 }
 
 std::optional<std::string_view> variable(std::string_view name) {
@@ -28,35 +87,14 @@ std::optional<std::string_view> variable(std::string_view name) {
 
 }  // namespace
 
-LaneOptions apply_environment(LaneOptions base, std::optional<std::string_view> prefix_cache,
-                              std::optional<std::string_view> prefix_cache_min) {
-  if (prefix_cache) {
-    // The seed treats every value but "0" as on; a typo such as "off" would then turn reuse on,
-    // so only the two values the seed documents are accepted.
-    const std::string_view value = trimmed(*prefix_cache);
-    if (value == "0") {
-      base.reuse = false;
-    } else if (value == "1") {
-      base.reuse = true;
-    } else {
-      malformed(prefix_cache_variable, *prefix_cache, "\"1\" (reuse on) or \"0\" (reuse off)");
-    }
-  }
-  if (prefix_cache_min) {
-    const std::string_view value = trimmed(*prefix_cache_min);
-    std::size_t keep_min = 0;
-    const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), keep_min);
-    if (value.empty() || error != std::errc{} || end != value.data() + value.size()) {
-      malformed(prefix_cache_min_variable, *prefix_cache_min,
-                error == std::errc::result_out_of_range ? "a count of tokens that fits in 64 bits"
-                                                        : "a non-negative decimal count of tokens, such as 64");
-    }
-    base.keep_min = keep_min;
-  }
+Config apply_environment(Config base, std::optional<std::string_view> prefix_cache,
+                         std::optional<std::string_view> prefix_cache_min) {
+  if (prefix_cache) base.enabled = read_flag(*prefix_cache);
+  if (prefix_cache_min) base.keep_min = read_count(*prefix_cache_min);
   return base;
 }
 
-LaneOptions lane_options_from_environment(LaneOptions base) {
+Config config_from_environment(Config base) {
   return apply_environment(base, variable(prefix_cache_variable), variable(prefix_cache_min_variable));
 }
 

@@ -27,7 +27,7 @@ Lane::Lane(Engine& engine, const LaneOptions& options) : engine_(engine), option
   if (options.capacity == 0) throw ConfigError("Lane: capacity must be at least 1 token");
   if (engine.chunk() == 0) throw ConfigError("Lane: the engine's prefill chunk must be at least 1");
   if (engine.vocab() == 0) throw ConfigError("Lane: the engine's vocabulary is empty");
-  expect_accepted(machine_.configure({.enabled = options.reuse, .keep_min = options.keep_min,
+  expect_accepted(machine_.configure({.enabled = options.enabled, .keep_min = options.keep_min,
                                       .chunk = engine.chunk()}),
                   "configure");
   kv_ = engine.make_kv_state(options.capacity);
@@ -58,6 +58,7 @@ void Lane::check_request(std::span<const token> prompt, std::size_t max_new_toke
 }
 
 Response Lane::serve(std::span<const token> prompt, std::size_t max_new_tokens) {
+  const std::lock_guard<std::mutex> one_request_at_a_time(serving_);
   const Clock::time_point start = Clock::now();
   check_request(prompt, max_new_tokens);  // before anything is written
 
@@ -132,6 +133,9 @@ void Lane::write(std::span<const token> prompt, std::size_t max_new_tokens, Resp
   ids_.insert(ids_.end(), response.generated.begin(), response.generated.end());
 }
 
-void Lane::clear() { machine_.clear(); }
+void Lane::clear() {
+  const std::lock_guard<std::mutex> not_during_a_request(serving_);
+  machine_.clear();
+}
 
 }  // namespace pfx::driver

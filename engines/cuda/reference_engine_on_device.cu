@@ -1,4 +1,4 @@
-// The reference engine (pfx/driver/reference_model.hpp) as CUDA kernels, queued on the KV state's
+// The reference engine (pfx/engines/reference_model.hpp) as CUDA kernels, queued on the KV state's
 // stream. It ports HostReferenceEngine step for step: the same weights, the same prefill split of
 // attention into the rows before the chunk and the chunk's own rows (two-pass partial softmax
 // results merged by log-sum-exp), the same one-pass online softmax for decode. Every sum is taken
@@ -9,11 +9,12 @@
 // prefill_attend or decode_attend (reads them: the kernel boundary orders the writes before the
 // reads), then compute_logits for the last row. Row kernels run one block per row.
 
+#include <pfx/engines/reference_engine_on_device.hpp>
+
 #include <pfx/driver/cuda.hpp>
+#include <pfx/driver/cuda/check.cuh>
 #include <pfx/driver/errors.hpp>
 #include <pfx/driver/kv_shape.hpp>
-
-#include "check.cuh"
 
 #include <cuda_runtime.h>
 

@@ -4,7 +4,7 @@
 
 namespace pfx::driver {
 
-FaultyEngine::FaultyEngine(Engine& inner, double rate, std::uint64_t seed) : inner_(inner), random_(seed) {
+FaultyEngine::FaultyEngine(Engine& inner, double rate, std::uint64_t seed) : WrappedEngine(inner), random_(seed) {
   set_rate(rate);
 }
 

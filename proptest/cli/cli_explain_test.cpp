@@ -1,6 +1,7 @@
 // pfx explain, run in-process: its decision and bound are the core's (CLI-4), and bad input is an
 // InputError that names the argument and the field (CLI-2).
 
+#include "cli/in_process.hpp"
 #include "support/requirement.hpp"
 
 #include <pfx/cli/explain.hpp>
@@ -11,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -18,6 +20,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -76,6 +79,30 @@ class ScopedEnvironment {
   std::optional<std::string> old_;
 };
 
+/// The values of the bounds' rows in the JSON report, in order (empty when none was consulted).
+std::vector<std::size_t> printed_bounds(const nlohmann::json& report) {
+  std::vector<std::size_t> values;
+  for (const nlohmann::json& row : report["bounds"]) values.push_back(row["value"].get<std::size_t>());
+  return values;
+}
+
+/// The values of the bounds' rows in the text report: the number after each row's name.
+std::vector<std::size_t> printed_bound_lines(const std::string& text) {
+  std::vector<std::size_t> values;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    for (const std::string_view row : {"common prefix", "canonical end", "one token left", "alignment", "keep_min"}) {
+      if (line.starts_with("  " + std::string(row) + " ")) values.push_back(std::stoul(line.substr(2 + row.size())));
+    }
+  }
+  return values;
+}
+
+/// Core's bounds in the order explain prints them.
+std::vector<std::size_t> values_of(const pfx::Bounds& b) {
+  return {b.common_prefix, b.canonical_end, b.one_token_left, b.aligned, b.keep_min};
+}
+
 /// A file in the test's temporary directory holding `text`.
 std::string file_with(const std::string& name, const std::string& text) {
   const std::filesystem::path path = std::filesystem::temp_directory_path() / name;
@@ -103,9 +130,9 @@ PFX_PROPERTY(CliExplain, TheDecisionAndTheBoundAreThoseOfDecideOnEveryRecordAndP
                              : fmt::format("[{}]", fmt::join(prompt, ","));
   options.chunk = config.chunk;
   options.keep_min = config.keep_min;
-  options.disabled = !config.enabled;
-  // Reuse on by default (TF_GLM53_PREFIX_CACHE unset), so --disabled alone says whether it is off.
-  const ScopedEnvironment reuse("TF_GLM53_PREFIX_CACHE", std::nullopt);
+  options.enabled = config.enabled;
+  // The environment says the opposite, so the option must win.
+  const ScopedEnvironment reuse("TF_GLM53_PREFIX_CACHE", config.enabled ? "0" : "1");
 
   const pfx::Decision expected = pfx::decide(config, ids, end, prompt);
   const std::string text = explain(options);
@@ -126,6 +153,75 @@ PFX_PROPERTY(CliExplain, TheDecisionAndTheBoundAreThoseOfDecideOnEveryRecordAndP
     RC_ASSERT(row["name"] == name(expected.bound));
   }
   RC_ASSERT(marked == (expected.bound == pfx::Bound::none ? 0U : 1U));
+  // Every number printed is the one core computed (pfx::bounds), in both forms.
+  const std::vector<std::size_t> values = printed_bounds(report);
+  const std::vector<std::size_t> lines = printed_bound_lines(text);
+  RC_ASSERT(values == lines);
+  if (expected.bound == pfx::Bound::none) {
+    RC_ASSERT(values.empty());
+  } else {
+    RC_ASSERT(values == values_of(pfx::bounds(config, ids, end, prompt)));
+  }
+}
+
+TEST(CliExplain, EveryPrintedNumberIsCoresBoundOnTheEdgeCases) {
+  pfx::test::verifies("CLI-4");
+  static_assert(pfx::bounds(pfx::Config{true, 2, 1}, std::array<pfx::token, 3>{1, 2, 3}, 1,
+                            std::array<pfx::token, 2>{1, 2}) == pfx::Bounds{2, 1, 1, 1, 2, pfx::Bound::canonical_end});
+  struct Case {
+    const char* what;
+    std::string record;
+    std::string prompt;
+    bool enabled;
+    pfx::Bound bound;
+  };
+  const std::vector<Case> cases = {
+      {"an empty prompt", "[1,2,3]", "[]", true, pfx::Bound::common_prefix},
+      {"an empty record", "[]", "[1,2,3]", true, pfx::Bound::none},
+      {"reuse off", "[1,2,3,4,5,6,7,8]", "[1,2,3,4,5,6,7,8,9]", false, pfx::Bound::none},
+      {"the canonical end", R"({"ids": [1,2,3,4,5,6,7,8,9,10], "canonical_end": 5})", "[1,2,3,4,5,6,7,8,9,10,11]", true,
+       pfx::Bound::canonical_end},
+      {"one token left", "[1,2,3,4,5,6,7,8,9]", "[1,2,3,4,5]", true, pfx::Bound::one_token_left},
+  };
+  for (const Case& c : cases) {
+    ExplainOptions options = inline_options(c.record, c.prompt);
+    options.chunk = 1;
+    options.enabled = c.enabled;
+    const std::string text = explain(options);
+    options.json = true;
+    const nlohmann::json report = nlohmann::json::parse(explain(options));
+    EXPECT_EQ(report["bound"], name(c.bound)) << c.what;
+    const pfx::cli::HeldRecord held = pfx::cli::read_record("--record", c.record, std::nullopt);
+    const std::vector<pfx::token> prompt = pfx::cli::read_prompt("--prompt", c.prompt);
+    const pfx::Config config = pfx::cli::explain_config(options);
+    EXPECT_EQ(printed_bound_lines(text), printed_bounds(report)) << c.what << "\n" << text;
+    if (c.bound == pfx::Bound::none) {
+      EXPECT_TRUE(printed_bounds(report).empty()) << c.what;
+    } else {
+      EXPECT_EQ(printed_bounds(report), values_of(pfx::bounds(config, held.ids, held.canonical_end, prompt))) << c.what;
+    }
+  }
+}
+
+TEST(CliExplain, TheKnobIsEnabledAndTheDeprecatedDisabledStillTurnsItOff) {
+  pfx::test::verifies("CLI-4 CLI-2");
+  const ScopedEnvironment reuse("TF_GLM53_PREFIX_CACHE", std::nullopt);
+  const std::string args = "explain --record [1,2,3,4,5] --prompt [1,2,3,4,5,6] --chunk 1 --keep-min 1";
+  const pfx::test::PfxRun on = pfx::test::run_pfx(args + " --enabled 1");
+  const pfx::test::PfxRun off = pfx::test::run_pfx(args + " --enabled 0");
+  const pfx::test::PfxRun deprecated = pfx::test::run_pfx(args + " --disabled");
+  EXPECT_EQ(on.status, pfx::cli::exit_ok) << on.err;
+  EXPECT_TRUE(on.out.ends_with("\noffset 5: reused, decided by common prefix\n")) << on.out;
+  EXPECT_EQ(off.status, pfx::cli::exit_ok) << off.err;
+  EXPECT_TRUE(off.out.ends_with("\noffset 0: disabled, decided by none\n")) << off.out;
+  EXPECT_EQ(deprecated.out, off.out);
+  const pfx::test::PfxRun both = pfx::test::run_pfx(args + " --enabled 1 --disabled");
+  EXPECT_EQ(both.status, pfx::cli::exit_bad_input);
+  EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
+  const pfx::test::PfxRun neither = pfx::test::run_pfx(args + " --enabled maybe");
+  EXPECT_EQ(neither.status, pfx::cli::exit_bad_input);
+  EXPECT_NE(neither.err.find("--enabled"), std::string::npos) << neither.err;
+  EXPECT_EQ(both.out + neither.out, "") << "nothing was explained";
 }
 
 TEST(CliExplain, EachBoundIsPrintedWithItsValueAndInvariantAndTheTightestIsMarked) {
@@ -149,7 +245,7 @@ TEST(CliExplain, EachBoundIsPrintedWithItsValueAndInvariantAndTheTightestIsMarke
   ExplainOptions options = inline_options(R"([1,2,3,4,5,6,7,8,9,10])", "[1,2,3,4,5,6,99]");
   options.keep_min = 5;
   EXPECT_TRUE(explain(options).ends_with("\noffset 0: below keep_min, decided by alignment\n"));
-  options.disabled = true;
+  options.enabled = false;
   EXPECT_TRUE(explain(options).ends_with("no bound was consulted: reuse is off (INV-6)\n\noffset 0: disabled, "
                                          "decided by none\n"));
 }

@@ -4,11 +4,12 @@
 
 #include "support/lanes.hpp"
 #include "support/requirement.hpp"
-#include "support/run_pfx.hpp"
+#include "cli/in_process.hpp"
 
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/replay.hpp>
 #include <pfx/cli/workload.hpp>
+#include <pfx/engines/drifting_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
 
 #include <gtest/gtest.h>
@@ -116,7 +117,7 @@ PFX_PROPERTY(Replay, WithInjectedFailuresEveryServedResponseStillEqualsCold, "CL
   RC_CLASSIFY(r.summary.failures > 0, "some requests failed");
 }
 
-using pfx::test::DriftingEngine;
+using pfx::driver::DriftingEngine;
 
 TEST(Replay, AnEngineThatIsNotDeterministicIsReportedAsAMismatch) {
   pfx::test::verifies("CLI-1");
@@ -162,8 +163,8 @@ TEST(ReplayCommand, JsonHasOneObjectPerRequestThenASummaryAndAWorkloadFileReplay
 
   const PfxRun embedded = run_pfx("replay --json --verify --requests 12 --seed 5 --keep-min 32 " + model);
   const PfxRun from_file = run_pfx("replay --json --verify --seed 5 --keep-min 32 " + model + " " + path);
-  ASSERT_EQ(embedded.status, pfx::cli::exit_ok) << embedded.input_error;
-  ASSERT_EQ(from_file.status, pfx::cli::exit_ok) << from_file.input_error;
+  ASSERT_EQ(embedded.status, pfx::cli::exit_ok) << embedded.err;
+  ASSERT_EQ(from_file.status, pfx::cli::exit_ok) << from_file.err;
   const auto a = json_lines(embedded.out);
   const auto b = json_lines(from_file.out);
   ASSERT_EQ(a.size(), 13u);  // 12 requests, 1 summary
@@ -202,17 +203,39 @@ TEST(ReplayCommand, ABadTraceReplaysNothingAndNamesEveryBadLine) {
   const PfxRun run = run_pfx("replay --vocab 512 " + path);
   EXPECT_EQ(run.status, pfx::cli::exit_bad_input);
   EXPECT_EQ(run.out, "") << "nothing was replayed";
-  EXPECT_NE(run.input_error.find(path + ":2: field \"max_new_tokens\": expected a non-negative integer"),
+  EXPECT_NE(run.err.find(path + ":2: field \"max_new_tokens\": expected a non-negative integer"),
             std::string::npos)
-      << run.input_error;
-  EXPECT_NE(run.input_error.find(path + ":4: field \"prompt\": element 1 is 600, outside the vocabulary 0..511"),
+      << run.err;
+  EXPECT_NE(run.err.find(path + ":4: field \"prompt\": element 1 is 600, outside the vocabulary 0..511"),
             std::string::npos)
-      << run.input_error;
-  EXPECT_NE(run.input_error.find("2 bad lines; nothing was replayed"), std::string::npos) << run.input_error;
+      << run.err;
+  EXPECT_NE(run.err.find("2 bad lines; nothing was replayed"), std::string::npos) << run.err;
 
   const PfxRun missing = run_pfx("replay " + ::testing::TempDir() + "pfx_no_such_trace.jsonl");
   EXPECT_EQ(missing.status, pfx::cli::exit_bad_input);
-  EXPECT_NE(missing.input_error.find("No such file or directory"), std::string::npos) << missing.input_error;
+  EXPECT_NE(missing.err.find("No such file or directory"), std::string::npos) << missing.err;
+}
+
+TEST(Run, BadInputExitsTwoWithTheCommandsNameAndHelpAndVersionExitZero) {
+  pfx::test::verifies("CLI-2");
+  const PfxRun none = run_pfx("");
+  EXPECT_EQ(none.status, pfx::cli::exit_bad_input);
+  EXPECT_NE(none.err.find("pfx: "), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("Run with --help for the options."), std::string::npos) << none.err;
+  const PfxRun bad_option = run_pfx("replay --chunk 0");
+  EXPECT_EQ(bad_option.status, pfx::cli::exit_bad_input);
+  EXPECT_EQ(bad_option.err.rfind("pfx replay: --chunk", 0), 0u) << bad_option.err;
+  const PfxRun bad_input = run_pfx("workload --capacity 10");
+  EXPECT_EQ(bad_input.status, pfx::cli::exit_bad_input);
+  EXPECT_EQ(bad_input.err, "pfx workload: --capacity 10 is too small for the embedded workload (at least 256)\n");
+  EXPECT_EQ(bad_option.out + bad_input.out, "") << "nothing was run";
+  const PfxRun help = run_pfx("replay --help");
+  EXPECT_EQ(help.status, pfx::cli::exit_ok);
+  EXPECT_NE(help.out.find("--verify"), std::string::npos) << help.out;
+  const PfxRun version = run_pfx("--version");
+  EXPECT_EQ(version.status, pfx::cli::exit_ok);
+  EXPECT_FALSE(version.out.empty());
+  EXPECT_EQ(version.err, "");
 }
 
 }  // namespace

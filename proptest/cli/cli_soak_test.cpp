@@ -5,11 +5,12 @@
 
 #include "support/lanes.hpp"
 #include "support/requirement.hpp"
-#include "support/run_pfx.hpp"
+#include "cli/in_process.hpp"
 
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/soak.hpp>
 #include <pfx/cli/workload.hpp>
+#include <pfx/engines/drifting_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
 
 #include <gtest/gtest.h>
@@ -131,7 +132,7 @@ TEST(Soak, ThroughInjectedFailuresEverySampledResponseEqualsItsColdRunAndSoDoesT
   EXPECT_EQ(r.summary.samples.back().requests, 400u);
 }
 
-using pfx::test::DriftingEngine;
+using pfx::driver::DriftingEngine;
 
 TEST(Soak, AnEngineThatIsNotDeterministicFailsTheSoakAsAMismatch) {
   pfx::test::verifies("SOAK-1");
@@ -186,7 +187,7 @@ TEST(SoakCommand, TheJsonSummaryCountsEveryCheckAndBadOptionsRunNothing) {
   const PfxRun run = run_pfx(
       "soak --json --requests 300 --warmup 100 --verify-every 10 --faults 0.003 --vocab 64 --chunk 8 --capacity 600 "
       "--keep-min 16 --rss-tolerance 1000%");
-  ASSERT_EQ(run.status, pfx::cli::exit_ok) << run.input_error << run.out;
+  ASSERT_EQ(run.status, pfx::cli::exit_ok) << run.err << run.out;
   const nlohmann::json summary = nlohmann::json::parse(run.out);
   EXPECT_EQ(summary["type"], "soak");
   EXPECT_EQ(summary["requests"], 300);
@@ -201,12 +202,12 @@ TEST(SoakCommand, TheJsonSummaryCountsEveryCheckAndBadOptionsRunNothing) {
 
   const PfxRun bad_tolerance = run_pfx("soak --rss-tolerance lots");
   EXPECT_EQ(bad_tolerance.status, pfx::cli::exit_bad_input);
-  EXPECT_NE(bad_tolerance.input_error.find("--rss-tolerance: expected KiB"), std::string::npos)
-      << bad_tolerance.input_error;
+  EXPECT_NE(bad_tolerance.err.find("--rss-tolerance: expected KiB"), std::string::npos)
+      << bad_tolerance.err;
   const PfxRun no_time_to_watch = run_pfx("soak --requests 100 --warmup 100");
   EXPECT_EQ(no_time_to_watch.status, pfx::cli::exit_bad_input);
-  EXPECT_NE(no_time_to_watch.input_error.find("--warmup 100 leaves no request"), std::string::npos)
-      << no_time_to_watch.input_error;
+  EXPECT_NE(no_time_to_watch.err.find("--warmup 100 leaves no request"), std::string::npos)
+      << no_time_to_watch.err;
   EXPECT_EQ(bad_tolerance.out + no_time_to_watch.out, "") << "nothing was run";
 }
 

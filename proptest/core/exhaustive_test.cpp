@@ -41,6 +41,7 @@ TEST(Exhaustive, TheRuleEqualsTheReferenceOnEveryCaseOfTheBoundedDomain) {
   const pfx::proof::Tally t = pfx::proof::prove_rule_over(pfx::proof::run_time_rule_domain);
   EXPECT_EQ(t.failed, 0U) << counterexample(t);
   EXPECT_GT(t.checked, 400000U);  // the whole domain was walked, not a part of it
+  EXPECT_GT(t.granted, 10000U);   // and it offered reuse, so INV-1..5 judged real offsets
 }
 
 TEST(Exhaustive, TheProtocolEqualsTheReferenceFromEveryStateOfTheBoundedDomain) {
@@ -48,6 +49,7 @@ TEST(Exhaustive, TheProtocolEqualsTheReferenceFromEveryStateOfTheBoundedDomain) 
   const pfx::proof::Tally t = pfx::proof::prove_protocol_over(pfx::proof::run_time_protocol_domain);
   EXPECT_EQ(t.failed, 0U) << counterexample(t);
   EXPECT_GT(t.checked, 100000U);
+  EXPECT_GT(t.granted, 1000U);
 }
 
 TEST(Exhaustive, ConfigureEqualsTheReferenceForEveryKnobChunkZeroIncluded) {

@@ -63,11 +63,17 @@ constexpr bool every_refusal_is_reported_and_changes_nothing() {
   ok = ok && m.configure({}).refusal == Refusal::writing && m == writing;
   const Tokens answer = concat(prompt, {7, 7});
   ok = ok && m.commit(answer, 14).refusal == Refusal::canonical_end_past_ids && m == writing;
-  ok = ok && m.commit(answer, 7).refusal == Refusal::canonical_end_before_offset && m == writing;
+  ok = ok && m.commit(answer, 12).refusal == Refusal::canonical_end_past_prompt && m == writing;
   Tokens broken = answer;
-  broken[3] = 99;
-  ok = ok && m.commit(broken, 11).refusal == Refusal::ids_drop_kept_prefix && m == writing;
-  ok = ok && m.commit(iota(9, 1), 9).refusal == Refusal::ids_drop_kept_prefix && m == writing;
+  broken[3] = 99;  // in the kept prefix
+  ok = ok && m.commit(broken, 11).refusal == Refusal::ids_not_begun_prompt && m == writing;
+  broken = answer;
+  broken[10] = 43;  // past the offset: rows the engine computed from 42
+  ok = ok && m.commit(broken, 11).refusal == Refusal::ids_not_begun_prompt && m == writing;
+  ok = ok && m.commit(iota(10), 10).refusal == Refusal::ids_not_begun_prompt && m == writing;
+  ok = ok && m.commit(iota(9, 1), 9).refusal == Refusal::ids_not_begun_prompt && m == writing;
+  Machine conservative = m;  // a canonical_end below the prompt's length, even below the offset
+  ok = ok && conservative.commit(answer, 7).accepted() && conservative.held().canonical_end == 7;
   ok = ok && m.commit(answer, 11).accepted();
   return ok;
 }
@@ -216,7 +222,9 @@ TEST(Machine, CommitWithinTheReservedCapacityNeverReallocates) {
     EXPECT_EQ(m.held().ids.data(), storage);  // the kept prefix was not moved or copied
     EXPECT_EQ(m.capacity(), capacity);
   }
-  EXPECT_EQ(m.memory_bytes(), sizeof(Machine) + capacity * sizeof(pfx::token));
+  EXPECT_EQ(m.begun().size(), 0U);
+  // The record and the begun prompt, each reserved once.
+  EXPECT_EQ(m.memory_bytes(), sizeof(Machine) + 2 * capacity * sizeof(pfx::token));
 }
 
 TEST(Machine, WithoutReserveTheRecordUsesFourBytesPerHeldTokenPlusAConstant) {
@@ -229,7 +237,8 @@ TEST(Machine, WithoutReserveTheRecordUsesFourBytesPerHeldTokenPlusAConstant) {
     context = concat(prompt, {1});
     ASSERT_TRUE(m.commit(context, prompt.size()).accepted());
     EXPECT_EQ(m.capacity(), context.size());  // no geometric slack
-    EXPECT_EQ(m.memory_bytes(), sizeof(Machine) + 4 * context.size());
+    // The record, and the longest prompt begun (this one: the prompts grow).
+    EXPECT_EQ(m.memory_bytes(), sizeof(Machine) + 4 * (context.size() + prompt.size()));
   }
 }
 

@@ -110,6 +110,10 @@ PFX_PROPERTY(Rule, TheRunTimeCompareFindsTheFirstMismatch, "INV-1",
   RC_CLASSIFY(at % pfx::detail::lcp_block == 0, "mismatch on a block edge");
   RC_ASSERT(pfx::common_prefix(a, b) == pfx::spec::lcp(a, b));
   RC_ASSERT(pfx::common_prefix(b, a) == pfx::spec::lcp(a, b));
+  // The memcmp path equals the plain scan that constant evaluation (and so every compile-time proof)
+  // takes, on the same inputs.
+  RC_ASSERT(pfx::common_prefix(a, b) ==
+            pfx::detail::common_prefix_scan(a.data(), b.data(), std::min(a.size(), b.size())));
 }
 
 TEST(Rule, TheRunTimeCompareIsExactAroundEveryBlockEdge) {

@@ -8,6 +8,7 @@
 #include <pfx/driver/cuda.hpp>
 #include <pfx/driver/errors.hpp>
 #include <pfx/engines/faulty_engine.hpp>
+#include <pfx/engines/reference_engine_on_device.hpp>
 #include <pfx/driver/generation.hpp>
 #include <pfx/driver/lane.hpp>
 #include <pfx/machine.hpp>
@@ -67,7 +68,7 @@ TEST(Cuda, AfterAnyMixOfFailuresEveryResponseEqualsAColdRunBitForBit) {
     ReferenceEngineOnDevice engine(shape);
     pfx::test::PoisonAuditingEngine audited(engine);
     pfx::driver::FaultyEngine faulty(audited, rate, shape.seed);
-    Lane lane(faulty, {.capacity = capacity, .reuse = true, .keep_min = keep_min, .poison = true});
+    Lane lane(faulty, {.capacity = capacity, .enabled = true, .keep_min = keep_min, .poison = true});
     pfx::test::TraceBuilder trace(shape.vocab, capacity, shape.seed);
     const pfx::test::TraceReplay replay = pfx::test::replay_against_cold(lane, engine, capacity, steps, trace);
     RC_CLASSIFY(replay.reused > 0, "some rows reused");
@@ -107,7 +108,7 @@ TEST(Cuda, TheKvStateIsAllocatedOnceAndPoisoned) {
   PFX_REQUIRE_CUDA_DEVICE();
   pfx::test::verifies("DRV-1 DRV-2 DRV-6");
   ReferenceEngineOnDevice engine({.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = 4, .seed = 5});
-  Lane lane(engine, {.capacity = 64, .reuse = true, .keep_min = 0, .poison = true});
+  Lane lane(engine, {.capacity = 64, .enabled = true, .keep_min = 0, .poison = true});
   const auto& kv = dynamic_cast<const KvStateOnDevice&>(lane.kv());
   const float* allocation = kv.device_data();
   for (const float x : kv.copy_rows(0, 64)) ASSERT_TRUE(std::isnan(x));
@@ -127,7 +128,7 @@ TEST(Cuda, AnEngineThatReadsARowTheLaneGaveUpIsCaughtOnTheDevice) {
   pfx::test::verifies("DRV-2 DRV-6");
   ReferenceEngineOnDevice engine({.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = 4, .seed = 5});
   pfx::test::PeekingEngine peeking(engine);
-  Lane lane(peeking, {.capacity = 64, .reuse = true, .keep_min = 0, .poison = true});
+  Lane lane(peeking, {.capacity = 64, .enabled = true, .keep_min = 0, .poison = true});
   const std::vector<token> first = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
   (void)lane.serve(first, 6);
   std::vector<token> second(first.begin(), first.begin() + 12);

@@ -39,7 +39,7 @@ std::string message_of(Call&& call) {
 PFX_PROPERTY(Requests, ABadRequestIsRefusedAndChangesNothing, "DRV-3 INV-10", ()) {
   const std::size_t capacity = *rc::gen::inRange<std::size_t>(8, 80);
   HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4, .seed = 3});
-  Lane lane(engine, {.capacity = capacity, .reuse = true, .keep_min = 0, .poison = true});
+  Lane lane(engine, {.capacity = capacity, .enabled = true, .keep_min = 0, .poison = true});
   const auto history = *rc::gen::container<std::vector<token>>(capacity / 2, rc::gen::inRange<token>(0, 16));
   if (!history.empty()) (void)lane.serve(history, *rc::gen::inRange<std::size_t>(0, capacity / 2));
 
@@ -87,7 +87,7 @@ PFX_PROPERTY(Requests, EveryRequestThatFitsIsServed, "DRV-3", ()) {
   // many new tokens as fit (len(prompt) + max_new_tokens <= capacity), mostly at the limits.
   const std::size_t capacity = *rc::gen::inRange<std::size_t>(1, 40);
   HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4, .seed = 3});
-  Lane lane(engine, {.capacity = capacity, .reuse = true, .keep_min = 0, .poison = true});
+  Lane lane(engine, {.capacity = capacity, .enabled = true, .keep_min = 0, .poison = true});
   const std::size_t length = *rc::gen::weightedElement<std::size_t>(
       {{2, capacity}, {1, 1}, {2, *rc::gen::inRange<std::size_t>(1, capacity + 1)}});
   const auto tokens = rc::gen::weightedOneOf<token>(
@@ -104,7 +104,7 @@ PFX_PROPERTY(Requests, EveryRequestThatFitsIsServed, "DRV-3", ()) {
 TEST(Requests, APromptThatFillsTheStateExactlyIsServed) {
   pfx::test::verifies("DRV-3");
   HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4, .seed = 3});
-  Lane lane(engine, {.capacity = 12, .reuse = true, .keep_min = 0, .poison = true});
+  Lane lane(engine, {.capacity = 12, .enabled = true, .keep_min = 0, .poison = true});
   const std::vector<token> prompt(9, 2);
   EXPECT_EQ(lane.serve(prompt, 3).generated.size(), 3U);  // 9 + 3 = 12 rows: fits
   EXPECT_EQ(lane.serve(prompt, 0).generated.size(), 0U);  // prefill only: logits, no tokens
@@ -129,56 +129,79 @@ TEST(Requests, ALaneOrModelThatCannotWorkIsRefusedAtConstruction) {
             std::string::npos);
 }
 
-// DRV-5: the seed's variables, its meanings and defaults, but no silent misreading.
+// DRV-5: the original class's variables, its meanings and defaults, the conventional spellings, and
+// no silent misreading (docs/python.md, "The environment").
 TEST(Environment, UnsetVariablesGiveTheSeedsDefaults) {
   pfx::test::verifies("DRV-5 AUDIT-259");
-  const LaneOptions options = pfx::driver::apply_environment({}, std::nullopt, std::nullopt);
-  EXPECT_TRUE(options.reuse);
-  EXPECT_EQ(options.keep_min, 64U);
+  const pfx::Config config = pfx::driver::apply_environment({}, std::nullopt, std::nullopt);
+  EXPECT_TRUE(config.enabled);
+  EXPECT_EQ(config.keep_min, 64U);
 }
 
-TEST(Environment, TheSeedsValuesKeepTheirMeanings) {
+TEST(Environment, EveryConventionalSpellingOfTheFlagIsRead) {
   pfx::test::verifies("DRV-5");
   using pfx::driver::apply_environment;
-  EXPECT_FALSE(apply_environment({}, "0", std::nullopt).reuse);
-  EXPECT_TRUE(apply_environment({.reuse = false}, "1", std::nullopt).reuse);
-  EXPECT_TRUE(apply_environment({}, " 1\n", std::nullopt).reuse);
-  EXPECT_EQ(apply_environment({}, std::nullopt, "0").keep_min, 0U);
-  EXPECT_EQ(apply_environment({}, std::nullopt, " 128 ").keep_min, 128U);
+  for (const char* on : {"1", "true", "on", "yes", "TRUE", "On", "yEs", " 1\n", "\ttrue ", "", "  "}) {
+    EXPECT_TRUE(apply_environment({.enabled = false}, on, std::nullopt).enabled) << '"' << on << '"';
+  }
+  for (const char* off : {"0", "false", "off", "no", "FALSE", "Off", "NO", " 0", "0\r\n", "\x1c no\x0b"}) {
+    EXPECT_FALSE(apply_environment({}, off, std::nullopt).enabled) << '"' << off << '"';
+  }
+  const pfx::Config base{.enabled = true, .keep_min = 5, .chunk = 16};
+  EXPECT_EQ(apply_environment(base, "off", std::nullopt).chunk, 16U);  // the variables set no chunk
+  EXPECT_EQ(apply_environment(base, "off", std::nullopt).keep_min, 5U);
+}
+
+TEST(Environment, TheCountIsReadAsPythonsIntReadsIt) {
+  pfx::test::verifies("DRV-5");
+  using pfx::driver::apply_environment;
+  const std::pair<const char*, std::size_t> cases[] = {
+      {"0", 0}, {" 128 ", 128}, {"+8", 8}, {" 8 ", 8}, {"1_000", 1000}, {"007", 7}, {"-0", 0}, {"+0_0", 0},
+      {"18446744073709551615", std::numeric_limits<std::size_t>::max()}};
+  for (const auto& [text, value] : cases) {
+    EXPECT_EQ(apply_environment({}, std::nullopt, text).keep_min, value) << '"' << text << '"';
+  }
 }
 
 PFX_PROPERTY(Environment, EveryCountReadsBackAsItself, "DRV-5", (std::size_t keep_min)) {
   RC_ASSERT(pfx::driver::apply_environment({}, std::nullopt, std::to_string(keep_min)).keep_min == keep_min);
+  RC_ASSERT(pfx::driver::apply_environment({}, std::nullopt, "+" + std::to_string(keep_min)).keep_min == keep_min);
 }
 
 TEST(Environment, AMalformedValueIsAnErrorThatNamesTheVariable) {
   pfx::test::verifies("DRV-5");
   using pfx::driver::apply_environment;
-  for (const char* value : {"", "yes", "true", "2", "-1", "off", "0x1"}) {
+  for (const char* value : {"2", "-1", "0x1", "y", "enable", "truee", "o n", "1 0"}) {
     const std::string message = message_of<ConfigError>([&] { (void)apply_environment({}, value, std::nullopt); });
     EXPECT_NE(message.find("TF_GLM53_PREFIX_CACHE=\"" + std::string(value) + "\" is malformed"), std::string::npos)
         << "value \"" << value << "\": " << message;
   }
-  for (const char* value : {"", "abc", "-5", "+5", "12abc", "6_4", "1e3", "99999999999999999999999"}) {
+  for (const char* value : {"", " ", "abc", "-5", "- 5", "+", "12abc", "6__4", "_64", "64_", "1e3", "0x10", "6.0",
+                            "99999999999999999999999", "18446744073709551616", "-99999999999999999999999"}) {
     const std::string message = message_of<ConfigError>([&] { (void)apply_environment({}, std::nullopt, value); });
     EXPECT_NE(message.find("TF_GLM53_PREFIX_CACHE_MIN=\"" + std::string(value) + "\" is malformed"),
               std::string::npos)
         << "value \"" << value << "\": " << message;
   }
+  EXPECT_NE(message_of<ConfigError>([&] { (void)apply_environment({}, std::nullopt, "-5"); }).find("negative"),
+            std::string::npos);
 }
 
 TEST(Environment, TheProcessEnvironmentIsRead) {
   pfx::test::verifies("DRV-5");
-  ASSERT_EQ(setenv("TF_GLM53_PREFIX_CACHE", "0", 1), 0);
+  ASSERT_EQ(setenv("TF_GLM53_PREFIX_CACHE", "off", 1), 0);
   ASSERT_EQ(setenv("TF_GLM53_PREFIX_CACHE_MIN", "7", 1), 0);
-  const LaneOptions options = pfx::driver::lane_options_from_environment();
-  EXPECT_FALSE(options.reuse);
-  EXPECT_EQ(options.keep_min, 7U);
+  const pfx::Config config = pfx::driver::config_from_environment();
+  EXPECT_FALSE(config.enabled);
+  EXPECT_EQ(config.keep_min, 7U);
+  EXPECT_EQ(pfx::driver::lane_options_from_environment({.capacity = 99}).keep_min, 7U);
+  EXPECT_EQ(pfx::driver::lane_options_from_environment({.capacity = 99}).capacity, 99U);
   ASSERT_EQ(setenv("TF_GLM53_PREFIX_CACHE_MIN", "seven", 1), 0);
   EXPECT_THROW((void)pfx::driver::lane_options_from_environment(), ConfigError);
+  EXPECT_THROW((void)pfx::driver::config_from_environment(), ConfigError);
   unsetenv("TF_GLM53_PREFIX_CACHE");
   unsetenv("TF_GLM53_PREFIX_CACHE_MIN");
-  EXPECT_TRUE(pfx::driver::lane_options_from_environment().reuse);
+  EXPECT_TRUE(pfx::driver::config_from_environment().enabled);
 }
 
 }  // namespace

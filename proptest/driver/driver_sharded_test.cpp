@@ -56,7 +56,7 @@ struct Plan {
 Plan plan_of(const pfx::driver::ReferenceModelShape& shape, std::size_t keep_min,
              const std::vector<pfx::test::TraceStep>& steps) {
   HostReferenceEngine engine(shape);
-  Lane lane(engine, {.capacity = capacity, .reuse = true, .keep_min = keep_min, .poison = true});
+  Lane lane(engine, {.capacity = capacity, .enabled = true, .keep_min = keep_min, .poison = true});
   pfx::test::TraceBuilder trace(shape.vocab, capacity, shape.seed);
   Plan plan;
   for (const pfx::test::TraceStep& step : steps) {
@@ -107,7 +107,7 @@ Run run_ranks(const pfx::driver::ReferenceModelShape& shape, std::size_t keep_mi
     threads.emplace_back([&, r] {
       HostReferenceEngine engine(shape);
       FaultyEngine faulty(engine, rate, seed + r);
-      ShardedLane lane(faulty, {.capacity = capacity, .reuse = true, .keep_min = keep_min, .poison = true},
+      ShardedLane lane(faulty, {.capacity = capacity, .enabled = true, .keep_min = keep_min, .poison = true},
                        layout, group.rank(r));
       for (std::size_t s = 0; s < plan.prompts.size(); ++s) {
         RankStep step;
@@ -297,7 +297,7 @@ PFX_PROPERTY(Sharded, ALaneOverShardsPoisonsAndRecoversLikeOneState, "SHARD-1 DR
   pfx::test::PoisonAuditingEngine audited(engine);
   FaultyEngine faulty(audited, rate, *rc::gen::arbitrary<std::uint64_t>());
   pfx::driver::ShardedEngine sharded(faulty, layout);
-  Lane lane(sharded, {.capacity = capacity, .reuse = true, .keep_min = keep_min, .poison = true});
+  Lane lane(sharded, {.capacity = capacity, .enabled = true, .keep_min = keep_min, .poison = true});
   pfx::test::TraceBuilder trace(shape.vocab, capacity, shape.seed);
   const pfx::test::TraceReplay replay = pfx::test::replay_against_cold(lane, engine, capacity, steps, trace);
   RC_ASSERT(replay.failures == faulty.failures());

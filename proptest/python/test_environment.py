@@ -1,5 +1,6 @@
-"""TF_GLM53_PREFIX_CACHE and TF_GLM53_PREFIX_CACHE_MIN: the seed's meanings and defaults, read at
-import by the driver's one parser; a malformed value never breaks `import pfx`."""
+"""TF_GLM53_PREFIX_CACHE and TF_GLM53_PREFIX_CACHE_MIN: the original class's meanings and defaults and
+the conventional spellings, read at import by the one parser C++ uses too (driver/src/environment.cpp);
+a malformed value never breaks `import pfx`."""
 from __future__ import annotations
 
 import os
@@ -65,8 +66,9 @@ for read in (lambda: pfx.KEEP_MIN, pfx.PromptPrefix):
 """
         ours = run_python(code, TF_GLM53_PREFIX_CACHE_MIN="abc")
         self.assertEqual(ours.returncode, 0, ours.stderr)
-        self.assertEqual(ours.stdout.splitlines(), ['TF_GLM53_PREFIX_CACHE_MIN="abc" is malformed: expected a '
-                                                    'non-negative decimal count of tokens, such as 64'] * 2)
+        self.assertEqual(ours.stdout.splitlines(), ['TF_GLM53_PREFIX_CACHE_MIN="abc" is malformed: expected an '
+                                                    'integer >= 0 such as 64 (Python\'s int() spellings: '
+                                                    '"+64", "1_000")'] * 2)
         # The seed cannot even be imported (run from the test's folder, where the seed's copy is).
         seed = subprocess.run([sys.executable, "-c", "import seed_prompt_prefix"], capture_output=True, text=True,
                               cwd=os.path.dirname(os.path.abspath(__file__)), timeout=60,
@@ -74,10 +76,20 @@ for read in (lambda: pfx.KEEP_MIN, pfx.PromptPrefix):
         self.assertNotEqual(seed.returncode, 0)
         self.assertIn("ValueError", seed.stderr)
 
-    @verifies("PY-2 DRV-5")
-    def test_refuses_values_the_seed_misreads(self):
-        # The seed reads every TF_GLM53_PREFIX_CACHE but "0" as on, so a typo turns reuse on.
-        for value in ("off", "false", "", "2", "yes"):
+    @verifies("PY-1 PY-2 DRV-5")
+    def test_reads_the_conventional_spellings_and_differs_from_the_original_only_where_documented(self):
+        on = ["1", "true", "on", "yes", "TRUE", "On", " yes\n", "", "  "]
+        off = ["0", "false", "off", "no", "FALSE", "Off", " 0", "no\t"]
+        for value in on + off:
+            with environment(TF_GLM53_PREFIX_CACHE=value):
+                original, ours = fresh_seed_module().TF_PREFIX_CACHE, fresh_pfx().TF_PREFIX_CACHE
+                self.assertIs(ours, value in on, repr(value))
+                # docs/python.md's table: the original turns reuse on for everything but exactly "0".
+                if value.strip().lower() in ("false", "off", "no") or value == " 0":
+                    self.assertIs(original, True, repr(value))
+                else:
+                    self.assertIs(original, ours, repr(value))
+        for value in ("2", "maybe", "y", "o n", "-1"):
             with environment(TF_GLM53_PREFIX_CACHE=value):
                 self.assertTrue(fresh_seed_module().TF_PREFIX_CACHE)
                 ours = fresh_pfx()
@@ -86,16 +98,19 @@ for read in (lambda: pfx.KEEP_MIN, pfx.PromptPrefix):
                     with self.assertRaises(pfx.ConfigError) as raised:
                         read()
                     self.assertIn(f'TF_GLM53_PREFIX_CACHE="{value}" is malformed', str(raised.exception))
-        # Blanks around the value are ignored, so " 0" is off; the seed reads it as on.
-        with environment(TF_GLM53_PREFIX_CACHE=" 0"):
-            self.assertTrue(fresh_seed_module().TF_PREFIX_CACHE)
-            self.assertIs(fresh_pfx().TF_PREFIX_CACHE, False)
-        # A negative keep_min makes the seed answer -1 for an empty prompt; others crash its import.
+
+    @verifies("PY-1 PY-2 DRV-5")
+    def test_reads_keep_min_as_pythons_int_does(self):
+        for value in ("+8", " 8 ", "1_000", "007", "-0", "18446744073709551615"):
+            with environment(TF_GLM53_PREFIX_CACHE_MIN=value):
+                self.assertEqual(fresh_pfx().KEEP_MIN, int(value))
+                self.assertEqual(fresh_seed_module().KEEP_MIN, int(value))
+        # A negative keep_min makes the original answer -1 for an empty prompt; pfx refuses it.
         with environment(TF_GLM53_PREFIX_CACHE_MIN="-1"):
             seed = fresh_seed_module().PromptPrefix()
             seed.record([1], 1)
             self.assertEqual(seed.offset_for([]), -1)
-        for value in ("-1", "1.5", "0x10", " ", "64 tokens", "99999999999999999999999"):
+        for value in ("-1", "-5", "1.5", "0x10", " ", "", "64 tokens", "6__4", "99999999999999999999999"):
             with environment(TF_GLM53_PREFIX_CACHE_MIN=value):
                 ours = fresh_pfx()
                 self.assertIs(ours.TF_PREFIX_CACHE, True)
@@ -103,6 +118,8 @@ for read in (lambda: pfx.KEEP_MIN, pfx.PromptPrefix):
                     with self.assertRaises(pfx.ConfigError) as raised:
                         read()
                     self.assertIn(f'TF_GLM53_PREFIX_CACHE_MIN="{value}" is malformed', str(raised.exception))
+                    if value.startswith("-"):
+                        self.assertIn("negative", str(raised.exception))
 
     @verifies("DRV-5")
     def test_reads_a_given_environment(self):
@@ -110,8 +127,9 @@ for read in (lambda: pfx.KEEP_MIN, pfx.PromptPrefix):
                                                       "TF_GLM53_PREFIX_CACHE_MIN": "8"}),
                          pfx.Config(enabled=False, keep_min=8, chunk=1))
         self.assertEqual(pfx.config_from_environment({}), pfx.Config())
+        self.assertEqual(pfx.config_from_environment({"TF_GLM53_PREFIX_CACHE_MIN": "+8"}).keep_min, 8)
         with self.assertRaises(pfx.ConfigError):
-            pfx.config_from_environment({"TF_GLM53_PREFIX_CACHE_MIN": "+8"})
+            pfx.config_from_environment({"TF_GLM53_PREFIX_CACHE_MIN": "-8"})
 
 
 if __name__ == "__main__":

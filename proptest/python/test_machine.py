@@ -11,9 +11,10 @@ MESSAGES = {  # the core's describe(refusal)
     "writing": "a request is being written: commit or abort it first",
     "not writing": "no request is being written: begin one first",
     "offset not granted": "offset is neither 0 nor the offset the rule grants for this prompt",
-    "ids drop kept prefix": "ids do not start with the prefix kept at begin",
     "canonical_end past ids": "canonical_end is past the end of ids",
-    "canonical_end before offset": "canonical_end is before the begin offset",
+    "ids not begun prompt": "ids do not start with the prompt given to begin",
+    "canonical_end past prompt": "canonical_end is past the prompt given to begin: rows from there on were "
+                                 "written by decode",
     "chunk zero": "chunk must be at least 1",
 }
 
@@ -49,6 +50,7 @@ class Model:
     def __init__(self):
         self.enabled, self.keep_min, self.chunk = True, 64, 1
         self.ids, self.canonical_end, self.writing, self.begin_offset = [], 0, False, 0
+        self.begun, self.tainted = [], False
 
     def decide(self, prompt):
         return model_decide(self.enabled, self.keep_min, self.chunk, self.ids, self.canonical_end, prompt)
@@ -64,6 +66,7 @@ class Model:
             return "offset not granted"
         self.ids, self.canonical_end = self.ids[:offset], min(self.canonical_end, offset)
         self.writing, self.begin_offset = True, offset
+        self.begun, self.tainted = list(prompt), False
         return decision
 
     def commit(self, ids, canonical_end):
@@ -71,19 +74,19 @@ class Model:
             return "not writing"
         if canonical_end > len(ids):
             return "canonical_end past ids"
-        if canonical_end < self.begin_offset:
-            return "canonical_end before offset"
-        if ids[:len(self.ids)] != self.ids:
-            return "ids drop kept prefix"
-        if self.enabled:
+        if list(ids[:len(self.begun)]) != self.begun:
+            return "ids not begun prompt"
+        if canonical_end > len(self.begun):
+            return "canonical_end past prompt"
+        if self.enabled and not self.tainted:
             self.ids, self.canonical_end = list(ids), canonical_end
-        self.writing, self.begin_offset = False, 0
+        self.writing, self.begin_offset, self.begun = False, 0, []
         return None
 
     def abort(self):
         if not self.writing:
             return "not writing"
-        self.writing, self.begin_offset = False, 0
+        self.writing, self.begin_offset, self.begun = False, 0, []
         return None
 
     def record(self, ids, canonical_end):
@@ -97,6 +100,7 @@ class Model:
 
     def clear(self):
         self.ids, self.canonical_end = [], 0
+        self.tainted = self.writing  # a clear during a write: its commit stores nothing
         return None
 
     def configure(self, enabled, keep_min, chunk):
@@ -104,8 +108,9 @@ class Model:
             return "writing"
         if chunk == 0:
             return "chunk zero"
+        regrid = chunk != self.chunk
         self.enabled, self.keep_min, self.chunk = enabled, keep_min, chunk
-        if not enabled:
+        if not enabled or regrid:
             self.clear()
         return None
 
@@ -145,7 +150,8 @@ def random_event(r, model: Model):
         offset = r.choice([0, granted, granted, granted + 1, r.randrange(len(p) + 2)])
         return f"begin({p}, {offset})", lambda m: m.begin(p, offset), lambda: model.begin(p, offset)
     if kind in ("commit", "record"):
-        base = list(model.ids) if r.random() < 0.8 else tokens(r.randrange(6))
+        held = model.begun if model.writing and kind == "commit" else model.ids
+        base = list(held) if r.random() < 0.8 else tokens(r.randrange(6))
         ids = base + tokens(r.randrange(10))
         end = r.choice([len(ids), r.randrange(len(ids) + 1), len(ids) + 1, model.begin_offset])
         call = getattr(model, kind)
@@ -205,7 +211,8 @@ class PyMachine(unittest.TestCase):
         machine.record(range(10), 8)
         machine.configure(pfx.Config(enabled=False))
         self.assertEqual((machine.ids, machine.config), ([], pfx.Config(enabled=False, keep_min=64, chunk=1)))
-        self.assertEqual(machine.memory_bytes - 4 * machine.capacity, pfx.Machine().memory_bytes)
+        # 4 bytes per token of the record and of the begun prompt, both reserved to 64.
+        self.assertEqual(machine.memory_bytes - 8 * machine.capacity, pfx.Machine().memory_bytes)
         self.assertIn("Phase.idle", repr(machine))
 
     @verifies("PY-3 INV-9 INV-10")
@@ -221,9 +228,10 @@ class PyMachine(unittest.TestCase):
             (idle, lambda m: m.begin([1, 2, 3, 9], 2), "offset not granted"),
             (idle, lambda m: m.commit([1], 1), "not writing"),
             (writing, lambda m: m.commit([1, 2, 3], 4), "canonical_end past ids"),
-            (writing, lambda m: m.commit([1, 2, 3, 5], 2), "canonical_end before offset"),
-            (writing, lambda m: m.commit([1, 2, 7, 5], 4), "ids drop kept prefix"),
-            (writing, lambda m: m.commit([1, 2], 2), "canonical_end before offset"),
+            (writing, lambda m: m.commit([1, 2, 3, 5], 4), "ids not begun prompt"),
+            (writing, lambda m: m.commit([1, 2, 7, 9], 4), "ids not begun prompt"),
+            (writing, lambda m: m.commit([1, 2], 2), "ids not begun prompt"),
+            (writing, lambda m: m.commit([1, 2, 3, 9, 4], 5), "canonical_end past prompt"),
             (idle, lambda m: m.abort(), "not writing"),
             (writing, lambda m: m.record([1], 1), "writing"),
             (idle, lambda m: m.record([1], 2), "canonical_end past ids"),
@@ -307,13 +315,18 @@ class PyMachine(unittest.TestCase):
         machine.record([1, 2, 3], 3)
         before = everything(machine)
         cases = [
-            (lambda: machine.query([1, 2, 3, 2**40]), OverflowError, "prompt[3]: 1099511627776 does not fit a 32-bit token id"),
-            (lambda: machine.query([1, "2"]), TypeError, "prompt[1] must be an integer, not str ('2')"),
+            (lambda: machine.query([1, 2, 3, 2**40]), ValueError,
+             "prompt[3]: expected a token id (an integer in 0..2147483647), got 1099511627776"),
+            (lambda: machine.query([1, 2, -1]), ValueError,
+             "prompt[2]: expected a token id (an integer in 0..2147483647), got -1"),
+            (lambda: machine.query([1, "2"]), TypeError,
+             "prompt[1]: expected a token id (an integer in 0..2147483647), got str ('2')"),
             (lambda: machine.query(5), TypeError, "prompt must be a sequence of token ids, not int"),
             (lambda: machine.query(None), TypeError, "prompt must be a sequence of token ids, not NoneType"),
             (lambda: machine.begin([1], -1), ValueError, "offset must be >= 0, not -1"),
             (lambda: machine.begin([1], 1.0), TypeError, "offset must be an integer, not float (1.0)"),
-            (lambda: machine.record([1, 2.5], 1), TypeError, "ids[1] must be an integer, not float (2.5)"),
+            (lambda: machine.record([1, 2.5], 1), TypeError,
+             "ids[1]: expected a token id (an integer in 0..2147483647), got float (2.5)"),
             (lambda: machine.record([1], 2**64), OverflowError, "canonical_end: 18446744073709551616 does not fit 64 bits"),
             (lambda: machine.configure({"chunk": 1}), TypeError, "config must be a pfx.Config, not dict"),
             (lambda: pfx.Machine(3), TypeError, "config must be a pfx.Config, not int"),

@@ -1,22 +1,55 @@
-"""pfx.PromptPrefix against the seed's class, on random call sequences under several environments."""
+"""pfx.PromptPrefix against the original class, on random call sequences under every environment
+setting docs/python.md lists, with prompts and ids passed as lists, tuples, arrays and numpy arrays,
+and copies and pickles taken along the way."""
 from __future__ import annotations
 
+import array
+import copy
+import pickle
 import unittest
 
 import pfx
 from support import SEED, environment, fresh_pfx, fresh_seed_module, rng, state, verifies
 
-# The settings the comparison runs under: unset (the seed's defaults), off, on, and custom keep_min.
-ENVIRONMENTS = [
-    {},
-    {"TF_GLM53_PREFIX_CACHE": "0"},
-    {"TF_GLM53_PREFIX_CACHE": "1"},
-    {"TF_GLM53_PREFIX_CACHE_MIN": "0"},
+try:
+    import numpy
+except ImportError:  # Debian's python3-numpy is for /usr/bin/python3; the pip install check has it
+    numpy = None
+
+# The settings the comparison runs under: unset (the original's defaults), every spelling of on and
+# off, and keep_min in Python's int() spellings. Where pfx reads a value differently by design
+# (docs/python.md: "false", "off", "no", " 0" turn the original on), the original runs with the
+# value that means what pfx reads ("0").
+FLAGS = ["0", "1", "true", "on", "yes", "TRUE", " On ", "", "false", "off", "no", "NO", " 0"]
+MINS = [None, "0", "5", "17", "+3", " 8 ", "1_0", "007"]
+ENVIRONMENTS = [{}] + [{"TF_GLM53_PREFIX_CACHE": flag} for flag in FLAGS] + [
+    {"TF_GLM53_PREFIX_CACHE_MIN": m} for m in MINS[1:]] + [
     {"TF_GLM53_PREFIX_CACHE": "1", "TF_GLM53_PREFIX_CACHE_MIN": "5"},
-    {"TF_GLM53_PREFIX_CACHE_MIN": "17"},
-    {"TF_GLM53_PREFIX_CACHE": "0", "TF_GLM53_PREFIX_CACHE_MIN": "3"},
-]
-SEQUENCES_PER_ENVIRONMENT = 150
+    {"TF_GLM53_PREFIX_CACHE": "off", "TF_GLM53_PREFIX_CACHE_MIN": "3"}]
+SEQUENCES_PER_ENVIRONMENT = 40
+
+
+def original_equivalent(env: dict) -> dict:
+    """The setting that makes the original class read what pfx reads from `env`."""
+    flag = env.get("TF_GLM53_PREFIX_CACHE")
+    if flag is not None and flag.strip().lower() in ("0", "false", "off", "no"):
+        return {**env, "TF_GLM53_PREFIX_CACHE": "0"}
+    return env
+
+
+def as_container(r, ids: list):
+    """The same ids as a list, tuple, array.array of each integer width, memoryview or numpy array."""
+    kinds = ["list", "tuple", "i", "l", "q", "H", "memoryview"] + (["int32", "int64"] if numpy is not None else [])
+    kind = r.choice(kinds)
+    if kind == "list":
+        return list(ids)
+    if kind == "tuple":
+        return tuple(ids)
+    if kind == "memoryview":
+        return memoryview(array.array("i", ids))
+    if kind in ("int32", "int64"):
+        return numpy.asarray(ids, dtype=kind)
+    return array.array(kind, ids)
 CALLS_PER_SEQUENCE = 25
 
 
@@ -66,30 +99,51 @@ def run_sequence(r, seed_module, log: list) -> None:
 
     compare("construction")
     for _ in range(CALLS_PER_SEQUENCE):
-        call = r.choices(["offset_for", "record", "clear", "keep_min"], weights=[6, 4, 1, 1])[0]
+        call = r.choices(["offset_for", "record", "clear", "keep_min", "copy"], weights=[6, 4, 1, 1, 1])[0]
         if call == "offset_for":
             prompt = prompt_near(r, seed.ids, seed_module.KEEP_MIN)
-            log.append(f"offset_for({prompt})")
-            expected, got = seed.offset_for(prompt), ours.offset_for(prompt)
+            given = as_container(r, prompt)
+            log.append(f"offset_for({given!r})")
+            expected, got = seed.offset_for(prompt), ours.offset_for(given)
             if got != expected:
                 raise AssertionError(f"offset_for answered {got}, the seed {expected}")
         elif call == "record":
             prompt = prompt_near(r, seed.ids, seed_module.KEEP_MIN)
             ids = prompt + [r.randrange(50) for _ in range(r.randrange(8))]
             end = len(prompt) if r.random() < 0.7 else r.randrange(len(ids) + 1)
-            log.append(f"record({ids}, {end})")
+            given = as_container(r, ids)
+            log.append(f"record({given!r}, {end})")
             seed.record(ids, end)
-            ours.record(ids, end)
+            ours.record(given, end)
         elif call == "clear":
             log.append("clear()")
             seed.clear()
             ours.clear()
+        elif call == "copy":  # an independent, equal object; the old one must no longer matter
+            # (pickle needs a class importable by name: not the test's OffByOne, loaded from a path)
+            how = r.choice(["copy", "deepcopy", "pickle"] if type(ours).__module__ == "pfx.prompt_prefix" else ["copy", "deepcopy"])
+            log.append(f"{how} (and clear the old one)")
+            twin = {"copy": copy.copy, "deepcopy": copy.deepcopy,
+                    "pickle": lambda p: pickle.loads(pickle.dumps(p))}[how](ours)
+            if state(twin) != state(ours) or twin != ours:
+                raise AssertionError(f"{how} gave {state(twin)}, not {state(ours)}")
+            ours.clear()
+            ours = twin
         else:  # both modules' KEEP_MIN, read at call time
             keep_min = r.choice([0, 1, 4, seed_module.KEEP_MIN + 1])
             log.append(f"KEEP_MIN = {keep_min}")
             seed_module.KEEP_MIN = keep_min
             pfx.KEEP_MIN = keep_min
         compare(log[-1])
+
+
+class OffByOne(pfx.PromptPrefix):
+    """Wrong on purpose: one token more than the rule allows (at module level, so that it pickles)."""
+    __slots__ = ()
+
+    def offset_for(self, prompt):
+        offset = super().offset_for(prompt)
+        return offset + 1 if offset else offset
 
 
 class PyPromptPrefix(unittest.TestCase):
@@ -100,8 +154,9 @@ class PyPromptPrefix(unittest.TestCase):
     def test_answers_as_the_seed_on_random_call_sequences(self):
         r = rng(self)
         for env in ENVIRONMENTS:
-            with environment(**env):
+            with environment(**original_equivalent(env)):
                 seed_module = fresh_seed_module()
+            with environment(**env):
                 fresh_pfx()
                 self.assertEqual((pfx.TF_PREFIX_CACHE, pfx.KEEP_MIN),
                                  (seed_module.TF_PREFIX_CACHE, seed_module.KEEP_MIN), env)
@@ -112,8 +167,9 @@ class PyPromptPrefix(unittest.TestCase):
                     except AssertionError as error:
                         calls = "\n  ".join(log)
                         self.fail(f"{error}\nenvironment {env}, PFX_PY_SEED={SEED}\ncalls:\n  {calls}")
-                    finally:
-                        seed_module = fresh_seed_module()  # undo a KEEP_MIN assignment
+                    finally:  # undo a KEEP_MIN assignment
+                        with environment(**original_equivalent(env)):
+                            seed_module = fresh_seed_module()
                         fresh_pfx()
 
     @verifies("PY-1 AUDIT-260")
@@ -134,13 +190,6 @@ class PyPromptPrefix(unittest.TestCase):
     @verifies("PY-1")
     def test_the_comparison_can_fail(self):
         # A class that answers one token more than the rule allows must be caught.
-        class OffByOne(pfx.PromptPrefix):
-            __slots__ = ()
-
-            def offset_for(self, prompt):
-                offset = super().offset_for(prompt)
-                return offset + 1 if offset else offset
-
         with environment(TF_GLM53_PREFIX_CACHE_MIN="2"):
             seed_module = fresh_seed_module()
             original = fresh_pfx().PromptPrefix

@@ -6,10 +6,11 @@
 /// sessions, clears) built against the lane's own answers.
 
 #include <pfx/driver/engine.hpp>
-#include <pfx/engines/faulty_engine.hpp>
 #include <pfx/driver/kv_state.hpp>
 #include <pfx/driver/lane.hpp>
+#include <pfx/engines/faulty_engine.hpp>
 #include <pfx/engines/reference_model.hpp>
+#include <pfx/engines/wrapped_engine.hpp>
 
 #include <rapidcheck.h>
 
@@ -95,43 +96,12 @@ inline std::optional<std::string> differs_from_cold(const driver::Lane& lane, co
   return std::nullopt;
 }
 
-/// An engine that wraps another: chunk, vocabulary and KV states are the inner engine's.
-class WrappedEngine : public driver::Engine {
- public:
-  explicit WrappedEngine(Engine& inner) : inner_(inner) {}
-  std::size_t chunk() const noexcept override { return inner_.chunk(); }
-  std::size_t vocab() const noexcept override { return inner_.vocab(); }
-  std::unique_ptr<driver::KvState> make_kv_state(std::size_t rows) const override {
-    return inner_.make_kv_state(rows);
-  }
-
- protected:
-  Engine& inner_;
-};
-
-/// An engine that breaks THM-1's hypothesis: its logits depend on how many calls it has served.
-class DriftingEngine final : public WrappedEngine {
- public:
-  using WrappedEngine::WrappedEngine;
-  void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
-               std::span<float> logits) override {
-    inner_.prefill(kv, tokens, position, logits);
-    logits[0] += 1e-3f * static_cast<float>(++calls_);
-  }
-  void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override {
-    inner_.decode(kv, next, position, logits);
-  }
-
- private:
-  std::size_t calls_ = 0;
-};
-
 /// An engine with a bug: once `peek` (or `peek_in_decode`) is set, after each prefill chunk (or
 /// decode step) it also reads the row just past the one it wrote, which it has not written. It adds 0 x that row to a logit, which changes nothing unless
 /// the row is NaN.
-class PeekingEngine final : public WrappedEngine {
+class PeekingEngine final : public driver::WrappedEngine {
  public:
-  using WrappedEngine::WrappedEngine;
+  using driver::WrappedEngine::WrappedEngine;
   void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override {
     inner_.prefill(kv, tokens, position, logits);
@@ -160,9 +130,9 @@ class PoisonNotApplied : public std::logic_error {
 /// Checks, on every call, what poisoning promises: a request writes rows in order, so when the
 /// engine is asked for row `position` (prefill or decode), that row and every row after it hold
 /// nothing (NaN). A row left over from an earlier request, or from a failed call, would show here.
-class PoisonAuditingEngine final : public WrappedEngine {
+class PoisonAuditingEngine final : public driver::WrappedEngine {
  public:
-  using WrappedEngine::WrappedEngine;
+  using driver::WrappedEngine::WrappedEngine;
   void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override {
     audit(kv, position);

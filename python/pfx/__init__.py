@@ -1,9 +1,12 @@
 """pfx: how much of a new prompt an LLM serving lane may reuse from the KV state it holds.
 
-``PromptPrefix`` is a drop-in for the seed's class of the same name; ``Machine`` is the whole
-protocol (query, begin, commit, abort, record, clear, configure) of pfx::core. See docs/python.md.
+``PromptPrefix`` is a drop-in for the original Python class of the same name; ``Machine`` is the
+whole protocol (query, begin, commit, abort, record, clear, configure) of pfx::core, and
+``Machine.write`` the same protocol as a context manager. Token ids are integers in 0..2147483647;
+token sequences are lists, any iterable of integers, or buffers of integers (array.array, numpy
+arrays, memoryview: read in place). ``ids`` are read-only views (``Ids``). See docs/python.md.
 
-Like the seed, the module reads TF_GLM53_PREFIX_CACHE and TF_GLM53_PREFIX_CACHE_MIN at import into
+Like the original, the module reads TF_GLM53_PREFIX_CACHE and TF_GLM53_PREFIX_CACHE_MIN at import into
 ``TF_PREFIX_CACHE`` and ``KEEP_MIN``. A malformed value does not make the import fail (``Machine``
 needs neither): reading the attribute, or constructing a ``PromptPrefix``, raises ``ConfigError``
 naming the variable.
@@ -12,12 +15,29 @@ from __future__ import annotations
 
 import os as _os
 
-from ._native import (Bound, Config, ConfigError, Decision, Machine, Phase, Reason, Refused,
+import collections.abc as _abc
+
+from ._native import (Bound, Config, ConfigError, Decision, Ids, Machine, Phase, Reason, Refused,
                       common_prefix, decide)
 from ._native import apply_environment as _apply_environment
+from ._write import Write, write as _write
 
-__all__ = ["Bound", "Config", "ConfigError", "Decision", "Machine", "Phase", "PromptPrefix", "Reason",
-           "Refused", "common_prefix", "config_from_environment", "decide", "KEEP_MIN", "TF_PREFIX_CACHE"]
+Machine.write = _write
+
+
+def _restore_machine(state) -> Machine:
+    """Unpickles a Machine (its __reduce__): every pickle protocol, 0 included."""
+    machine = Machine.__new__(Machine)
+    machine.__setstate__(state)
+    return machine
+
+
+Machine.__reduce__ = lambda self: (_restore_machine, (self.__getstate__(),))
+_abc.Sequence.register(Ids)
+
+__all__ = ["Bound", "Config", "ConfigError", "Decision", "Ids", "Machine", "Phase", "PromptPrefix", "Reason",
+           "Refused", "Write", "common_prefix", "config_from_environment", "decide", "KEEP_MIN",
+           "TF_PREFIX_CACHE"]
 
 
 def config_from_environment(environ=None) -> Config:
@@ -28,7 +48,7 @@ def config_from_environment(environ=None) -> Config:
                               environ.get("TF_GLM53_PREFIX_CACHE_MIN"))
 
 
-# The seed's module attributes, read at import. Each variable is read on its own, so that a malformed
+# The original module's attributes, read at import. Each variable is read on its own, so that a malformed
 # one does not hide the other; its error is kept and raised when the attribute is read (__getattr__).
 _environment_errors: dict = {}
 

@@ -10,18 +10,69 @@
 #include <pybind11/pybind11.h>
 
 #include <cstddef>
+#include <memory>
+#include <span>
 #include <string>
-#include <vector>
 
 namespace pfx::python {
 
 /// Raises `type` (a Python exception class) with `message`.
 [[noreturn]] void raise(PyObject* type, const std::string& message);
 
-/// Any iterable of integers (int, or anything with __index__) that fit 32 bits. TypeError for an
-/// argument that is not iterable or an element that is not an integer, OverflowError for one that
-/// does not fit: "prompt[3]: 1099511627776 does not fit a 32-bit token id".
-[[nodiscard]] std::vector<token> tokens(pybind11::handle items, const char* argument);
+/// A Python argument read as token ids, each in 0..max_token_id (pfx/token.hpp):
+///   - an object that exports a one-dimensional, contiguous buffer of integers (array.array 'i', 'l',
+///     'q', ..., memoryview, bytes, numpy integer arrays): read in place, no Python object per token;
+///     a buffer of int32 is not even copied;
+///   - any other iterable of integers (int, or anything with __index__): a list or tuple is read in
+///     place, anything else is first made a list.
+/// A bad element raises TypeError (not an integer) or ValueError (outside the range), with the same
+/// words as every other entry point: "prompt[3]: expected a token id (an integer in 0..2147483647),
+/// got -1". The buffer, when there is one, is held until the object is destroyed.
+class Tokens {
+ public:
+  Tokens(pybind11::handle items, const char* argument);
+  ~Tokens();
+  Tokens(const Tokens&) = delete;
+  Tokens& operator=(const Tokens&) = delete;
+  Tokens(Tokens&&) = delete;
+  Tokens& operator=(Tokens&&) = delete;
+
+  /// How many ids the argument holds.
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+  /// Every id, each checked.
+  [[nodiscard]] std::span<const token> all();
+
+  /// ids[0 : min(size(), lcp(held, ids) + 1)]: the ids up to and including the first that differs from
+  /// `held` (or the first past its end), each checked; the rest are not read. The offset rule depends
+  /// on a prompt only through lcp(held, prompt) and, when the prompt is a prefix of held, its length,
+  /// so it answers this prefix exactly as it answers the whole prompt.
+  [[nodiscard]] std::span<const token> through_first_difference(std::span<const token> held);
+
+ private:
+  enum class Kind { objects, i8, u8, i16, u16, i32, u32, i64, u64 };
+
+  /// Converts ids[0:n) into storage (or, for i32, checks them in place); with `held`, stops after the
+  /// first id that differs from it. Returns how many were read.
+  std::span<const token> read(const std::span<const token>* held);
+  template <class T>
+  std::span<const token> read_buffer(const std::span<const token>* held);
+  std::span<const token> read_objects(const std::span<const token>* held);
+  [[noreturn]] void bad_element(std::size_t index, pybind11::handle value) const;
+  template <class T>
+  [[noreturn]] void bad_number(std::size_t index, T value) const;
+
+  const char* argument_;
+  Kind kind_ = Kind::objects;
+  Py_buffer view_{};
+  bool has_view_ = false;
+  pybind11::object sequence_;  // the list or tuple read, for Kind::objects
+  std::size_t size_ = 0;
+  /// Room for n converted ids: a per-thread buffer reused between calls (convert.cpp).
+  token* storage(std::size_t n);
+  int slot_ = -1;
+  std::unique_ptr<token[]> owned_;
+};
 
 /// A count (an offset, canonical_end, keep_min, chunk): an integer >= 0 that fits std::size_t.
 /// TypeError when not an integer, ValueError when negative, OverflowError when too large.

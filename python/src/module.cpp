@@ -1,19 +1,26 @@
-// pfx._native: pfx::core's Machine and its types, and the driver's one reading of the environment.
-// Every argument arrives as a Python object and goes through convert.hpp, so that a bad value gets
-// an error naming it; a refused event raises pfx.Refused and, as in the core, changes nothing.
+// pfx._native: pfx::core's Machine and its types, and the one reading of the environment
+// (driver/src/environment.cpp, compiled in: the module does not link the driver). Every argument
+// arrives as a Python object and goes through convert.hpp, so that a bad value gets an error naming
+// it; a refused event raises pfx.Refused and, as in the core, changes nothing.
 
 #include "convert.hpp"
+#include "ids_view.hpp"
 
 #include <pfx/core.hpp>
 #include <pfx/driver/environment.hpp>
 #include <pfx/driver/errors.hpp>
 
+#include <pybind11/pytypes.h>
+
 #include <pybind11/operators.h>
 #include <pybind11/pybind11.h>
 
+#include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace py = pybind11;
 
@@ -24,6 +31,12 @@ namespace {
 // released: the interpreter may tear the module down before static destructors run).
 PyObject* refused_error = nullptr;
 PyObject* config_error = nullptr;
+PyObject* ids_type = nullptr;
+
+PyObject* check(PyObject* result) {
+  if (result == nullptr) throw py::error_already_set();
+  return result;
+}
 
 /// pfx.Refused(describe(refusal)), with .refusal = name(refusal).
 [[noreturn]] void raise_refused(Refusal refusal) {
@@ -60,10 +73,40 @@ std::string repr(const Decision& d) {
          ", bound=Bound." + py::cast(d.bound).attr("name").cast<std::string>() + ")";
 }
 
-py::list to_list(const std::vector<token>& ids) {
-  py::list out(ids.size());
-  for (std::size_t i = 0; i < ids.size(); ++i) out[i] = py::int_(ids[i]);
-  return out;
+/// Raises BufferError when a buffer of the ids is alive: the event would change them under it.
+Lane& unexported(Lane& self) {
+  if (self.exports > 0) {
+    raise(PyExc_BufferError,
+          "the machine's ids are exported as a buffer (a memoryview or numpy array of ids is alive): "
+          "release it (del it, or memoryview.release()) before an event that changes the ids");
+  }
+  return self;
+}
+
+/// The Python Machine's state for pickle: (version, enabled, keep_min, chunk, ids as int32 bytes,
+/// canonical_end). Only an idle machine: a request being written cannot continue elsewhere.
+py::tuple machine_state(const Lane& self) {
+  const pfx::Machine& m = self.machine;
+  if (m.phase() != pfx::Phase::idle) {
+    raise(PyExc_TypeError, "a pfx.Machine can be pickled only while idle: commit or abort the request first");
+  }
+  const std::vector<pfx::token>& ids = m.held().ids;
+  return py::make_tuple(1, m.config().enabled, m.config().keep_min, m.config().chunk,
+                        py::bytes(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(pfx::token)),
+                        m.held().canonical_end);
+}
+
+Lane machine_from_state(const py::tuple& state) {
+  if (state.size() != 6 || !py::isinstance<py::bytes>(state[4]) || state[0].cast<int>() != 1) {
+    raise(PyExc_ValueError, "not the state of a pickled pfx.Machine");
+  }
+  Lane lane;
+  accepted(lane.machine.configure({flag(state[1], "enabled"), count(state[2], "keep_min"), count(state[3], "chunk")}));
+  // The bytes are read as int32 through a memoryview, so each id is checked like any other.
+  const py::object ids = py::memoryview(state[4]).attr("cast")("i");
+  Tokens tokens(ids, "ids");
+  accepted(lane.machine.record(tokens.all(), count(state[5], "canonical_end")));
+  return lane;
 }
 
 /// The environment value as text (None: unset). Bytes are accepted so that any value os.environb
@@ -87,6 +130,7 @@ PYBIND11_MODULE(_native, m) {
   using pfx::Machine;
   using pfx::Phase;
   using pfx::Reason;
+  using pfx::python::Lane;
 
   m.doc() = "pfx::core's Machine and its types (import pfx, not this module)";
 
@@ -156,81 +200,122 @@ PYBIND11_MODULE(_native, m) {
       .def(py::self == py::self)  // NOLINT(misc-redundant-expression): pybind11's operator idiom
       .def("__repr__", [](const Decision& d) { return repr(d); });
 
-  py::class_<Machine>(m, "Machine", "The prefix-reuse state machine (docs/spec.md, \"The protocol\").")
+  ids_type = make_ids_type();
+  if (ids_type == nullptr) throw py::error_already_set();
+  m.attr("Ids") = py::handle(ids_type);
+
+  py::class_<Lane> machine_class(m, "Machine", R"(The prefix-reuse state machine (docs/spec.md, "The protocol").
+
+Machine(config=None): idle, nothing held, config or Config() (reuse on, keep_min 64, chunk 1).
+A token sequence is a buffer of integers (array.array, memoryview, numpy arrays: read in place) or
+any iterable of integers; ids are integers in 0..2147483647. query and begin read a prompt only up to
+the first id that differs from the record; commit and record read and check every id.
+Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
+  machine_class
       .def(py::init([](py::handle config) {
-             Machine machine;
-             if (!config.is_none()) accepted(machine.configure(instance<Config>(config, "config", "pfx.Config")));
-             return machine;
+             Lane lane;
+             if (!config.is_none()) accepted(lane.machine.configure(instance<Config>(config, "config", "pfx.Config")));
+             return lane;
            }),
            py::arg("config") = py::none())
       .def(
-          "query", [](const Machine& self, py::handle prompt) { return accepted(self.query(tokens(prompt, "prompt"))); },
+          "query",
+          [](const Lane& self, py::handle prompt) {
+            Tokens p(prompt, "prompt");
+            return accepted(self.machine.query(p.through_first_difference(self.machine.held().ids)));
+          },
           py::arg("prompt"), "The decision for prompt. Idle only.")
       .def(
           "begin",
-          [](Machine& self, py::handle prompt, py::handle offset) {
-            const std::vector<pfx::token> p = tokens(prompt, "prompt");
-            return accepted(self.begin(p, count(offset, "offset")));
+          [](Lane& self, py::handle prompt, py::handle offset) {
+            Tokens p(prompt, "prompt");
+            const std::size_t start = count(offset, "offset");
+            return accepted(unexported(self).machine.begin(p.through_first_difference(self.machine.held().ids), start));
           },
           py::arg("prompt"), py::arg("offset"),
           "Start writing prompt from offset (0 or the granted offset); the record shrinks to ids[0:offset).")
       .def(
           "commit",
-          [](Machine& self, py::handle ids, py::handle canonical_end) {
-            const std::vector<pfx::token> i = tokens(ids, "ids");
-            accepted(self.commit(i, count(canonical_end, "canonical_end")));
+          [](Lane& self, py::handle ids, py::handle canonical_end) {
+            Tokens i(ids, "ids");
+            const std::span<const pfx::token> all = i.all();
+            accepted(unexported(self).machine.commit(all, count(canonical_end, "canonical_end")));
           },
-          py::arg("ids"), py::arg("canonical_end"), "Publish ids = prompt + generated, canonical_end = len(prompt).")
+          py::arg("ids"), py::arg("canonical_end"), "Publish ids = prompt + generated, canonical_end = len(prompt). Refused when ids do not start "
+          "with the begun prompt or canonical_end is past it; stores nothing after a clear during the write.")
       .def(
-          "abort", [](Machine& self) { accepted(self.abort()); }, "The request failed; keep ids[0:offset).")
+          "abort", [](Lane& self) { accepted(self.machine.abort()); }, "The request failed; keep ids[0:offset).")
       .def(
           "record",
-          [](Machine& self, py::handle ids, py::handle canonical_end) {
-            const std::vector<pfx::token> i = tokens(ids, "ids");
-            accepted(self.record(i, count(canonical_end, "canonical_end")));
+          [](Lane& self, py::handle ids, py::handle canonical_end) {
+            Tokens i(ids, "ids");
+            const std::span<const pfx::token> all = i.all();
+            accepted(unexported(self).machine.record(all, count(canonical_end, "canonical_end")));
           },
-          py::arg("ids"), py::arg("canonical_end"), "The seed's one-shot publish. Idle only.")
+          py::arg("ids"), py::arg("canonical_end"), "The original class's one-shot publish. Idle only. Unchecked: the caller vouches that rows "
+          "[0, canonical_end) are a cold prefill of ids[0:canonical_end) on the current chunk grid.")
       .def(
-          "clear", [](Machine& self) { accepted(self.clear()); }, "Forget everything held. Any phase.")
+          "clear", [](Lane& self) { accepted(unexported(self).machine.clear()); }, "Forget everything held. Any phase.")
       .def(
           "configure",
-          [](Machine& self, py::handle config) {
-            accepted(self.configure(instance<Config>(config, "config", "pfx.Config")));
+          [](Lane& self, py::handle config) {
+            accepted(unexported(self).machine.configure(instance<Config>(config, "config", "pfx.Config")));
           },
-          py::arg("config"), "Change the knobs. Idle only; turning reuse off forgets what is held.")
+          py::arg("config"), "Change the knobs. Idle only; turning reuse off or changing chunk forgets what is held.")
       .def(
-          "reserve", [](Machine& self, py::handle tokens) { self.reserve(count(tokens, "tokens")); },
+          "reserve", [](Lane& self, py::handle tokens) { unexported(self).machine.reserve(count(tokens, "tokens")); },
           py::arg("tokens"), "Keep room for this many ids, so that records within it never allocate.")
-      .def_property_readonly("config", [](const Machine& self) { return self.config(); })
-      .def_property_readonly("ids", [](const Machine& self) { return to_list(self.held().ids); },
-                             "A copy of the ids held: changing it changes nothing.")
-      .def_property_readonly("canonical_end", [](const Machine& self) { return self.held().canonical_end; })
-      .def_property_readonly("phase", &Machine::phase)
-      .def_property_readonly("begin_offset", &Machine::begin_offset)
-      .def_property_readonly("capacity", &Machine::capacity)
-      .def_property_readonly("memory_bytes", &Machine::memory_bytes)
-      .def(py::self == py::self)  // NOLINT(misc-redundant-expression): pybind11's operator idiom
-      .def("__repr__", [](const Machine& self) {
-        return "Machine(config=" + repr(self.config()) + ", phase=Phase." +
-               py::cast(self.phase()).attr("name").cast<std::string>() +
-               ", len(ids)=" + std::to_string(self.held().ids.size()) +
-               ", canonical_end=" + std::to_string(self.held().canonical_end) + ")";
+      .def_property_readonly("config", [](const Lane& self) { return self.machine.config(); }, "A copy of the knobs.")
+      .def_property_readonly(
+          "ids",
+          [](py::object self) {
+            return py::reinterpret_steal<py::object>(check(make_ids_view(ids_type, self.ptr(), &self.cast<Lane&>())));
+          },
+          "The ids held, as a read-only view (pfx.Ids) in O(1).")
+      .def_property_readonly("canonical_end", [](const Lane& self) { return self.machine.held().canonical_end; })
+      .def_property_readonly("phase", [](const Lane& self) { return self.machine.phase(); })
+      .def_property_readonly("begin_offset", [](const Lane& self) { return self.machine.begin_offset(); })
+      .def_property_readonly("capacity", [](const Lane& self) { return self.machine.capacity(); })
+      .def_property_readonly("memory_bytes", [](const Lane& self) { return self.machine.memory_bytes(); },
+                             "Bytes the machine occupies: 4 per token of capacity, plus a constant.")
+      .def("__eq__", [](const Lane& a, py::handle b) -> py::object {
+        if (!py::isinstance<Lane>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+        return py::bool_(a.machine == b.cast<const Lane&>().machine);
+      })
+      .def("__copy__", [](const Lane& self) { return Lane(self); })
+      .def("__deepcopy__", [](const Lane& self, py::handle /*memo*/) { return Lane(self); }, py::arg("memo"))
+      .def(py::pickle([](const Lane& self) { return machine_state(self); },
+                      [](const py::tuple& state) { return machine_from_state(state); }))
+      .def("__repr__", [](const Lane& self) {
+        const Machine& machine = self.machine;
+        return "Machine(config=" + repr(machine.config()) + ", phase=Phase." +
+               py::cast(machine.phase()).attr("name").cast<std::string>() +
+               ", len(ids)=" + std::to_string(machine.held().ids.size()) +
+               ", canonical_end=" + std::to_string(machine.held().canonical_end) + ")";
       });
+  machine_class.attr("__hash__") = py::none();
 
   m.def(
       "decide",
       [](py::handle config, py::handle ids, py::handle canonical_end, py::handle prompt) {
         const Config& c = instance<Config>(config, "config", "pfx.Config");
         if (c.chunk == 0) raise_refused(pfx::Refusal::chunk_zero);  // the rule's precondition (INV-9)
-        const std::vector<pfx::token> i = tokens(ids, "ids");
+        Tokens i(ids, "ids");
+        const std::span<const pfx::token> held = i.all();
         const std::size_t end = count(canonical_end, "canonical_end");
-        return pfx::decide(c, i, end, tokens(prompt, "prompt"));
+        Tokens p(prompt, "prompt");
+        return pfx::decide(c, held, end, p.through_first_difference(held));
       },
       py::arg("config"), py::arg("ids"), py::arg("canonical_end"), py::arg("prompt"),
       "The offset rule alone, without a machine.");
   m.def(
       "common_prefix",
-      [](py::handle a, py::handle b) { return pfx::common_prefix(tokens(a, "a"), tokens(b, "b")); },
+      [](py::handle a, py::handle b) {
+        Tokens first(a, "a");
+        const std::span<const pfx::token> all = first.all();
+        Tokens second(b, "b");
+        return pfx::common_prefix(all, second.through_first_difference(all));
+      },
       py::arg("a"), py::arg("b"), "How many leading tokens a and b share.");
   m.def(
       "apply_environment",
@@ -238,11 +323,9 @@ PYBIND11_MODULE(_native, m) {
         Config c = instance<Config>(config, "config", "pfx.Config");
         const std::optional<std::string> cache = environment_value(prefix_cache, "prefix_cache");
         const std::optional<std::string> cache_min = environment_value(prefix_cache_min, "prefix_cache_min");
-        const pfx::driver::LaneOptions options = pfx::driver::apply_environment(
-            {.reuse = c.enabled, .keep_min = c.keep_min}, cache ? std::optional<std::string_view>(*cache) : std::nullopt,
+        c = pfx::driver::apply_environment(
+            c, cache ? std::optional<std::string_view>(*cache) : std::nullopt,
             cache_min ? std::optional<std::string_view>(*cache_min) : std::nullopt);
-        c.enabled = options.reuse;
-        c.keep_min = options.keep_min;
         return c;
       },
       py::arg("config"), py::arg("prefix_cache"), py::arg("prefix_cache_min"),

@@ -38,6 +38,22 @@ struct Decision {
   friend constexpr bool operator==(const Decision&, const Decision&) = default;
 };
 
+/// The value of each bound of the rule for one prompt and what is held, as decide() takes the offset
+/// from them: offset = aligned when aligned > 0 and aligned >= keep_min, else 0 (docs/spec.md, "The
+/// rule"). Callers that show why a prompt missed (`pfx explain`) print these; none recomputes them.
+struct Bounds {
+  std::size_t common_prefix = 0;   ///< lcp(ids, prompt) (INV-1)
+  std::size_t canonical_end = 0;   ///< rows from here on were written by decode (INV-2)
+  std::size_t one_token_left = 0;  ///< len(prompt) - 1, or 0 for an empty prompt (INV-3)
+  /// The smallest of the three above, rounded down to a multiple of chunk (INV-5): the offset the
+  /// rule grants unless it is 0 or below keep_min.
+  std::size_t aligned = 0;
+  std::size_t keep_min = 0;        ///< the shortest reuse worth taking (INV-4)
+  Bound tightest = Bound::none;    ///< the bound that cut the most (ties go to the earlier in Bound)
+
+  friend constexpr bool operator==(const Bounds&, const Bounds&) = default;
+};
+
 /// The reason's name as docs/spec.md writes it.
 [[nodiscard]] constexpr std::string_view name(Reason reason) noexcept {
   switch (reason) {

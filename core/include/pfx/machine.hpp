@@ -20,6 +20,7 @@
 #include <span>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace pfx {
 
@@ -43,49 +44,60 @@ class Machine {
 
   /// Start writing `prompt` into the KV state from `offset` on. Accepts the granted offset, or 0 (a
   /// cold prefill, always safe). The record shrinks to ids[0:offset) at once, so that while rows are
-  /// rewritten, and after an abort, it claims none of them (INV-8).
+  /// rewritten, and after an abort, it claims none of them (INV-8). The prompt is kept until commit,
+  /// which checks that what it publishes is what was written (INV-11).
+  /// Copies the prompt: within the reserved capacity this never allocates; past it, it may throw
+  /// std::bad_alloc, and the machine is then unchanged.
   constexpr Outcome begin(std::span<const token> prompt, std::size_t offset) {
     const Outcome answer = query(prompt);
     if (!answer.accepted()) return answer;
     if (offset != 0 && offset != answer.decision.offset) {
       return {Refusal::offset_not_granted, answer.decision};
     }
+    if (prompt.size() > begun_.capacity()) begun_.reserve(prompt.size());  // may throw; nothing changed yet
+    begun_.assign(prompt.begin(), prompt.end());
     held_.ids.resize(offset);  // INV-8; offset <= lcp <= len(ids), so this only shrinks
     held_.canonical_end = std::min(held_.canonical_end, offset);  // INV-9
     phase_ = Phase::writing;
     begin_offset_ = offset;
+    tainted_ = false;
     return answer;
   }
 
-  /// Publish the finished request: ids = prompt + generated, canonical_end = len(prompt). Only the
-  /// tokens past the kept prefix are copied.
+  /// Publish the finished request: ids = prompt + generated, canonical_end = len(prompt). `ids` must
+  /// start with the prompt given to begin, and canonical_end may not pass that prompt (rows from
+  /// there on were written by decode); a smaller canonical_end is conservative and accepted. After a
+  /// clear during the write, the commit is accepted and stores nothing (INV-11). Only the tokens
+  /// past the kept prefix are copied: within the reserved capacity this never allocates; past it, it
+  /// may throw std::bad_alloc, and the machine is then unchanged.
   constexpr Outcome commit(std::span<const token> ids, std::size_t canonical_end) {
     if (phase_ != Phase::writing) return refuse(Refusal::not_writing);
     if (canonical_end > ids.size()) return refuse(Refusal::canonical_end_past_ids);  // INV-9
-    if (canonical_end < begin_offset_) return refuse(Refusal::canonical_end_before_offset);
-    const std::size_t kept = held_.ids.size();
-    if (ids.size() < kept || common_prefix(held_.ids, ids) < kept) {
-      return refuse(Refusal::ids_drop_kept_prefix);
+    if (ids.size() < begun_.size() || common_prefix(begun_, ids) < begun_.size()) {
+      return refuse(Refusal::ids_not_begun_prompt);  // INV-11: rows hold the begun prompt
     }
-    if (config_.enabled) {  // disabled: store nothing (the seed's behaviour)
+    if (canonical_end > begun_.size()) return refuse(Refusal::canonical_end_past_prompt);  // INV-2
+    if (config_.enabled && !tainted_) {  // disabled: store nothing (the original's behaviour)
+      const std::size_t kept = held_.ids.size();  // ids[0:kept) == prompt[0:kept) == held
       grow_to(ids.size());
       held_.ids.insert(held_.ids.end(), ids.begin() + static_cast<std::ptrdiff_t>(kept), ids.end());
       held_.canonical_end = canonical_end;
     }
-    phase_ = Phase::idle;
-    begin_offset_ = 0;
+    finish_write();
     return {};
   }
 
   /// The request failed. The record already holds only ids[0:offset), whose rows were not touched.
   constexpr Outcome abort() noexcept {
     if (phase_ != Phase::writing) return refuse(Refusal::not_writing);
-    phase_ = Phase::idle;
-    begin_offset_ = 0;
+    finish_write();
     return {};
   }
 
-  /// The seed's one-shot publish: what the KV state holds now. Stores nothing when disabled.
+  /// The original Python class's one-shot publish: what the KV state holds now. Unchecked: the caller
+  /// vouches that rows [0, canonical_end) are a cold prefill of ids[0:canonical_end) on the current
+  /// chunk grid (docs/spec.md). Stores nothing when disabled. Past the reserved capacity it may throw
+  /// std::bad_alloc, and the machine is then unchanged.
   constexpr Outcome record(std::span<const token> ids, std::size_t canonical_end) {
     if (phase_ == Phase::writing) return refuse(Refusal::writing);
     if (canonical_end > ids.size()) return refuse(Refusal::canonical_end_past_ids);  // INV-9
@@ -97,20 +109,24 @@ class Machine {
     return {};
   }
 
-  /// Forget everything held. Always safe, so accepted in any phase.
+  /// Forget everything held: the KV state no longer holds anything usable. Always safe, so
+  /// accepted in any phase; during a write it taints the write, whose commit then stores nothing
+  /// (INV-11).
   constexpr Outcome clear() noexcept {
-    held_.ids.clear();
-    held_.canonical_end = 0;
+    forget();
+    if (phase_ == Phase::writing) tainted_ = true;
     return {};
   }
 
   /// Change the rule's knobs. Turning reuse off also forgets what is held: while off nothing is
   /// recorded but the KV state is still written, so the old record would go stale (audit 253).
+  /// Changing chunk forgets it too: its rows were computed on the old prefill grid (INV-11, THM-1).
   constexpr Outcome configure(const Config& config) noexcept {
     if (phase_ == Phase::writing) return refuse(Refusal::writing);
     if (config.chunk == 0) return refuse(Refusal::chunk_zero);  // INV-9
+    const bool regrid = config.chunk != config_.chunk;
     config_ = config;
-    if (!config_.enabled) clear();
+    if (!config_.enabled || regrid) forget();
     return {};
   }
 
@@ -119,20 +135,42 @@ class Machine {
     return std::visit([this](const auto& e) { return dispatch(e); }, event);
   }
 
-  /// Keep room for `tokens` ids, as the KV state is allocated once at full capacity: commits and
-  /// records within it never allocate.
-  constexpr void reserve(std::size_t tokens) { held_.ids.reserve(tokens); }
+  /// Keep room for `tokens` ids in the record and in the begun prompt, as the KV state is allocated
+  /// once at full capacity: begins, commits and records within it never allocate (MEM-1). Past it
+  /// they grow to exactly what they need, which may throw std::bad_alloc (the machine is then
+  /// unchanged); so may reserve itself.
+  constexpr void reserve(std::size_t tokens) {
+    held_.ids.reserve(tokens);
+    begun_.reserve(tokens);
+  }
   /// Tokens the record has room for: max(reserved, the longest record held), never more.
   [[nodiscard]] constexpr std::size_t capacity() const noexcept { return held_.ids.capacity(); }
-  /// Bytes this machine occupies: 4 per token of capacity, plus a constant.
+  /// Bytes this machine occupies: 4 per token of the record's capacity and of the begun prompt's
+  /// (max(reserved, the longest prompt begun)), plus a constant.
   [[nodiscard]] constexpr std::size_t memory_bytes() const noexcept {
-    return sizeof(Machine) + capacity() * sizeof(token);
+    return sizeof(Machine) + (capacity() + begun_.capacity()) * sizeof(token);
   }
+  /// The prompt of the request being written (empty while idle).
+  [[nodiscard]] constexpr std::span<const token> begun() const noexcept { return begun_; }
+  /// Whether a clear happened during the request being written: its commit will store nothing.
+  [[nodiscard]] constexpr bool tainted() const noexcept { return tainted_; }
 
   friend constexpr bool operator==(const Machine&, const Machine&) = default;
 
  private:
   static constexpr Outcome refuse(Refusal why) noexcept { return {why, {}}; }
+
+  constexpr void forget() noexcept {
+    held_.ids.clear();
+    held_.canonical_end = 0;
+  }
+
+  constexpr void finish_write() noexcept {
+    begun_.clear();  // keeps its capacity
+    phase_ = Phase::idle;
+    begin_offset_ = 0;
+    tainted_ = false;
+  }
 
   /// Grow to exactly `tokens` when needed (no geometric slack), keeping 4 bytes per held token.
   constexpr void grow_to(std::size_t tokens) {
@@ -151,6 +189,8 @@ class Machine {
   Record held_{};
   Phase phase_ = Phase::idle;
   std::size_t begin_offset_ = 0;
+  std::vector<token> begun_{};  ///< the prompt given to begin, while writing
+  bool tainted_ = false;        ///< a clear happened during this write
 };
 
 /// The pure transition function: state and event in, new state and output out.

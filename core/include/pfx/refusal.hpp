@@ -12,9 +12,9 @@ enum class Refusal {
   writing,                    ///< a request is being written; commit or abort it first
   not_writing,                ///< no request is being written; begin one first
   offset_not_granted,         ///< begin's offset is neither 0 nor the offset the rule grants
-  ids_drop_kept_prefix,       ///< commit's ids do not start with the prefix kept at begin
   canonical_end_past_ids,     ///< canonical_end > len(ids) (INV-9)
-  canonical_end_before_offset,///< commit's canonical_end is before the begin offset
+  ids_not_begun_prompt,       ///< commit's ids do not start with the prompt given to begin
+  canonical_end_past_prompt,  ///< commit's canonical_end is past the prompt given to begin
   chunk_zero,                 ///< a configuration with chunk 0 (INV-9)
 };
 
@@ -26,9 +26,11 @@ enum class Refusal {
     case Refusal::not_writing: return "no request is being written: begin one first";
     case Refusal::offset_not_granted:
       return "offset is neither 0 nor the offset the rule grants for this prompt";
-    case Refusal::ids_drop_kept_prefix: return "ids do not start with the prefix kept at begin";
     case Refusal::canonical_end_past_ids: return "canonical_end is past the end of ids";
-    case Refusal::canonical_end_before_offset: return "canonical_end is before the begin offset";
+    case Refusal::ids_not_begun_prompt: return "ids do not start with the prompt given to begin";
+    case Refusal::canonical_end_past_prompt:
+      return "canonical_end is past the prompt given to begin: rows from there on were written by "
+             "decode";
     case Refusal::chunk_zero: return "chunk must be at least 1";
   }
   return "?";
@@ -41,9 +43,9 @@ enum class Refusal {
     case Refusal::writing: return "writing";
     case Refusal::not_writing: return "not writing";
     case Refusal::offset_not_granted: return "offset not granted";
-    case Refusal::ids_drop_kept_prefix: return "ids drop kept prefix";
     case Refusal::canonical_end_past_ids: return "canonical_end past ids";
-    case Refusal::canonical_end_before_offset: return "canonical_end before offset";
+    case Refusal::ids_not_begun_prompt: return "ids not begun prompt";
+    case Refusal::canonical_end_past_prompt: return "canonical_end past prompt";
     case Refusal::chunk_zero: return "chunk zero";
   }
   return "?";

@@ -28,7 +28,7 @@ int main() {
   std::printf("pfx %s: offset %zu (reference %zu)\n", PFX_VERSION_STRING, reuse(), expected);
 
   pfx::driver::HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4});
-  pfx::driver::Lane lane(engine, {.capacity = 64, .reuse = true, .keep_min = 4});
+  pfx::driver::Lane lane(engine, {.capacity = 64, .enabled = true, .keep_min = 4});
   std::vector<pfx::token> turn = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   const auto first = lane.serve(turn, 3);
   turn.insert(turn.end(), first.generated.begin(), first.generated.end());

@@ -4,12 +4,12 @@
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/explain_input.hpp>
 #include <pfx/driver/environment.hpp>
+#include <pfx/driver/lane.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <memory>
 #include <ostream>
 #include <vector>
@@ -26,29 +26,24 @@ struct Row {
   bool tightest = false;  ///< the Decision's bound
 };
 
-/// The four bounds in decide's order (ties go to the earlier), then keep_min. Empty when no bound was
-/// consulted (reuse off, or nothing held: INV-6).
-std::vector<Row> rows_of(const Decision& d, const Config& config, const Record& held, std::size_t prompt_size) {
+/// The four bounds in decide's order (ties go to the earlier), then keep_min: each value as core
+/// computed it. Empty when no bound was consulted (reuse off, or nothing held: INV-6).
+std::vector<Row> rows_of(const Decision& d, const Bounds& b, std::size_t chunk) {
   if (d.bound == Bound::none) return {};
-  const std::size_t one_left = prompt_size == 0 ? 0 : prompt_size - 1;
-  const std::size_t tightest = std::min({d.common_prefix, held.canonical_end, one_left});
-  const std::size_t aligned = tightest - tightest % config.chunk;
   const std::string keep = d.reason == Reason::below_keep_min
-                               ? fmt::format("{} rows are too few to be worth reusing: offset 0", aligned)
-                           : d.reason == Reason::reused ? fmt::format("{} >= {}: worth reusing", aligned, config.keep_min)
+                               ? fmt::format("{} rows are too few to be worth reusing: offset 0", b.aligned)
+                           : d.reason == Reason::reused ? fmt::format("{} >= {}: worth reusing", b.aligned, b.keep_min)
                                                         : std::string("nothing to reuse");
   return {
-      {name(Bound::common_prefix), d.common_prefix, "INV-1", "lcp(ids, prompt): past it the rows hold other tokens",
+      {name(Bound::common_prefix), b.common_prefix, "INV-1", "lcp(ids, prompt): past it the rows hold other tokens",
        d.bound == Bound::common_prefix},
-      {name(Bound::canonical_end), held.canonical_end, "INV-2", "rows from here on were written by decode",
+      {name(Bound::canonical_end), b.canonical_end, "INV-2", "rows from here on were written by decode",
        d.bound == Bound::canonical_end},
-      {name(Bound::one_token_left), one_left, "INV-3", "len(prompt) - 1: the engine prefills at least one token",
+      {name(Bound::one_token_left), b.one_token_left, "INV-3", "len(prompt) - 1: the engine prefills at least one token",
        d.bound == Bound::one_token_left},
-      {name(Bound::alignment), aligned, "INV-5",
-       fmt::format("the smallest above, rounded down to a multiple of chunk {}", config.chunk),
-       d.bound == Bound::alignment},
-      {"keep_min", config.keep_min, "INV-4",
-       keep, false},
+      {name(Bound::alignment), b.aligned, "INV-5",
+       fmt::format("the smallest above, rounded down to a multiple of chunk {}", chunk), d.bound == Bound::alignment},
+      {"keep_min", b.keep_min, "INV-4", keep, false},
   };
 }
 
@@ -94,7 +89,7 @@ void print_json(std::ostream& out, const Config& config, const HeldRecord& recor
 Config explain_config(const ExplainOptions& options) {
   const driver::LaneOptions lane = driver::lane_options_from_environment();
   Config config;
-  config.enabled = lane.reuse && !options.disabled;
+  config.enabled = options.enabled.value_or(lane.enabled) && !options.disabled;
   config.keep_min = options.keep_min.value_or(lane.keep_min);
   config.chunk = options.chunk.value_or(default_explain_chunk);
   return config;
@@ -117,7 +112,8 @@ int run_explain(const ExplainOptions& options, const Streams& streams) {
   }
   const Outcome answer = machine.query(prompt);
   const Decision& d = answer.decision;
-  const std::vector<Row> rows = rows_of(d, config, machine.held(), prompt.size());
+  const Record& held = machine.held();
+  const std::vector<Row> rows = rows_of(d, bounds(config, held.ids, held.canonical_end, prompt), config.chunk);
   if (options.json) {
     print_json(streams.out, config, record, prompt.size(), d, rows);
   } else {
@@ -143,7 +139,10 @@ void add_explain_command(CLI::App& app, const Streams& streams, int& status) {
   explain->add_option("--keep-min", options->keep_min,
                       "Shortest reuse worth taking (default: TF_GLM53_PREFIX_CACHE_MIN, or 64)")
       ->check(non_negative());
-  explain->add_flag("--disabled", options->disabled, "Reuse off (default: TF_GLM53_PREFIX_CACHE)");
+  CLI::Option* enabled =
+      explain->add_option("--enabled", options->enabled, "Reuse on (1) or off (0) (default: TF_GLM53_PREFIX_CACHE, else 1)")
+          ->check(CLI::IsMember({"0", "1"}));
+  explain->add_flag("--disabled", options->disabled, "Deprecated: the same as --enabled 0")->excludes(enabled);
   explain->add_flag("--json", options->json, "Write the explanation as JSON");
   explain->callback([&streams, &status, options] { status = run_explain(*options, streams); });
 }

@@ -46,7 +46,7 @@ Replayer::Replayer(driver::Engine& engine, const ReplaySettings& settings)
   }
   if (settings.verify) {
     driver::LaneOptions cold_options = settings.lane;
-    cold_options.reuse = false;
+    cold_options.enabled = false;
     cold_ = std::make_unique<driver::Lane>(engine, cold_options);
   }
 }

@@ -10,6 +10,7 @@
 #include <pfx/driver/environment.hpp>
 #include <pfx/driver/errors.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
+#include <pfx/engines/reference_engine_on_device.hpp>
 #ifdef PFX_CLI_MPI
 #include <pfx/driver/mpi_collective.hpp>
 #endif
@@ -180,7 +181,7 @@ json summary_json(const ReplaySummary& s, const ReplayOptions& o, const driver::
          {"elapsed_s", s.elapsed_s},
          {"ok", s.ok()},
          {"settings", {{"trace", input.source}, {"engine", engine}, {"chunk", o.model.chunk}, {"vocab", o.model.vocab},
-                       {"capacity", lane.capacity}, {"reuse", lane.reuse}, {"keep_min", lane.keep_min},
+                       {"capacity", lane.capacity}, {"reuse", lane.enabled}, {"keep_min", lane.keep_min},
                        {"verify", o.verify}, {"faults", o.faults}, {"seed", o.seed}, {"dcp", o.dcp},
                        {"interleave", o.interleave}}}};
   if (o.verify) {
@@ -284,7 +285,7 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
   if (!options.json) {
     streams.out << fmt::format("pfx replay: {}: {} requests\n", input.source, requests)
                 << fmt::format("lane: {}, capacity {}, reuse {}, keep_min {}{}{}{}\n", engine.description, lane.capacity,
-                               lane.reuse ? "on" : "off", lane.keep_min, options.verify ? ", verify" : "",
+                               lane.enabled ? "on" : "off", lane.keep_min, options.verify ? ", verify" : "",
                                options.faults > 0 ? fmt::format(", faults {} (seed {})", options.faults, options.seed) : "",
                                options.dcp > 1 || ranks != nullptr
                                    ? fmt::format(", {} shards (interleave {}), {}", options.dcp, options.interleave,

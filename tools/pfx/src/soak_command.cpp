@@ -99,7 +99,7 @@ json summary_json(const SoakSummary& s, const SoakOptions& o, const driver::Lane
               {"elapsed_s", r.elapsed_s},
               {"ok", s.ok()},
               {"settings", {{"engine", engine}, {"chunk", o.chunk}, {"vocab", o.settings.workload.vocab},
-                            {"capacity", lane.capacity}, {"reuse", lane.reuse}, {"keep_min", lane.keep_min},
+                            {"capacity", lane.capacity}, {"reuse", lane.enabled}, {"keep_min", lane.keep_min},
                             {"faults", o.settings.replay.fault_rate}, {"seed", o.settings.workload.seed},
                             {"verify_every", o.settings.verify_every}, {"warmup", o.settings.warmup},
                             {"rss_tolerance", o.settings.tolerance.describe()}}}};
@@ -141,7 +141,7 @@ int run_soak(SoakOptions& options, const Streams& streams) {
     streams.out << fmt::format("pfx soak: {} requests of the embedded workload (seed {}), faults {} per engine call\n",
                                requests, settings.workload.seed, settings.replay.fault_rate)
                 << fmt::format("lane: {}, capacity {}, reuse {}, keep_min {}\n", description, lane.capacity,
-                               lane.reuse ? "on" : "off", lane.keep_min)
+                               lane.enabled ? "on" : "off", lane.keep_min)
                 << fmt::format("verify: every {}th request and every request after a failure, against a cold run\n",
                                settings.verify_every)
                 << fmt::format("memory: baseline after {} requests, then a sample every {}; tolerance {}\n",

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -23,11 +24,12 @@ inline constexpr bool poison_by_default = false;
 inline constexpr bool poison_by_default = true;
 #endif
 
-/// How a lane is set up. reuse and keep_min have the seed's meanings and defaults; see
+/// How a lane is set up. enabled and keep_min have the seed's meanings and defaults (the same knobs
+/// as pfx::Config's, docs/configuration.md); see
 /// lane_options_from_environment for TF_GLM53_PREFIX_CACHE and TF_GLM53_PREFIX_CACHE_MIN.
 struct LaneOptions {
   std::size_t capacity = 4096;  ///< token rows of the KV state, allocated once
-  bool reuse = true;            ///< TF_GLM53_PREFIX_CACHE (audit 259: on by default)
+  bool enabled = true;          ///< reuse on; TF_GLM53_PREFIX_CACHE (audit 259: on by default)
   std::size_t keep_min = 64;    ///< TF_GLM53_PREFIX_CACHE_MIN
   /// Fill rows a request gives up with NaN, so that an engine that reads one is caught. On in debug
   /// builds; the tests turn it on everywhere.
@@ -53,6 +55,10 @@ struct Response {
   Timings timings;
 };
 
+/// One lane serves one request at a time. serve() and clear() may be called from several threads:
+/// they are serialized (each call waits for the one in progress), so that two requests never write
+/// the KV state or the record at once (docs/driver.md, "Concurrent use"). The accessors below read
+/// without locking: call them only while no serve() or clear() runs.
 class Lane {
  public:
   /// Allocates the KV state (engine.make_kv_state(capacity)) and reserves the record, once; with
@@ -86,6 +92,7 @@ class Lane {
   void write(std::span<const token> prompt, std::size_t max_new_tokens, Response& response,
              Clock::time_point start);
 
+  std::mutex serving_;  ///< held by serve() and clear() for their whole duration
   Engine& engine_;
   LaneOptions options_;
   std::unique_ptr<KvState> kv_;

@@ -5,11 +5,14 @@
 /// before writing, after writing the step's rows, or after writing garbage into them. Used by the
 /// fault tests (and by anyone who wants to check their own lane's recovery).
 
-#include <pfx/driver/engine.hpp>
+#include <pfx/driver/kv_state.hpp>
+#include <pfx/engines/wrapped_engine.hpp>
+#include <pfx/token.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <stdexcept>
 
 namespace pfx::driver {
@@ -20,17 +23,12 @@ class InjectedFault : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-class FaultyEngine final : public Engine {
+class FaultyEngine final : public WrappedEngine {
  public:
   /// Each prefill or decode call fails with probability `rate` (0 <= rate <= 1, else
   /// std::invalid_argument); `seed` makes the failures reproducible.
   FaultyEngine(Engine& inner, double rate, std::uint64_t seed);
 
-  [[nodiscard]] std::size_t chunk() const noexcept override { return inner_.chunk(); }
-  [[nodiscard]] std::size_t vocab() const noexcept override { return inner_.vocab(); }
-  [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override {
-    return inner_.make_kv_state(capacity);
-  }
   void prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override;
   void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override;
@@ -46,7 +44,6 @@ class FaultyEngine final : public Engine {
   template <class Step>
   void maybe_fail(KvState& kv, std::size_t begin, std::size_t end, const char* what, Step&& step);
 
-  Engine& inner_;
   std::bernoulli_distribution fails_;
   std::mt19937_64 random_;
   std::size_t failures_ = 0;

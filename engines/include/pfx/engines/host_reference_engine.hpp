@@ -1,7 +1,7 @@
 #pragma once
 
 /// \file
-/// The reference engine on the host (pfx/driver/reference_model.hpp): fp32, single-threaded, with a
+/// The reference engine on the host (pfx/engines/reference_model.hpp): fp32, single-threaded, with a
 /// fixed order for every sum, so a run is a deterministic function of its inputs.
 
 #include <pfx/driver/engine.hpp>

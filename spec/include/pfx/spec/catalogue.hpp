@@ -106,7 +106,24 @@ inline constexpr auto catalogue = boost::hana::make_tuple(
     Invariant{"INV-10", "refusal changes nothing",
               "an event the machine refuses (bad argument, wrong phase) leaves the record exactly "
               "as it was",
-              [](const Step& s) { return s.output.accepted() || s.after == s.before; }});
+              [](const Step& s) { return s.output.accepted() || s.after == s.before; }},
+    Invariant{"INV-11", "true record",
+              "a commit records only its begun prompt, then what decode wrote, with canonical_end <= "
+              "len(prompt); after a clear during the write it records nothing; a new chunk forgets "
+              "the record",
+              [](const Step& s) {
+                if (!s.output.accepted()) return true;
+                if (std::holds_alternative<Commit>(s.event)) {
+                  if (s.before.tainted) return s.after.ids.empty();
+                  const std::size_t n = s.before.begun.size();
+                  return s.after.ids.empty() ||
+                         (s.after.canonical_end <= n && lcp(s.after.ids, s.before.begun) == n);
+                }
+                if (const auto* c = std::get_if<Configure>(&s.event)) {
+                  return c->config.chunk == s.before.config.chunk || s.after.ids.empty();
+                }
+                return true;
+              }});
 
 /// Calls `f(invariant)` for each entry of the catalogue, in order.
 template <class F>

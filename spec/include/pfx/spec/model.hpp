@@ -22,13 +22,16 @@ struct Config {
   friend constexpr bool operator==(const Config&, const Config&) = default;
 };
 
-/// The whole protocol state: the rule's knobs, the record, and the phase.
+/// The whole protocol state: the rule's knobs, the record, the phase, and, while writing, the prompt
+/// being written and whether a clear has made its rows unusable.
 struct State {
   Config config{};
   Tokens ids{};
   std::size_t canonical_end = 0;
   bool writing = false;
   std::size_t begin_offset = 0;
+  Tokens begun{};
+  bool tainted = false;
   friend constexpr bool operator==(const State&, const State&) = default;
 };
 

@@ -87,8 +87,17 @@ constexpr Output reference_decision(const State& s, const Tokens& prompt) {
   return out;
 }
 
-/// The protocol: apply one event to the state, in place, and say what it answers. Each event checks
-/// its refusals in the order of the refusal table in docs/spec.md; a refusal changes nothing.
+/// The protocol: apply one event to the state, in place, and say what it answers. A refusal changes
+/// nothing. The record is what SAFE lets the rule offer (spec/include/pfx/spec/ghost.hpp): after each
+/// event it claims the most the KV state is known to hold as a cold prefill on the current grid
+/// would write it, and nothing more. The refusals follow from that, not from core's code:
+/// - query and begin while writing: rows are being rewritten, so no claim about them is known.
+/// - begin at an offset other than 0 or the rule's: rows past the rule's offset are not known.
+/// - commit outside a write, or with ids that are not the begun prompt followed by what decode
+///   wrote, or with canonical_end past that prompt: the record would claim rows the engine did not
+///   write, or decode rows as prefill ones. A smaller canonical_end claims less, and is accepted.
+/// - record, clear and configure: record is the caller's word (unchecked); clear makes every row,
+///   and the write in flight, unusable; a new chunk grid makes every held row a row of another grid.
 struct Protocol {
   State& s;
 
@@ -104,33 +113,35 @@ struct Protocol {
       out.refusal = "offset not granted";
       return out;
     }
-    Tokens kept;
-    for (std::size_t i = 0; i < e.offset; ++i) kept.push_back(s.ids[i]);
-    s.ids = kept;
+    // Rows from the offset on are rewritten now: only the untouched rows below it stay claimed.
+    s.ids = take(s.ids, e.offset);
     if (s.canonical_end > e.offset) s.canonical_end = e.offset;
     s.writing = true;
     s.begin_offset = e.offset;
+    s.begun = e.prompt;
+    s.tainted = false;
     return out;
   }
 
   constexpr Output operator()(const Commit& e) const {
     if (!s.writing) return refused("not writing");
     if (e.canonical_end > e.ids.size()) return refused("canonical_end past ids");
-    if (e.canonical_end < s.begin_offset) return refused("canonical_end before offset");
-    if (lcp(s.ids, e.ids) != s.ids.size()) return refused("ids drop kept prefix");
-    if (s.config.enabled) {
+    if (lcp(s.begun, e.ids) != s.begun.size()) return refused("ids not begun prompt");
+    if (e.canonical_end > s.begun.size()) return refused("canonical_end past prompt");
+    // The engine wrote a prefill of the begun prompt from the offset on the current grid on top of
+    // rows a cold prefill writes, and decode rows from len(prompt) on: ids with canonical_end at
+    // most len(prompt) claim only rows a cold prefill writes. Unless a clear made them unusable.
+    if (s.config.enabled && !s.tainted) {
       s.ids = e.ids;
       s.canonical_end = e.canonical_end;
     }
-    s.writing = false;
-    s.begin_offset = 0;
+    end_write();
     return Output{};
   }
 
   constexpr Output operator()(const Abort&) const {
     if (!s.writing) return refused("not writing");
-    s.writing = false;
-    s.begin_offset = 0;
+    end_write();  // the rows below the offset were never touched: the record still holds
     return Output{};
   }
 
@@ -147,14 +158,16 @@ struct Protocol {
   constexpr Output operator()(const Clear&) const {
     s.ids = Tokens{};
     s.canonical_end = 0;
+    if (s.writing) s.tainted = true;
     return Output{};
   }
 
   constexpr Output operator()(const Configure& e) const {
     if (s.writing) return refused("writing");
     if (e.config.chunk == 0) return refused("chunk zero");
+    const bool same_grid = e.config.chunk == s.config.chunk;
     s.config = e.config;
-    if (!s.config.enabled) {
+    if (!s.config.enabled || !same_grid) {
       s.ids = Tokens{};
       s.canonical_end = 0;
     }
@@ -165,6 +178,19 @@ struct Protocol {
     Output out;
     out.refusal = why;
     return out;
+  }
+
+  static constexpr Tokens take(const Tokens& t, std::size_t n) {
+    Tokens kept;
+    for (std::size_t i = 0; i < n && i < t.size(); ++i) kept.push_back(t[i]);
+    return kept;
+  }
+
+  constexpr void end_write() const {
+    s.writing = false;
+    s.begin_offset = 0;
+    s.begun = Tokens{};
+    s.tainted = false;
   }
 };
 

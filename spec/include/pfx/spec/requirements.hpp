@@ -22,11 +22,16 @@ inline constexpr std::array requirements = {
     Requirement{"AUDIT-260", "a row decode wrote is never offered for reuse"},
     Requirement{"SEED-1", "with chunk = 1 the offset equals the seed's rule"},
     Requirement{"MEM-1",
-                "4 bytes per token of capacity plus a constant; commits within the reserved "
-                "capacity never reallocate"},
+                "4 bytes per token of the record's capacity and of the begun prompt's, plus a "
+                "constant; begins, commits and records within the reserved capacity never allocate; "
+                "past it they may throw std::bad_alloc and change nothing"},
+    Requirement{"SAFE",
+                "whenever the machine offers offset o for prompt P, every row below o holds exactly "
+                "what a cold prefill of P on the current chunk grid writes there (the ghost state)"},
     Requirement{"THM-1",
-                "with chunk = the engine's prefill grid, every response equals a cold run of the "
-                "same prompt bit for bit: logits, generated tokens, KV rows"},
+                "with chunk = the engine's prefill grid, a resumed prefill writes the prompt's rows "
+                "and the first logit bit for bit as a cold run; with deterministic decode, so are "
+                "the generated tokens and their rows"},
     Requirement{"CEX-1",
                 "the bit-exactness check can fail: the seed's rule (chunk = 1) and reuse past "
                 "canonical_end each make some resumed run differ from cold"},
@@ -45,6 +50,9 @@ inline constexpr std::array requirements = {
                 "defaults; a malformed value is an error naming the variable"},
     Requirement{"DRV-6",
                 "the CUDA backend keeps the same claims on a device, and says why when it cannot run"},
+    Requirement{"DRV-7",
+                "a lane called from several threads at once serializes serve() and clear(): every "
+                "response still equals cold bit for bit, and the record is one whole request's"},
     Requirement{"SHARD-1",
                 "a KV state sharded over N ranks (the row of position p on rank (p / interleave) mod N) "
                 "holds the same rows, and a lane over it gives the same responses, bit for bit, as one state"},

@@ -25,6 +25,8 @@ constexpr spec::State to_spec(const Machine& m) {
   s.canonical_end = m.held().canonical_end;
   s.writing = m.phase() == Phase::writing;
   s.begin_offset = m.begin_offset();
+  s.begun = spec::Tokens(m.begun().begin(), m.begun().end());
+  s.tainted = m.tainted();
   return s;
 }
 

@@ -23,7 +23,8 @@ struct ExplainOptions {
   std::optional<std::size_t> canonical_end;  ///< replaces the record's
   std::optional<std::size_t> chunk;          ///< default_explain_chunk when not given
   std::optional<std::size_t> keep_min;       ///< TF_GLM53_PREFIX_CACHE_MIN (default 64) when not given
-  bool disabled = false;                     ///< reuse off; otherwise TF_GLM53_PREFIX_CACHE says
+  std::optional<bool> enabled;               ///< reuse on or off; TF_GLM53_PREFIX_CACHE when not given
+  bool disabled = false;                     ///< deprecated --disabled: the same as enabled = false
   bool json = false;
 };
 

@@ -1,0 +1,113 @@
+"""What a drop-in needs beyond the answers: copies and pickles that are independent and equal, a repr
+that shows the state, and the protocol as a context manager for engines written in Python."""
+from __future__ import annotations
+
+import copy
+import pickle
+import unittest
+
+import pfx
+from support import environment, fresh_pfx, rng, verifies
+
+
+def copies(value):
+    return {"copy": copy.copy(value), "deepcopy": copy.deepcopy(value),
+            "pickle": pickle.loads(pickle.dumps(value)), "pickle 0": pickle.loads(pickle.dumps(value, protocol=0))}
+
+
+class PyDropIn(unittest.TestCase):
+    def setUp(self):
+        with environment():
+            fresh_pfx()
+
+    @verifies("PY-1 PY-2")
+    def test_copies_and_pickles_are_independent_and_equal(self):
+        r = rng(self)
+        for _ in range(30):
+            ids = [r.randrange(2**31) for _ in range(r.randrange(0, 200))]
+            end = r.randrange(len(ids) + 1)
+            prefix = pfx.PromptPrefix()
+            prefix.record(ids, end)
+            machine = pfx.Machine(pfx.Config(enabled=True, keep_min=r.randrange(9), chunk=r.randrange(1, 5)))
+            machine.record(ids, end)
+            for original in (prefix, machine):
+                for how, twin in copies(original).items():
+                    self.assertIsNot(twin, original)
+                    self.assertEqual(twin, original, how)
+                    self.assertEqual((list(twin.ids), twin.canonical_end), (ids, end), how)
+                    twin.clear()  # the copy changes, the original does not
+                    self.assertEqual((list(original.ids), original.canonical_end), (ids, end), how)
+                    if ids:
+                        self.assertNotEqual(twin, original, how)
+        off = pfx.PromptPrefix()
+        off.enabled = False
+        self.assertFalse(pickle.loads(pickle.dumps(off)).enabled)
+
+    @verifies("PY-3 INV-8")
+    def test_a_machine_being_written_copies_but_does_not_pickle(self):
+        machine = pfx.Machine(pfx.Config(keep_min=2))
+        machine.record([1, 2, 3, 4], 4)
+        machine.begin([1, 2, 3, 9], 3)
+        twin = copy.deepcopy(machine)
+        self.assertEqual((twin.phase, twin.begin_offset, twin.ids), (pfx.Phase.writing, 3, [1, 2, 3]))
+        twin.commit([1, 2, 3, 9, 8], 4)
+        self.assertEqual((machine.phase, machine.ids), (pfx.Phase.writing, [1, 2, 3]))
+        with self.assertRaises(TypeError) as raised:
+            pickle.dumps(machine)
+        self.assertIn("commit or abort", str(raised.exception))
+        with self.assertRaises(ValueError):
+            pfx.Machine.__new__(pfx.Machine).__setstate__((1, True, 2, 1, b"\xff\xff\xff\xff", 1))  # id -1
+
+    @verifies("PY-1")
+    def test_repr_shows_the_held_length_canonical_end_and_enabled(self):
+        prefix = pfx.PromptPrefix()
+        prefix.record(list(range(70)), 65)
+        self.assertEqual(repr(prefix), "PromptPrefix(len(ids)=70, canonical_end=65, enabled=True)")
+        prefix.enabled = False
+        self.assertEqual(repr(prefix), "PromptPrefix(len(ids)=0, canonical_end=0, enabled=False)")
+        self.assertEqual(repr(pfx.PromptPrefix().ids), "pfx.Ids([])")
+
+    @verifies("PY-3 INV-8 INV-10")
+    def test_write_commits_or_aborts_as_the_block_ends(self):
+        lane = pfx.Machine(pfx.Config(keep_min=2, chunk=2))
+        lane.record([1, 2, 3, 4, 5, 6], 6)
+        prompt = [1, 2, 3, 4, 5, 9]
+        with lane.write(prompt) as w:  # the granted offset
+            self.assertEqual((w.offset, w.decision.offset, lane.phase), (4, 4, pfx.Phase.writing))
+            w.commit(prompt + [7], len(prompt))
+        self.assertEqual((lane.phase, lane.ids, lane.canonical_end), (pfx.Phase.idle, prompt + [7], 6))
+
+        class EngineFailed(Exception):
+            pass
+
+        # An exception inside: aborted, the record keeps ids[0:offset), the exception goes on.
+        with self.assertRaises(EngineFailed):
+            with lane.write(prompt + [8, 8], 0) as w:
+                self.assertEqual(w.offset, 0)
+                raise EngineFailed()
+        self.assertEqual((lane.phase, lane.ids, lane.canonical_end), (pfx.Phase.idle, [], 0))
+
+        lane.record(prompt, 6)
+        with lane.write(prompt + [1]) as w:  # leaving without commit aborts too
+            self.assertEqual(w.offset, 6)
+        self.assertEqual((lane.phase, lane.ids), (pfx.Phase.idle, prompt))
+
+        with self.assertRaises(pfx.Refused):  # a refused commit: the block aborts
+            with lane.write(prompt + [1]) as w:
+                w.commit([0] * 10, 7)  # drops the kept prefix
+        self.assertEqual((lane.phase, lane.ids), (pfx.Phase.idle, prompt))
+
+        with self.assertRaises(pfx.Refused):  # a refused begin changes nothing
+            with lane.write(prompt + [1], 3):
+                self.fail("entered a block whose begin was refused")
+        self.assertEqual((lane.phase, lane.ids), (pfx.Phase.idle, prompt))
+
+        with lane.write(prompt + [1]) as w:
+            w.commit(prompt + [1, 2], 7)
+            with self.assertRaises(RuntimeError):
+                w.commit(prompt + [1, 2], 7)
+        self.assertEqual(lane.ids, prompt + [1, 2])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,76 @@
+// The pfx program: every command registered on one CLI11 app, and each exception mapped to its exit
+// status (docs/cli.md, "Exit status").
+
+#include <pfx/cli/run.hpp>
+
+#include <pfx/cli/command.hpp>
+#include <pfx/driver/errors.hpp>
+#include <pfx/version.hpp>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <exception>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace pfx::cli {
+namespace {
+
+int parse_and_run(std::span<const std::string> arguments, const Streams& streams) {
+  CLI::App app{"pfx: how much of a prompt a serving lane may take from the KV state it holds", "pfx"};
+  app.set_version_flag("--version", std::string(PFX_VERSION_STRING));
+  app.require_subcommand(1);
+  int status = exit_ok;
+  add_replay_command(app, streams, status);
+  add_workload_command(app, streams, status);
+  add_audit_command(app, streams, status);
+  add_explain_command(app, streams, status);
+  add_soak_command(app, streams, status);
+
+  const auto command = [&] {
+    for (const CLI::App* sub : app.get_subcommands()) return "pfx " + sub->get_name();
+    return std::string("pfx");
+  };
+  try {
+    std::vector<std::string> reversed(arguments.rbegin(), arguments.rend());  // CLI11 takes them last first
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e, streams.out, streams.err);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e, streams.out, streams.err);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e, streams.out, streams.err);
+  } catch (const CLI::ParseError& e) {
+    // CLI11's own statuses differ per kind of error; every bad option is exit_bad_input here.
+    streams.err << fmt::format("{}: {}\nRun with --help for the options.\n", command(), e.what());
+    return exit_bad_input;
+  } catch (const InputError& e) {
+    streams.err << fmt::format("{}: {}\n", command(), e.what());
+    return exit_bad_input;
+  } catch (const driver::ConfigError& e) {
+    streams.err << fmt::format("{}: {}\n", command(), e.what());
+    return exit_bad_input;
+  } catch (const std::exception& e) {
+    streams.err << fmt::format("{}: internal error: {}\n", command(), e.what());
+    return exit_internal;
+  }
+  return status;
+}
+
+}  // namespace
+
+int run(std::span<const std::string> arguments, std::ostream& out, std::ostream& err, bool err_is_terminal) noexcept {
+  try {
+    return parse_and_run(arguments, {out, err, err_is_terminal});
+  } catch (const std::exception& e) {  // setting up the commands failed (out of memory, say)
+    err << "pfx: internal error: " << e.what() << "\n";
+    return exit_internal;
+  } catch (...) {
+    err << "pfx: internal error: an exception of unknown type\n";
+    return exit_internal;
+  }
+}
+
+}  // namespace pfx::cli
