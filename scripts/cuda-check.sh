@@ -23,6 +23,14 @@ ctest --preset device -j "$(nproc)"
 # The main job on the device: the embedded workload, each response checked against a cold run.
 build/device/bin/pfx replay --backend cuda --verify --no-progress | tail -3
 
+# The NCCL collective across every visible device (built when NCCL was found).
+
+if [ -x build/device/driver/nccl/pfx_nccl_check ]; then
+  build/device/driver/nccl/pfx_nccl_check
+else
+  echo "cuda-check: the NCCL collective was not built (NCCL not found: set NCCL_ROOT), not checked"
+fi
+
 if [ -x build/device/bench/pfx_driver_bench ]; then
   build/device/bench/pfx_driver_bench --benchmark_min_time=0.2
 fi

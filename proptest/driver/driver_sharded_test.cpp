@@ -6,6 +6,8 @@
 #include "support/lanes.hpp"
 #include "support/requirement.hpp"
 
+#include <pfx/driver/cuda.hpp>
+#include <pfx/driver/cuda_shards.hpp>
 #include <pfx/driver/errors.hpp>
 #include <pfx/driver/host_kv_state.hpp>
 #include <pfx/driver/lane.hpp>
@@ -208,6 +210,24 @@ std::size_t check_run(const Run& run, const Plan& plan, HostReferenceEngine& eng
   return diverged_steps;
 }
 
+/// Applies the same generated fills to a sharded state and to one state, then checks that rows from a
+/// generated position on read back the same from both: fill and copy_rows address positions.
+void apply_the_same_fills(pfx::driver::KvState& sharded, pfx::driver::KvState& single) {
+  const std::size_t rows = single.shape().capacity;
+  const auto fills = *rc::gen::container<std::vector<std::pair<std::size_t, std::size_t>>>(
+      rc::gen::pair(rc::gen::inRange<std::size_t>(0, rows + 1), rc::gen::inRange<std::size_t>(0, rows + 1)));
+  float value = 1.0f;
+  for (auto [from, to] : fills) {
+    if (from > to) std::swap(from, to);
+    sharded.fill(from, to, value);
+    single.fill(from, to, value);
+    value += 1.0f;
+  }
+  sharded.synchronize();
+  const std::size_t from = *rc::gen::inRange<std::size_t>(0, rows + 1);
+  RC_ASSERT(pfx::test::same_bits(sharded.copy_rows(from, rows), single.copy_rows(from, rows)));
+}
+
 rc::Gen<std::vector<pfx::test::TraceStep>> short_traces(std::size_t vocab) {
   return rc::gen::resize(12, rc::gen::container<std::vector<pfx::test::TraceStep>>(pfx::test::trace_steps(vocab)));
 }
@@ -300,19 +320,28 @@ PFX_PROPERTY(Sharded, EveryPositionHasOneRowOnItsOwnerAndFillAndCopyAddressPosit
   }
   pfx::driver::ShardedKvState sharded(shape, layout, std::move(shards));
   pfx::driver::HostKvState single(shape);
-  // The same fills, in any order, give the same rows as one state.
-  const auto fills = *rc::gen::container<std::vector<std::pair<std::size_t, std::size_t>>>(
-      rc::gen::pair(rc::gen::inRange<std::size_t>(0, rows + 1), rc::gen::inRange<std::size_t>(0, rows + 1)));
-  float value = 1.0f;
-  for (auto [from, to] : fills) {
-    if (from > to) std::swap(from, to);
-    sharded.fill(from, to, value);
-    single.fill(from, to, value);
-    value += 1.0f;
-  }
-  const std::size_t from = *rc::gen::inRange<std::size_t>(0, rows + 1);
-  RC_ASSERT(pfx::test::same_bits(sharded.copy_rows(from, rows), single.copy_rows(from, rows)));
+  apply_the_same_fills(sharded, single);
   RC_ASSERT(sharded.memory_bytes() == layout.ranks * layout.shard_capacity(rows) * shape.layers * 2 * shape.width * sizeof(float));
+}
+
+TEST(Sharded, ShardsOnDevicesHoldTheSameRowsAsOneState) {
+  pfx::test::verifies("SHARD-1 DRV-6");
+  const std::string reason = pfx::driver::cuda::unavailable_reason();
+  if (!reason.empty()) {
+    // Without a device the constructor says why; nothing else can be checked.
+    EXPECT_THROW((void)pfx::driver::cuda::make_sharded_state_on_devices({8, 1, 1}, {2, 1}), pfx::driver::CudaError);
+    GTEST_SKIP() << "shards on devices need a CUDA device: " << reason;
+  }
+  EXPECT_TRUE(rc::check("shards on devices hold the same rows as one host state", [] {
+    const ShardLayout layout = *layouts();
+    const std::size_t rows = *rc::gen::inRange<std::size_t>(1, 200);
+    const pfx::driver::KvShape shape{rows, *rc::gen::inRange<std::size_t>(1, 4), *rc::gen::inRange<std::size_t>(1, 5)};
+    const auto sharded = pfx::driver::cuda::make_sharded_state_on_devices(shape, layout);
+    pfx::driver::HostKvState single(shape);
+    RC_ASSERT(pfx::test::same_bits(sharded->copy_rows(0, rows), single.copy_rows(0, rows)));  // NaN everywhere
+    apply_the_same_fills(*sharded, single);
+    RC_CLASSIFY(pfx::driver::cuda::visible_devices() > 1, "several devices");
+  }));
 }
 
 TEST(Sharded, ABadLayoutOrRangeIsRefusedNamingTheProblem) {

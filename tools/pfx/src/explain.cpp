@@ -4,6 +4,7 @@
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/explain_input.hpp>
 #include <pfx/driver/environment.hpp>
+#include <pfx/driver/lane.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>

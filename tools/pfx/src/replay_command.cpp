@@ -23,7 +23,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <exception>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -234,22 +233,23 @@ int run_replay(const ReplayOptions& options, const Streams& streams) {
     ReplayOptions per_rank = options;
     per_rank.dcp = world.size();
     int status = exit_internal;
-    std::exception_ptr error;  // every rank reads the same input, so a bad one fails on every rank
+    std::string error;  // every rank reads the same input, so a bad one fails on every rank
     try {
       status = replay_on(per_rank, world.rank() == 0 ? streams : quiet, &world);
-    } catch (const InputError&) {
+    } catch (const InputError& e) {
       status = exit_bad_input;
-      error = std::current_exception();
-    } catch (const driver::ConfigError&) {
+      error = e.what();
+    } catch (const driver::ConfigError& e) {
       status = exit_bad_input;
-      error = std::current_exception();
+      error = e.what();
     }
+    // Rank 0 says why before any rank exits: mpirun ends the job when the first rank exits non-zero.
+    if (!error.empty() && world.rank() == 0) streams.err << "pfx replay: " << error << "\n" << std::flush;
     const std::vector<std::uint64_t> mine{static_cast<std::uint64_t>(status)};
     std::vector<std::uint64_t> all(world.size());
     world.all_gather(mine, all);
     std::uint64_t worst = 0;
     for (const std::uint64_t s : all) worst = std::max(worst, s);
-    if (error && world.rank() == 0) std::rethrow_exception(error);  // rank 0 says why
     return static_cast<int>(worst);
   }
 #endif
