@@ -235,11 +235,11 @@ TEST(SoakCommand, ReplayAndSoakSummariesWriteTheSameCountersAndKeepTheirFields) 
     return head;
   };
   EXPECT_EQ(keys(s), then({"type"}, {"injected", "verified", "memory", "elapsed_s", "ok", "settings"}));
-  EXPECT_EQ(keys(r), then({"type"}, {"elapsed_s", "ok", "settings"}));
+  EXPECT_EQ(keys(r), then({"type"}, {"divergences", "elapsed_s", "ok", "settings"}));  // divergences: sharded ranks
   EXPECT_EQ(keys(s["settings"]), (std::vector<std::string>{"engine", "chunk", "vocab", "capacity", "reuse", "keep_min",
                                                             "faults", "seed", "verify_every", "warmup", "rss_tolerance"}));
   EXPECT_EQ(keys(r["settings"]), (std::vector<std::string>{"trace", "engine", "chunk", "vocab", "capacity", "reuse",
-                                                            "keep_min", "verify", "faults", "seed"}));
+                                                            "keep_min", "verify", "faults", "seed", "dcp", "interleave"}));
   for (const nlohmann::ordered_json* j : {&s, &r}) {
     EXPECT_EQ((*j)["served"].get<std::size_t>() + (*j)["failures"].get<std::size_t>(), (*j)["requests"]) << *j;
     EXPECT_EQ((*j)["reused_tokens"].get<std::size_t>() + (*j)["prefill_tokens"].get<std::size_t>(),

@@ -8,6 +8,7 @@
 
 #include <pfx/driver/lane.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
+#include <pfx/engines/wrapped_engine.hpp>
 
 #include <gtest/gtest.h>
 
@@ -70,7 +71,7 @@ bool is_kind(const std::exception_ptr& error, Kind kind) {
 
 /// Throws `kind` on its `fail_at`-th call (prefill or decode), after writing that call's rows half
 /// the time, so that a partly written request is aborted too.
-class ThrowingEngine final : public pfx::test::WrappedEngine {
+class ThrowingEngine final : public pfx::driver::WrappedEngine {
  public:
   ThrowingEngine(Engine& inner, Kind kind, std::size_t fail_at, bool after_writing)
       : WrappedEngine(inner), kind_(kind), fail_at_(fail_at), after_writing_(after_writing) {}

@@ -230,7 +230,9 @@ Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
           [](Lane& self, py::handle prompt, py::handle offset) {
             Tokens p(prompt, "prompt");
             const std::size_t start = count(offset, "offset");
-            return accepted(unexported(self).machine.begin(p.through_first_difference(self.machine.held().ids), start));
+            // The whole prompt: the machine keeps it, so that commit can check its ids against it (INV-11).
+            const std::span<const pfx::token> all = p.all();
+            return accepted(unexported(self).machine.begin(all, start));
           },
           py::arg("prompt"), py::arg("offset"),
           "Start writing prompt from offset (0 or the granted offset); the record shrinks to ids[0:offset).")
