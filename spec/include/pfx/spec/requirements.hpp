@@ -2,7 +2,7 @@
 
 /// \file
 /// The requirements beside the invariant catalogue that pfx promises and the tests verify: the
-/// seed's audits, the seed's rule, the memory bound, bit-exact resume, the driver's guarantees, the pfx program's and the Python
+/// original class's audits, its rule, the memory bound, bit-exact resume, the driver's guarantees, the pfx program's and the Python
 /// module's. Like every INV of the catalogue, each
 /// must have a test (proptest/spec/requirements_check.cpp).
 
@@ -18,9 +18,9 @@ struct Requirement {
 
 inline constexpr std::array requirements = {
     Requirement{"AUDIT-253", "a stale KV is never read as the current context"},
-    Requirement{"AUDIT-259", "reuse is on by default, with the seed's keep_min"},
+    Requirement{"AUDIT-259", "reuse is on by default, with the original class's keep_min"},
     Requirement{"AUDIT-260", "a row decode wrote is never offered for reuse"},
-    Requirement{"SEED-1", "with chunk = 1 the offset equals the seed's rule"},
+    Requirement{"SEED-1", "with chunk = 1 the offset equals the original class's rule"},
     Requirement{"MEM-1",
                 "4 bytes per token of the record's capacity and of the begun prompt's, plus a "
                 "constant; begins, commits and records within the reserved capacity never allocate; "
@@ -33,7 +33,7 @@ inline constexpr std::array requirements = {
                 "and the first logit bit for bit as a cold run; with deterministic decode, so are "
                 "the generated tokens and their rows"},
     Requirement{"CEX-1",
-                "the bit-exactness check can fail: the seed's rule (chunk = 1) and reuse past "
+                "the bit-exactness check can fail: the original class's rule (chunk = 1) and reuse past "
                 "canonical_end each make some resumed run differ from cold"},
     Requirement{"DRV-1", "the KV state is allocated once, at full capacity, and never reallocated"},
     Requirement{"DRV-2",
@@ -46,7 +46,7 @@ inline constexpr std::array requirements = {
                 "after any mix of engine failures, the record holds only valid rows and every later "
                 "response still equals cold bit for bit"},
     Requirement{"DRV-5",
-                "TF_GLM53_PREFIX_CACHE and TF_GLM53_PREFIX_CACHE_MIN keep the seed's meanings and "
+                "TF_GLM53_PREFIX_CACHE and TF_GLM53_PREFIX_CACHE_MIN keep the original class's meanings and "
                 "defaults; a malformed value is an error naming the variable"},
     Requirement{"DRV-6",
                 "the CUDA backend keeps the same claims on a device, and says why when it cannot run"},
@@ -77,10 +77,10 @@ inline constexpr std::array requirements = {
                 "every sampled response equals a cold run bit for bit, resident memory stays flat after "
                 "the warm-up, and a mismatch, a stale-row read or growth past the tolerance exits with status 1"},
     Requirement{"PY-1",
-                "pfx.PromptPrefix answers, records and clears as the seed's class does on every call "
-                "sequence the seed handles correctly, with the same environment variables and defaults"},
+                "pfx.PromptPrefix answers, records and clears as the original Python class does on every call "
+                "sequence the original class handles correctly, with the same environment variables and defaults"},
     Requirement{"PY-2",
-                "where the seed's class misbehaves, pfx.PromptPrefix raises an error that names the "
+                "where the original Python class misbehaves, pfx.PromptPrefix raises an error that names the "
                 "problem and changes nothing"},
     Requirement{"PY-3",
                 "pfx.Machine exposes the whole protocol to Python; a refused event raises an error "
