@@ -213,3 +213,41 @@ TEST(CliAudit, TheTableIsTheTracedOneLookedUpById) {
       pfx::cli::traceability_table(pfx::cli::audited_ids(), pfx::cli::traced_requirements());
   for (const pfx::cli::TraceabilityEntry& e : built) EXPECT_TRUE(e.problems().empty()) << e.id;
 }
+
+// With the suite's reports, the audit says which tests ran and passed for each ID (CLI-3).
+namespace {
+std::string fixture(const char* name) { return std::string(PFX_REQUIREMENTS_CASES) + "/" + name; }
+}  // namespace
+
+TEST(CliAudit, WithTheSuitesResultsItSaysWhichTestsRanAndPassedForEachId) {
+  pfx::test::verifies("CLI-3");
+  AuditOptions options = quick(6);
+  options.json = true;
+  options.results = fixture("stale_index");  // one passing test, Case.CoversAll, that records every ID
+  const Result r = audit(options);
+  EXPECT_EQ(r.status, pfx::cli::exit_ok) << r.out;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["results"], options.results);
+  for (const nlohmann::json& row : report["table"]) {
+    EXPECT_EQ(row["ran"]["passed"], nlohmann::json::array({"Case.CoversAll"})) << row["id"];
+    EXPECT_TRUE(row["ran"]["failed"].empty()) << row["id"];
+  }
+}
+
+TEST(CliAudit, ATestThatFailedInTheResultsFailsTheAuditAndIsNamed) {
+  pfx::test::verifies("CLI-3");
+  AuditOptions options = quick(7);
+  options.results = fixture("failed_test");  // Case.Broken failed; it records INV-3
+  const Result r = audit(options);
+  EXPECT_EQ(r.status, pfx::cli::exit_mismatch) << r.out;
+  EXPECT_NE(r.out.find("INV-3: failed in the results: Case.Broken"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ran: 1 passed, 1 failed, 0 skipped (failed: Case.Broken)"), std::string::npos) << r.out;
+
+  options.results = fixture("missing_inv_8");  // no test records INV-8
+  const Result missing = audit(options);
+  EXPECT_EQ(missing.status, pfx::cli::exit_mismatch);
+  EXPECT_NE(missing.out.find("INV-8: no test of the results passed"), std::string::npos) << missing.out;
+
+  options.results = fixture("no_such_folder");
+  EXPECT_THROW((void)audit(options), pfx::cli::InputError);
+}

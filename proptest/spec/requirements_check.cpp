@@ -6,6 +6,7 @@
 //
 //   pfx_requirements_check RESULTS_DIR [INDEX]
 
+#include <pfx/conformance/test_reports.hpp>
 #include <pfx/spec/catalogue.hpp>
 #include <pfx/spec/requirements.hpp>
 
@@ -14,7 +15,6 @@
 #include <iostream>
 #include <exception>
 #include <map>
-#include <regex>
 #include <set>
 #include <stdexcept>
 #include <sstream>
@@ -45,35 +45,23 @@ std::string join(const Ids& ids) {
   return out;
 }
 
-/// Suite.Name of every test that was skipped (for example a CUDA test on a machine without a
-/// device), from every report in `dir`. A skipped test vouches for nothing.
-std::set<std::string> skipped(const std::filesystem::path& dir) {
-  const std::regex testcase(R"re(<testcase name="([^"]*)"[^>]*result="skipped"[^>]*classname="([^"]*)")re");
-  std::set<std::string> tests;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".xml") continue;
-    const std::string xml = read(entry.path());
-    for (std::sregex_iterator it(xml.begin(), xml.end(), testcase), end; it != end; ++it) {
-      tests.insert((*it)[2].str() + "." + (*it)[1].str());
-    }
-  }
-  return tests;
-}
-
-/// Suite.Name -> the IDs it records, from every report in `dir`.
-IdsByTest recorded(const std::filesystem::path& dir) {
-  // <testcase name="X" ... classname="S"> <properties> <property name="verifies" value="INV-1 ..."/>
-  const std::regex testcase(
-      R"re(<testcase name="([^"]*)"[^>]*classname="([^"]*)"[^>]*>\s*<properties>\s*<property name="verifies" value="([^"]*)")re");
+/// Suite.Name -> the IDs it records, from every report in `dir`. A failed test vouches for nothing.
+IdsByTest recorded(const std::map<std::string, pfx::conformance::TestReport>& reports) {
   IdsByTest by_test;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() != ".xml") continue;
-    const std::string xml = read(entry.path());
-    for (std::sregex_iterator it(xml.begin(), xml.end(), testcase), end; it != end; ++it) {
-      by_test[(*it)[2].str() + "." + (*it)[1].str()] = split((*it)[3].str());
-    }
+  for (const auto& [test, report] : reports) {
+    if (!report.ids.empty() && report.outcome != pfx::conformance::TestOutcome::failed) by_test[test] = report.ids;
   }
   return by_test;
+}
+
+/// Suite.Name of every test that was skipped (for example a CUDA test on a machine without a
+/// device). A skipped test vouches for nothing.
+std::set<std::string> skipped(const std::map<std::string, pfx::conformance::TestReport>& reports) {
+  std::set<std::string> tests;
+  for (const auto& [test, report] : reports) {
+    if (report.outcome == pfx::conformance::TestOutcome::skipped) tests.insert(test);
+  }
+  return tests;
 }
 
 /// Suite.Name -> IDs, from the index of the tests' tags. Throws for a line without a tab.
@@ -110,7 +98,8 @@ int check(int argc, char** argv) {
   for (const pfx::spec::Requirement& r : pfx::spec::requirements) known.insert(std::string(r.id));
 
   int problems = 0;
-  const IdsByTest by_test = recorded(dir);
+  const auto reports = pfx::conformance::read_test_reports(dir);
+  const IdsByTest by_test = recorded(reports);
   std::map<std::string, Ids> tests_of;
   for (const auto& [test, ids] : by_test) {
     for (const std::string& id : ids) {
@@ -144,7 +133,7 @@ int check(int argc, char** argv) {
         ++problems;
       }
     }
-    const std::set<std::string> not_run = skipped(dir);
+    const std::set<std::string> not_run = skipped(reports);
     for (const auto& [test, ids] : in_doc) {
       if (by_test.count(test) == 0 && not_run.count(test) != 0) {
         std::cout << "SKIPPED " << test << " (" << join(ids) << "): tagged, and skipped in this run\n";

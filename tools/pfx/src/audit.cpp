@@ -5,6 +5,7 @@
 
 #include <pfx/conformance/exhaustive_proof.hpp>
 #include <pfx/conformance/model_checker.hpp>
+#include <pfx/conformance/test_reports.hpp>
 
 #include <pfx/spec/catalogue.hpp>
 #include <pfx/spec/requirements.hpp>
@@ -14,10 +15,12 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -181,8 +184,38 @@ std::vector<Check> run_checks(const AuditOptions& options) {
   return checks;
 }
 
+/// Which tests of the suite's reports ran for one ID, by outcome.
+struct Ran {
+  std::vector<std::string> passed, failed, skipped;
+};
+using RanById = std::map<std::string, Ran>;
+
+/// The suite's reports, by the IDs each test records; empty when options.results is empty.
+RanById read_results(const AuditOptions& options) {
+  RanById by_id;
+  if (options.results.empty()) return by_id;
+  std::map<std::string, conformance::TestReport> reports;
+  try {
+    reports = conformance::read_test_reports(options.results);
+  } catch (const std::runtime_error& e) {
+    throw InputError(fmt::format("--results: {}", e.what()));
+  }
+  for (const auto& [test, report] : reports) {
+    for (const std::string& id : report.ids) {
+      Ran& ran = by_id[id];
+      switch (report.outcome) {
+        case conformance::TestOutcome::passed: ran.passed.push_back(test); break;
+        case conformance::TestOutcome::failed: ran.failed.push_back(test); break;
+        case conformance::TestOutcome::skipped: ran.skipped.push_back(test); break;
+      }
+    }
+  }
+  return by_id;
+}
+
 void print_text(std::ostream& out, const AuditOptions& options, const std::vector<Check>& checks,
-                const std::vector<TraceabilityEntry>& table, const std::vector<std::string>& problems) {
+                const std::vector<TraceabilityEntry>& table, const RanById& ran,
+                const std::vector<std::string>& problems) {
   out << fmt::format("pfx audit, seed {} (replay: {})\n", options.seed, replay_command(options));
   out << fmt::format("built with {}\n\n", build_description());
   out << "Invariant checks: every step compared with the reference model and checked against INV-1..11;\n"
@@ -199,6 +232,9 @@ void print_text(std::ostream& out, const AuditOptions& options, const std::vecto
   }
 
   out << fmt::format("\nTraceability ({} as built; docs/ sections that name each ID)\n", traceability_doc);
+  out << (options.results.empty()
+              ? std::string("Test results: not read (pfx audit --results build/default/proptest/results, after ctest)\n")
+              : fmt::format("Test results: {} (the tests each ID's reports say ran, and how)\n", options.results));
   for (const TraceabilityEntry& e : table) {
     out << fmt::format("\n{}  {}\n", e.id, e.statement);
     out << fmt::format("  enforced in core: {}\n", e.has_row ? e.enforced_in_core : "(no row)");
@@ -208,6 +244,13 @@ void print_text(std::ostream& out, const AuditOptions& options, const std::vecto
     out << "  docs: ";
     if (e.docs.empty()) out << "(not named in docs/ outside the table)\n";
     for (std::size_t i = 0; i < e.docs.size(); ++i) out << (i == 0 ? "" : "        ") << e.docs[i] << '\n';
+    if (!options.results.empty()) {
+      const auto found = ran.find(e.id);
+      const Ran none;
+      const Ran& r = found == ran.end() ? none : found->second;
+      out << fmt::format("  ran: {} passed, {} failed, {} skipped{}\n", r.passed.size(), r.failed.size(),
+                         r.skipped.size(), r.failed.empty() ? "" : fmt::format(" (failed: {})", fmt::join(r.failed, ", ")));
+    }
     for (const std::string& p : e.problems()) out << fmt::format("  MISSING: {}\n", p);
   }
 
@@ -220,7 +263,8 @@ void print_text(std::ostream& out, const AuditOptions& options, const std::vecto
 }
 
 void print_json(std::ostream& out, const AuditOptions& options, const std::vector<Check>& checks,
-                const std::vector<TraceabilityEntry>& table, const std::vector<std::string>& problems) {
+                const std::vector<TraceabilityEntry>& table, const RanById& ran,
+                const std::vector<std::string>& problems) {
   json report;
   report["seed"] = options.seed;
   report["cases"] = options.cases;
@@ -245,7 +289,14 @@ void print_json(std::ostream& out, const AuditOptions& options, const std::vecto
                                {"tests", e.tests},
                                {"docs", e.docs},
                                {"problems", e.problems()}});
+    if (!options.results.empty()) {
+      const auto found = ran.find(e.id);
+      const Ran none;
+      const Ran& r = found == ran.end() ? none : found->second;
+      report["table"].back()["ran"] = {{"passed", r.passed}, {"failed", r.failed}, {"skipped", r.skipped}};
+    }
   }
+  report["results"] = options.results.empty() ? json(nullptr) : json(options.results);
   report["problems"] = problems;
   report["ok"] = problems.empty();
   out << report.dump(2) << '\n';
@@ -275,11 +326,22 @@ int run_audit(const AuditOptions& options, const Streams& streams) {
   for (const TraceabilityEntry& e : table) {
     for (const std::string& p : e.problems()) problems.push_back(fmt::format("{}: {}", e.id, p));
   }
+  const RanById ran = read_results(options);
+  if (!options.results.empty()) {
+    for (const TraceabilityEntry& e : table) {
+      const auto found = ran.find(e.id);
+      if (found == ran.end() || found->second.passed.empty()) {
+        problems.push_back(fmt::format("{}: no test of the results passed", e.id));
+      } else if (!found->second.failed.empty()) {
+        problems.push_back(fmt::format("{}: failed in the results: {}", e.id, fmt::join(found->second.failed, ", ")));
+      }
+    }
+  }
 
   if (options.json) {
-    print_json(streams.out, options, checks, table, problems);
+    print_json(streams.out, options, checks, table, ran, problems);
   } else {
-    print_text(streams.out, options, checks, table, problems);
+    print_text(streams.out, options, checks, table, ran, problems);
   }
   return problems.empty() ? exit_ok : exit_mismatch;
 }
@@ -300,6 +362,9 @@ void add_audit_command(CLI::App& app, const Streams& streams, int& status) {
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{0}, std::size_t{3}));
   audit->add_flag("--json", options->json, "Write the report as JSON");
+  audit->add_option("--results", options->results,
+                    "Folder of the suite's test reports (build/default/proptest/results after ctest): say which tests "
+                    "ran and passed for each ID, and fail when one failed or none passed");
   audit->callback([&streams, &status, options, seed] {
     if (seed->count() == 0) {
       std::random_device device;

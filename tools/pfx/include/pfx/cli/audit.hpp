@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace pfx::cli {
 
@@ -32,6 +33,10 @@ struct AuditOptions {
   /// model_checker_test.cpp; 2 is the compile-time proofs' domain and much faster.
   std::size_t protocol_length = 3;
   bool json = false;
+  /// The folder of the suite's test reports (build/<preset>/proptest/results after ctest); when
+  /// given, the audit says for each ID which tests ran and passed, and fails when one failed or none
+  /// passed. Empty: not read.
+  std::string results;
   /// How each random step is taken; tests substitute a broken one.
   Stepper step = bridge::step_both;
   /// The traceability table as the build traced it; tests substitute an incomplete one.
