@@ -13,6 +13,7 @@
 #include <pfx/spec/model.hpp>
 
 #include <cstddef>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -106,7 +107,7 @@ struct Ghost {
 
   constexpr void set(std::size_t i, Row r) {
     if (rows.size() <= i) rows.resize(i + 1);
-    rows[i] = r;
+    rows[i] = std::move(r);
   }
   constexpr void make_unusable_from(std::size_t first) {
     for (std::size_t i = first; i < rows.size(); ++i) rows[i] = Row{Origin::unusable};
