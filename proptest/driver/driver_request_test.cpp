@@ -22,7 +22,6 @@ using pfx::token;
 using pfx::driver::ConfigError;
 using pfx::driver::HostReferenceEngine;
 using pfx::driver::Lane;
-using pfx::driver::LaneOptions;
 using pfx::driver::RequestError;
 
 /// The error's message, or "" when `call` does not throw E.

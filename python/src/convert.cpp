@@ -190,7 +190,7 @@ std::span<const token> Tokens::read_buffer(const std::span<const token>* held) {
       std::uint64_t seen = 0;
       for (std::size_t i = start; i < stop; ++i) {
         seen |= bits(in[i]);
-        out[i] = static_cast<token>(in[i]);
+        out[i] = static_cast<token>(in[i]);  // NOLINT(bugprone-signed-char-misuse): int8 token ids are signed; a negative one is refused below
       }
       const bool bad = (seen >> 31U) != 0;
       std::size_t end = stop;

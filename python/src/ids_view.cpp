@@ -285,8 +285,8 @@ const token* ids_of_view(PyObject* object, std::size_t& size) {
   return ids.data();
 }
 
-PyObject* make_ids_view(PyObject* ids_type, PyObject* owner, Lane* lane) {
-  auto* type = reinterpret_cast<PyTypeObject*>(ids_type);
+PyObject* make_ids_view(PyObject* view_type, PyObject* owner, Lane* lane) {
+  auto* type = reinterpret_cast<PyTypeObject*>(view_type);
   auto* view = reinterpret_cast<IdsView*>(type->tp_alloc(type, 0));
   if (view == nullptr) return nullptr;
   view->owner = Py_NewRef(owner);

@@ -24,6 +24,6 @@ PyObject* make_ids_type();
 const token* ids_of_view(PyObject* object, std::size_t& size);
 
 /// A view of `owner` (a Python pfx.Machine) whose C++ object is `lane`. New reference.
-PyObject* make_ids_view(PyObject* ids_type, PyObject* owner, Lane* lane);
+PyObject* make_ids_view(PyObject* view_type, PyObject* owner, Lane* lane);
 
 }  // namespace pfx::python

@@ -86,6 +86,7 @@ int generate(int argc, char** argv) {
     }
   }
   std::sort(doc_files.begin(), doc_files.end());
+  docs.reserve(doc_files.size());
   for (const fs::path& file : doc_files) docs.push_back({"docs/" + file.filename().string(), read(file)});
 
   std::string doc = read(argv[1]);
@@ -94,7 +95,8 @@ int generate(int argc, char** argv) {
   write(out_doc, doc);
   write(argv[5], index_lines(tags));
   write(argv[6], audit_source(requirements, notes, tags, docs));
-  for (const auto& [id, note] : notes) {
+  for (const auto& entry : notes) {
+    const std::string& id = entry.first;
     const bool known = std::any_of(requirements.begin(), requirements.end(), [&](const Requirement& r) { return r.id == id; });
     if (!known) std::cerr << "generate_traceability: warning: enforcement.txt has a block for " << id << ", which no requirement has\n";
   }
