@@ -84,6 +84,50 @@ TEST(Machine, EveryRefusalOfTheTableIsReportedAndChangesNothing) {
   EXPECT_TRUE(every_refusal_is_reported_and_changes_nothing());
 }
 
+/// The order of docs/spec.md's refusal table: for each event, a state and arguments where every one of
+/// its refusals applies, then the same with the first cause removed, and so on. The first that
+/// applies is reported, so swapping any two checks in core changes one of these answers.
+constexpr bool refusals_are_checked_in_the_table_order() {
+  bool ok = true;
+  Machine m = configured({true, 2, 2});
+  const Tokens held = iota(10);
+  ok = ok && m.record(held, 8).accepted();
+  const Tokens prompt = concat(iota(10), {42});  // granted: 8
+  const Tokens foreign = {99};                   // not the begun prompt, shorter than any canonical_end below
+
+  // Idle: commit's and abort's first refusal. Here commit's every later cause applies too, against the
+  // prompt begun before (canonical_end 20 > len(ids) = 1 and > len(prompt) = 11; ids do not start with it).
+  Machine after_abort = m;
+  ok = ok && after_abort.begin(prompt, 8).accepted() && after_abort.abort().accepted();
+  ok = ok && after_abort.commit(foreign, 20).refusal == Refusal::not_writing;
+  ok = ok && after_abort.abort().refusal == Refusal::not_writing;
+  // Idle: record's second refusal, configure's second, begin's second (its first needs a write).
+  ok = ok && m.record(foreign, 20).refusal == Refusal::canonical_end_past_ids;
+  ok = ok && m.configure({false, 0, 0}).refusal == Refusal::chunk_zero;
+  ok = ok && m.begin(prompt, 6).refusal == Refusal::offset_not_granted;
+
+  ok = ok && m.begin(prompt, 8).accepted();
+  // Writing: the phase comes first for query, begin (with an offset that is not granted), record
+  // (with canonical_end past its ids) and configure (with chunk 0).
+  ok = ok && m.query(prompt).refusal == Refusal::writing;
+  ok = ok && m.begin(prompt, 6).refusal == Refusal::writing;
+  ok = ok && m.record(foreign, 20).refusal == Refusal::writing;
+  ok = ok && m.configure({false, 0, 0}).refusal == Refusal::writing;
+  // Writing: commit's three argument checks, each with every later cause still present.
+  ok = ok && m.commit(foreign, 20).refusal == Refusal::canonical_end_past_ids;
+  const Tokens long_foreign(20, 99);  // canonical_end 20 fits it, but it is not the prompt, and 20 > 11
+  ok = ok && m.commit(long_foreign, 20).refusal == Refusal::ids_not_begun_prompt;
+  ok = ok && m.commit(concat(prompt, iota(9)), 20).refusal == Refusal::canonical_end_past_prompt;
+  ok = ok && m.commit(prompt, 11).accepted();
+  return ok;
+}
+static_assert(refusals_are_checked_in_the_table_order());
+
+TEST(Machine, RefusalsAreCheckedInTheTableOrder) {
+  pfx::test::verifies("INV-10 INV-9");
+  EXPECT_TRUE(refusals_are_checked_in_the_table_order());
+}
+
 /// begin shrinks the record at once; abort keeps the untouched prefix; commit publishes prompt +
 /// generated with canonical_end = len(prompt).
 constexpr bool begin_shrinks_abort_keeps_commit_publishes() {
