@@ -38,9 +38,7 @@ __global__ void fill_rows(float* data, std::size_t planes, std::size_t plane_flo
 }
 
 void validate(const KvShape& shape) {
-  if (shape.capacity == 0 || shape.layers == 0 || shape.width == 0) {
-    throw std::invalid_argument("KvStateOnDevice: capacity, layers and width must all be at least 1");
-  }
+  check_shape(shape, "KvStateOnDevice");
 }
 
 }  // namespace

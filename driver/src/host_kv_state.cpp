@@ -7,9 +7,7 @@
 namespace pfx::driver {
 
 HostKvState::HostKvState(const KvShape& shape) : shape_(shape) {
-  if (shape.capacity == 0 || shape.layers == 0 || shape.width == 0) {
-    throw std::invalid_argument("HostKvState: capacity, layers and width must all be at least 1");
-  }
+  check_shape(shape, "HostKvState");
   data_ = std::make_unique<float[]>(shape.floats());
   std::fill_n(data_.get(), shape.floats(), std::numeric_limits<float>::quiet_NaN());
 }

@@ -1,9 +1,26 @@
 #include <pfx/driver/kv_state.hpp>
 
+#include <limits>
 #include <stdexcept>
 #include <string>
 
 namespace pfx::driver {
+
+void check_shape(const KvShape& shape, const char* what) {
+  if (shape.capacity == 0 || shape.layers == 0 || shape.width == 0) {
+    throw std::invalid_argument(std::string(what) + ": capacity, layers and width must all be at least 1");
+  }
+  // bytes() = capacity x width x layers x 2 x sizeof(float), each step checked against SIZE_MAX.
+  std::size_t bytes = shape.capacity;
+  for (const std::size_t factor : {shape.width, shape.layers, std::size_t{2}, sizeof(float)}) {
+    if (bytes > std::numeric_limits<std::size_t>::max() / factor) {
+      throw std::length_error(std::string(what) + ": a KV state of " + std::to_string(shape.capacity) +
+                              " rows x " + std::to_string(shape.layers) + " layers x " +
+                              std::to_string(shape.width) + " floats (keys and values) does not fit 64 bits of bytes");
+    }
+    bytes *= factor;
+  }
+}
 
 void check_rows(const KvShape& shape, std::size_t from, std::size_t to, const char* what) {
   if (from > to || to > shape.capacity) {

@@ -3,6 +3,7 @@
 #include <pfx/driver/lane.hpp>
 
 #include <limits>
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -30,14 +31,21 @@ Lane::Lane(Engine& engine, const LaneOptions& options) : engine_(engine), option
   expect_accepted(machine_.configure({.enabled = options.enabled, .keep_min = options.keep_min,
                                       .chunk = engine.chunk()}),
                   "configure");
-  kv_ = engine.make_kv_state(options.capacity);
+  try {
+    kv_ = engine.make_kv_state(options.capacity);
+    machine_.reserve(options.capacity);  // MEM-1: commits never reallocate
+    ids_.reserve(options.capacity);
+  } catch (const std::bad_alloc&) {  // a capacity at full width may not fit memory: say which
+    throw ConfigError("Lane: cannot allocate a KV state and record of " + std::to_string(options.capacity) +
+                      " token rows: not enough memory");
+  } catch (const std::length_error& e) {
+    throw ConfigError(std::string("Lane: capacity ") + std::to_string(options.capacity) + " is too large: " + e.what());
+  }
   if (kv_ == nullptr || kv_->shape().capacity != options.capacity) {
     throw ConfigError("Lane: the engine's KV state does not have the requested capacity");
   }
   // Rows never written read like poisoned ones, whatever the KV state starts with.
   if (options.poison) kv_->fill(0, options.capacity, std::numeric_limits<float>::quiet_NaN());
-  machine_.reserve(options.capacity);  // MEM-1: commits never reallocate
-  ids_.reserve(options.capacity);
 }
 
 void Lane::check_request(std::span<const token> prompt, std::size_t max_new_tokens) const {

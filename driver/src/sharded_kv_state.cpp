@@ -20,9 +20,7 @@ std::size_t ShardLayout::shard_capacity(std::size_t capacity) const noexcept {
 ShardedKvState::ShardedKvState(const KvShape& shape, const ShardLayout& layout,
                                std::vector<std::unique_ptr<KvState>> shards, CommitVote* vote)
     : shape_(shape), layout_(layout), shards_(std::move(shards)), vote_(vote) {
-  if (shape.capacity == 0 || shape.layers == 0 || shape.width == 0) {
-    throw std::invalid_argument("ShardedKvState: capacity, layers and width must all be at least 1");
-  }
+  check_shape(shape, "ShardedKvState");
   if (layout.ranks == 0 || layout.interleave == 0) {
     throw std::invalid_argument("ShardedKvState: ranks and interleave must both be at least 1");
   }

@@ -139,3 +139,25 @@ TEST(Rule, TheRunTimeCompareIsExactAroundEveryBlockEdge) {
     }
   }
 }
+
+PFX_PROPERTY(Rule, FullWidthSettingsAreNeverTruncated, "INV-4 INV-5", (Case k)) {
+  // A keep_min or chunk at or past 2^32 (or near 2^64) acts at its full width: a keep_min above
+  // anything the prompt could reuse never reuses, and a chunk above it aligns everything to 0. A
+  // setting truncated to 32 bits (2^32 -> 0, 2^32 + 1 -> 1) would grant an offset here.
+  const std::size_t big = pfx::gen::huge();
+  if (*rc::gen::arbitrary<bool>()) {
+    k.config.keep_min = big;
+  } else {
+    k.config.chunk = big;
+  }
+  RC_TAG(k.config.keep_min == big ? "keep_min" : "chunk");
+  const pfx::Machine m = holding(k);
+  const pfx::Decision d = m.query(k.prompt).decision;
+  RC_ASSERT(d.offset == 0u);
+  if (k.config.enabled && !k.ids.empty()) {
+    // The offset is 0 for the reason the full-width value gives, never for a wrapped one.
+    const pfx::Bounds b = pfx::bounds(m.config(), m.held().ids, m.held().canonical_end, k.prompt);
+    RC_ASSERT(d.reason == (b.aligned == 0 ? pfx::Reason::nothing_reusable : pfx::Reason::below_keep_min));
+    RC_ASSERT(m.config().keep_min == k.config.keep_min && m.config().chunk == k.config.chunk);
+  }
+}

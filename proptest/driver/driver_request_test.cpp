@@ -6,6 +6,7 @@
 
 #include <pfx/driver/environment.hpp>
 #include <pfx/driver/errors.hpp>
+#include <pfx/driver/host_kv_state.hpp>
 #include <pfx/engines/faulty_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
 #include <pfx/driver/lane.hpp>
@@ -128,6 +129,26 @@ TEST(Requests, ALaneOrModelThatCannotWorkIsRefusedAtConstruction) {
             std::string::npos);
 }
 
+TEST(Requests, AFullWidthCapacityIsRefusedWithAClearErrorNeverWrapped) {
+  // capacity x row bytes past 64 bits would wrap to a small allocation that later writes overrun; a
+  // product that fits but no memory can hold is refused too. Either way the message names the capacity.
+  pfx::test::verifies("DRV-3");
+  HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4, .seed = 3});
+  constexpr std::size_t top = std::numeric_limits<std::size_t>::max();
+  // Row bytes here: 2 layers x {K, V} x 4 floats x 4 bytes = 2^6, so 2^58 rows wrap to 0 bytes and
+  // 2^57 rows ask for 2^63 bytes, past any address space.
+  for (const std::size_t capacity : {top, top - 1, std::size_t{1} << 58, (std::size_t{1} << 58) + 1,
+                                     std::size_t{1} << 57}) {
+    const std::string message = message_of<ConfigError>([&] { Lane lane(engine, {.capacity = capacity}); });
+    EXPECT_NE(message.find(std::to_string(capacity)), std::string::npos) << capacity << ": " << message;
+  }
+  EXPECT_NE(message_of<std::length_error>([] { pfx::driver::HostKvState kv({std::size_t{1} << 58, 2, 4}); })
+                .find("does not fit 64 bits"),
+            std::string::npos);
+  EXPECT_NE(message_of<std::length_error>([] { pfx::driver::HostKvState kv({top, 1, 1}); }).find("HostKvState"),
+            std::string::npos);
+}
+
 // DRV-5: the original class's variables, its meanings and defaults, the conventional spellings, and
 // no silent misreading (docs/python.md, "The environment").
 TEST(Environment, UnsetVariablesGiveTheSeedsDefaults) {
@@ -156,6 +177,7 @@ TEST(Environment, TheCountIsReadAsPythonsIntReadsIt) {
   using pfx::driver::apply_environment;
   const std::pair<const char*, std::size_t> cases[] = {
       {"0", 0}, {" 128 ", 128}, {"+8", 8}, {" 8 ", 8}, {"1_000", 1000}, {"007", 7}, {"-0", 0}, {"+0_0", 0},
+      {"4294967295", 4294967295U}, {"4294967296", std::size_t{1} << 32}, {"4_294_967_297", (std::size_t{1} << 32) + 1},
       {"18446744073709551615", std::numeric_limits<std::size_t>::max()}};
   for (const auto& [text, value] : cases) {
     EXPECT_EQ(apply_environment({}, std::nullopt, text).keep_min, value) << '"' << text << '"';

@@ -19,6 +19,11 @@ MESSAGES = {  # the core's describe(refusal)
 }
 
 
+# Settings a 32-bit truncation would wrap to small values (2^32 -> 0, 2^32 + 1 -> 1), and the top of the
+# 64-bit range.
+FULL_WIDTH = (2**32 - 1, 2**32, 2**32 + 1, 2**64 - 2, 2**64 - 1)
+
+
 def everything(machine: pfx.Machine) -> tuple:
     return (machine.config, machine.ids, machine.canonical_end, machine.phase, machine.begin_offset)
 
@@ -158,6 +163,10 @@ def random_event(r, model: Model):
         return f"{kind}({ids}, {end})", lambda m: getattr(m, kind)(ids, end), lambda: call(ids, end)
     if kind == "configure":
         enabled, keep_min, chunk = r.random() < 0.85, r.randrange(5), r.choice([0, 1, 1, 2, 3])
+        if r.random() < 0.1:  # full width: a keep_min above any prompt, a chunk above any offset
+            keep_min = r.choice(FULL_WIDTH)
+        if r.random() < 0.1:
+            chunk = r.choice(FULL_WIDTH)
         return (f"configure(Config({enabled}, {keep_min}, {chunk}))",
                 lambda m: m.configure(pfx.Config(enabled=enabled, keep_min=keep_min, chunk=chunk)),
                 lambda: model.configure(enabled, keep_min, chunk))
@@ -361,6 +370,30 @@ class PyMachine(unittest.TestCase):
                          ["reused", "disabled", "empty_record", "nothing_reusable", "below_keep_min"])
         self.assertEqual([b.name for b in pfx.Bound.__members__.values()],
                          ["none", "common_prefix", "canonical_end", "one_token_left", "alignment"])
+
+    @verifies("PY-3 INV-4 INV-5")
+    def test_full_width_settings_act_at_full_width_or_are_refused(self):
+        held, prompt = list(range(40)), list(range(40)) + [7]
+        for value in FULL_WIDTH:
+            config = pfx.Config(keep_min=value, chunk=value)
+            self.assertEqual((config.keep_min, config.chunk), (value, value))
+            # keep_min above anything reusable: never reuse, for the full-width reason.
+            machine = pfx.Machine(pfx.Config(keep_min=value, chunk=1))
+            machine.record(held, len(held))
+            self.assertEqual(machine.config.keep_min, value)
+            decision = machine.query(prompt)
+            self.assertEqual((decision.offset, decision.reason), (0, pfx.Reason.below_keep_min), value)
+            # A chunk above the prompt aligns everything to 0.
+            machine = pfx.Machine(pfx.Config(keep_min=0, chunk=value))
+            machine.record(held, len(held))
+            decision = machine.query(prompt)
+            self.assertEqual((decision.offset, decision.reason, decision.bound),
+                             (0, pfx.Reason.nothing_reusable, pfx.Bound.alignment), value)
+            self.assertEqual(pfx.decide(pfx.Config(keep_min=value), held, len(held), prompt).offset, 0)
+        for name in ("keep_min", "chunk"):
+            with self.assertRaises(OverflowError) as raised:
+                pfx.Config(**{name: 2**64})
+            self.assertEqual(str(raised.exception), f"{name}: 18446744073709551616 does not fit 64 bits")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,17 +31,34 @@ inline std::size_t one_of(std::initializer_list<std::size_t> values) {
   return *rc::gen::elementOf(std::vector<std::size_t>(values));
 }
 
-/// A configuration: mostly enabled, keep_min and chunk around small values and the seed's default.
+/// Full-width values a size_t setting must survive: around 2^32 (where a 32-bit truncation would
+/// wrap to a small value) and at the top of the range (where a sum would overflow).
+inline std::size_t huge() {
+  constexpr std::size_t two_to_32 = std::size_t{1} << 32;
+  return one_of({two_to_32 - 1, two_to_32, two_to_32 + 1, two_to_32 + 3, SIZE_MAX - 1, SIZE_MAX});
+}
+
+/// A configuration: mostly enabled, keep_min and chunk around small values and the seed's default,
+/// sometimes full width (a keep_min above any prompt never reuses; a chunk above it aligns to 0).
 inline rc::Gen<spec::Config> config() {
   return rc::gen::exec([] {
     spec::Config c;
     c.enabled = *rc::gen::weightedElement<bool>({{9, true}, {1, false}});
-    c.keep_min = *rc::gen::weightedElement<std::size_t>(
-        {{3, 0}, {3, 1}, {3, 2}, {3, 3}, {2, 4}, {2, 8}, {1, 64}, {2, 5}});
-    c.chunk = *rc::gen::weightedElement<std::size_t>(
-        {{4, 1}, {3, 2}, {3, 3}, {2, 4}, {1, 8}, {1, 16}, {1, 5}});
+    const bool huge_keep_min = *rc::gen::weightedElement<bool>({{15, false}, {1, true}});
+    c.keep_min = huge_keep_min ? huge()
+                               : *rc::gen::weightedElement<std::size_t>(
+                                     {{3, 0}, {3, 1}, {3, 2}, {3, 3}, {2, 4}, {2, 8}, {1, 64}, {2, 5}});
+    const bool huge_chunk = *rc::gen::weightedElement<bool>({{15, false}, {1, true}});
+    c.chunk = huge_chunk ? huge()
+                         : *rc::gen::weightedElement<std::size_t>(
+                               {{4, 1}, {3, 2}, {3, 3}, {2, 4}, {1, 8}, {1, 16}, {1, 5}});
     return c;
   });
+}
+
+/// a * b, or SIZE_MAX where that would not fit.
+inline std::size_t saturating_product(std::size_t a, std::size_t b) {
+  return b != 0 && a > SIZE_MAX / b ? SIZE_MAX : a * b;
 }
 
 /// `length` tokens over an alphabet of `alphabet` letters.
@@ -56,7 +74,7 @@ inline std::size_t length_scale() {
 /// A cut point in [0, limit]: around keep_min, around multiples of chunk, around the compare's
 /// block size, at the ends, or anywhere.
 inline std::size_t cut_point(const spec::Config& c, std::size_t limit) {
-  const std::size_t multiple = c.chunk * *rc::gen::inRange<std::size_t>(1, 6);
+  const std::size_t multiple = saturating_product(c.chunk, *rc::gen::inRange<std::size_t>(1, 6));
   const std::size_t block = 1024 * *rc::gen::inRange<std::size_t>(1, 3);
   const std::size_t base = pfx::gen::one_of({0, c.keep_min, multiple, block, limit,
                                                           *rc::gen::inRange<std::size_t>(0, limit + 1)});
@@ -83,7 +101,7 @@ inline const char* name(Shape s) {
 
 /// A prompt of the given shape relative to `held`.
 inline Tokens prompt_from(const Tokens& held, Shape shape, const spec::Config& c, Token alphabet) {
-  const auto tail = [&] { return tokens(*rc::gen::inRange<std::size_t>(0, c.chunk + 4), alphabet); };
+  const auto tail = [&] { return tokens(*rc::gen::inRange<std::size_t>(0, std::min<std::size_t>(c.chunk, 64) + 4), alphabet); };
   Tokens prompt;
   switch (shape) {
     case Shape::equal: prompt = held; break;

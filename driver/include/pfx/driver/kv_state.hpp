@@ -36,6 +36,11 @@ class KvState {
   [[nodiscard]] virtual std::size_t memory_bytes() const noexcept = 0;
 };
 
+/// Throws, naming `what`, unless a KV state of `shape` can be allocated at all: std::invalid_argument
+/// when capacity, layers or width is 0, std::length_error when its bytes do not fit 64 bits (a
+/// product that wrapped would allocate a small state and write past it).
+void check_shape(const KvShape& shape, const char* what);
+
 /// Throws std::out_of_range naming `what` unless from <= to <= capacity.
 void check_rows(const KvShape& shape, std::size_t from, std::size_t to, const char* what);
 
