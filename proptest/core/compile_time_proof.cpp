@@ -1,5 +1,5 @@
 // The exhaustive proofs in static_assert: over the bounded compile-time domains, the machine answers
-// as the reference model does and keeps INV-1..10, or the build fails. proptest/CMakeLists.txt
+// as the reference model does and keeps INV-1..11, or the build fails. proptest/CMakeLists.txt
 // compiles this file once per proof and (chunk, keep_min) slice, so that the slices build in
 // parallel and each stays well under a minute: PFX_PROOF_RULE or PFX_PROOF_PROTOCOL picks the
 // proof; PFX_PROOF_CHUNK and PFX_PROOF_KEEP_MIN the slice; PFX_PROOF_MAX_CHUNK and

@@ -1,7 +1,7 @@
 // fuzz_machine: the machine (core/) and the reference model (spec/) driven side by side through an
 // event stream decoded from the input (machine_events.hpp). A finding is any step where the two
 // answer differently, their states differ afterwards, or the machine's step breaks an invariant of
-// the catalogue (INV-1..10), checked by spec/conformance/include/pfx/conformance/bridge.hpp exactly as the property tests do.
+// the catalogue (INV-1..11), checked by spec/conformance/include/pfx/conformance/bridge.hpp exactly as the property tests do.
 
 #include "byte_reader.hpp"
 #include <pfx/conformance/describe.hpp>

@@ -1,7 +1,7 @@
 #pragma once
 
 /// \file
-/// The invariant catalogue: INV-1..10 as named predicates over one step of the protocol. The same
+/// The invariant catalogue: INV-1..11 as named predicates over one step of the protocol. The same
 /// tuple drives the compile-time proofs, the property tests, `pfx_catalogue` (the docs table) and the
 /// check that every invariant has a test.
 

@@ -58,7 +58,7 @@ struct Tally {
 };
 
 /// The rule: for one configuration, every record (ids, canonical_end) and every prompt up to
-/// max_length; the query answer equals the reference and INV-1..10 hold on the record and the query.
+/// max_length; the query answer equals the reference and INV-1..11 hold on the record and the query.
 constexpr Tally prove_rule(const spec::Config& config, std::size_t max_length) {
   Tally tally;
   Machine machine;
@@ -95,7 +95,7 @@ constexpr Tally prove_rule(const spec::Config& config, std::size_t max_length) {
 /// abort, commits good and bad, and every event the phase refuses; after an abort, a good commit and
 /// a clear, the commit of the write the clear tainted or a second request; from Idle, commit and abort, and a record past its
 /// ids.
-/// Each step is compared with the reference and checked against INV-1..10.
+/// Each step is compared with the reference and checked against INV-1..11.
 constexpr Tally prove_protocol(const spec::Config& config, std::size_t max_length) {
   Tally tally;
   Machine idle;
