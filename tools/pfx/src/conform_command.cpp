@@ -8,7 +8,9 @@
 #include <pfx/cli/progress.hpp>
 #include <pfx/conform/check.hpp>
 #include <pfx/driver/cuda.hpp>
+#include <pfx/engines/blocked_attention_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
+#include <pfx/engines/nondeterministic_engine.hpp>
 #include <pfx/engines/reference_engine_on_device.hpp>
 
 #include <CLI/CLI.hpp>
@@ -47,6 +49,12 @@ NamedEngine make_engine(const ConformOptions& o) {
   const std::string model = describe_engine(shape);
   try {
     if (o.engine == "reference") return {std::make_unique<driver::HostReferenceEngine>(shape), "host " + model};
+    if (o.engine == "blocked-attention") {
+      return {std::make_unique<driver::BlockedAttentionEngine>(shape), "host blocked-attention " + model};
+    }
+    if (o.engine == "nondeterministic") {
+      return {std::make_unique<driver::NondeterministicEngine>(shape), "host nondeterministic " + model};
+    }
     if (o.engine == "cuda") {
       const std::string why_not = driver::cuda::unavailable_reason();
       if (!why_not.empty()) throw InputError(fmt::format("--engine cuda: {}", why_not));
@@ -81,7 +89,7 @@ json difference_json(const conform::Difference& d) {
 
 }  // namespace
 
-std::vector<std::string> conform_engine_names() { return {"reference", "cuda"}; }
+std::vector<std::string> conform_engine_names() { return {"reference", "cuda", "blocked-attention", "nondeterministic"}; }
 
 json conform_json(const conform::Report& r) {
   json grids = json::array();
