@@ -68,14 +68,15 @@ class PythonEngine final : public driver::Engine {
     py::list ids(tokens.size());
     for (std::size_t i = 0; i < tokens.size(); ++i) ids[i] = py::int_(tokens[i]);
     const py::object result = prefill_(ids, position, view);
-    // The rows are pfx's: no view of them may outlive the call.
-    try {
-      view.attr("release")();
-    } catch (py::error_already_set& e) {
-      if (!e.matches(PyExc_BufferError)) throw;
-      throw py::value_error("pfx.conform: engine.prefill kept a view of kv after it returned (a numpy array or "
-                            "tensor made from it): make such views inside prefill only");
+    // The rows are pfx's: no view of them may outlive the call. A buffer taken from kv (numpy.asarray,
+    // torch.frombuffer) is an export of kv; a memoryview made from it (cast, a slice) is another view of
+    // kv's managed buffer. Either, still alive, is refused.
+    const auto* memory = reinterpret_cast<PyMemoryViewObject*>(view.ptr());
+    if (memory->exports > 0 || memory->mbuf->exports > 1) {
+      throw py::value_error("pfx.conform: engine.prefill kept a view of kv after it returned (a numpy array, "
+                            "tensor or memoryview made from it): make such views inside prefill only");
     }
+    view.attr("release")();
     store_logits(result, logits);
   }
 
