@@ -91,15 +91,27 @@ int exit_status(Verdict verdict) noexcept {
   return 3;
 }
 
+namespace {
+
+/// Said when the recommended grid is not a multiple of the engine's chunk: THM-1 does not cover it.
+std::string measured_only(const Report& r) {
+  if (!r.recommended || *r.recommended % r.chunk == 0) return "";
+  return " Grid " + std::to_string(*r.recommended) + " is not a multiple of the prefill chunk " +
+         std::to_string(r.chunk) + ", so THM-1 does not cover it: it is exact as measured here, not as proved; a "
+         "multiple of " + std::to_string(r.chunk) + " is covered when its grid is exact.";
+}
+
+}  // namespace
+
 std::string Report::explanation() const {
   switch (verdict) {
     case Verdict::safe:
       return "Rule chunk " + std::to_string(rule_chunk) + " is safe: every resume on its grid equalled its cold run "
-             "bit for bit. The smallest exact grid is " + std::to_string(*recommended) + ".";
+             "bit for bit. The smallest exact grid is " + std::to_string(*recommended) + "." + measured_only(*this);
     case Verdict::unsafe:
       return "Rule chunk " + std::to_string(rule_chunk) + " is UNSAFE: a resume on its grid differs from its cold "
              "run. Configure the rule's chunk to " + std::to_string(*recommended) +
-             ", the smallest grid on which every resume equalled its cold run bit for bit.";
+             ", the smallest grid on which every resume equalled its cold run bit for bit." + measured_only(*this);
     case Verdict::nondeterministic:
       return "No grid is exact: two cold runs of the same prompt differ, so the engine is not deterministic and no "
              "resume can be promised to equal a cold run. Fix the engine (a fixed reduction order, no atomics, no "
