@@ -265,6 +265,40 @@ TEST(Conform, ABadBudgetOrChunkIsRefusedBeforeAnythingRuns) {
   EXPECT_EQ(Budget::named("default"), Budget{});
 }
 
+/// Each row a function of its token and position only: exact on every grid, whatever its chunk.
+class RowLocalEngine final : public pfx::driver::Engine {
+ public:
+  [[nodiscard]] std::size_t chunk() const noexcept override { return 4; }
+  [[nodiscard]] std::size_t vocab() const noexcept override { return 8; }
+  [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override {
+    return std::make_unique<HostKvState>(pfx::driver::KvShape{.capacity = capacity, .layers = 1, .width = 1});
+  }
+  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position, std::span<float> logits) override {
+    auto& rows = dynamic_cast<HostKvState&>(kv);
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      *rows.row(0, Plane::key, position + i) = static_cast<float>(tokens[i]) + static_cast<float>(position + i);
+      *rows.row(0, Plane::value, position + i) = static_cast<float>(tokens[i]);
+    }
+    for (std::size_t j = 0; j < logits.size(); ++j) logits[j] = static_cast<float>(tokens.back());
+  }
+  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override {
+    prefill(kv, std::span(&next, 1), position, logits);
+  }
+};
+
+// A grid below the engine's chunk can be exact as measured; the report says THM-1 does not cover it.
+TEST(Conform, AnExactGridOffTheEnginesChunkIsRecommendedAsMeasuredOnly) {
+  pfx::test::verifies("CONF-1");
+  RowLocalEngine engine;
+  const Report report = check(engine);
+  for (const pfx::conform::GridResult& g : report.grids) EXPECT_TRUE(g.exact()) << "grid " << g.grid;
+  EXPECT_EQ(report.recommended, 1U);
+  EXPECT_EQ(report.verdict, Verdict::safe);
+  EXPECT_NE(report.explanation().find("THM-1 does not cover it"), std::string::npos) << report.explanation();
+  pfx::driver::HostReferenceEngine reference(model(4));
+  EXPECT_EQ(check(reference).explanation().find("THM-1 does not cover it"), std::string::npos);
+}
+
 TEST(Conform, TheTextReportNamesTheVerdictAndTheGridToUse) {
   pfx::test::verifies("CONF-1");
   pfx::driver::HostReferenceEngine engine(model(4));
