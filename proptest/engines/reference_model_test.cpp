@@ -3,6 +3,7 @@
 // the layers; prefill and decode compute the same function with different reductions; and where a
 // prefill starts still decides its floats, so THM-1 can fail.
 
+#include "engines/agreement.hpp"
 #include "support/lanes.hpp"
 #include "support/requirement.hpp"
 
@@ -147,19 +148,7 @@ PFX_PROPERTY(ReferenceModel, PrefillAndDecodeComputeTheSameFunction, "THM-1", ()
   const ReferenceModelShape shape = *pfx::test::model_shapes();
   const auto prompt = *prompts(shape.vocab, 1, 80);
   HostReferenceEngine engine(shape);
-  std::vector<float> prefilled_logits(shape.vocab), decoded_logits(shape.vocab);
-  const auto prefilled = engine.make_kv_state(prompt.size());
-  pfx::driver::prefill_on_grid(engine, *prefilled, prompt, 0, prefilled_logits);
-  const auto decoded = engine.make_kv_state(prompt.size());
-  for (std::size_t p = 0; p < prompt.size(); ++p) engine.decode(*decoded, prompt[p], p, decoded_logits);
-  const auto close = [](const std::vector<float>& a, const std::vector<float>& b) {
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      if (!(std::fabs(a[i] - b[i]) <= 1e-4f + 1e-4f * std::fabs(b[i]))) return false;
-    }
-    return a.size() == b.size();
-  };
-  RC_ASSERT(close(prefilled->copy_rows(0, prompt.size()), decoded->copy_rows(0, prompt.size())));
-  RC_ASSERT(close(prefilled_logits, decoded_logits));
+  RC_ASSERT(pfx::test::prefill_and_decode_agree(engine, prompt));
 }
 
 /// A resume at `offset` of `prompt` on a state that held prompt[0, offset) and another tail, against
