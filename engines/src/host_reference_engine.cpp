@@ -16,7 +16,9 @@ std::unique_ptr<KvState> HostReferenceEngine::make_kv_state(std::size_t capacity
 void HostReferenceEngine::prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
                                   std::span<float> logits) {
   reference::on_host_rows("HostReferenceEngine", shape_, kv, tokens, position, logits, [&](const auto& rows) {
-    // The rows before the chunk and the chunk's own rows, each reduced on its own, then merged.
+    // The attended rows before the chunk and the chunk's own, each reduced on its own, then merged:
+    // where a resumed prefill starts decides how the sums are split, so its floats follow the chunk.
+    const std::size_t split = position;
     const float scale = reference::attention_scale(shape_);
     reference::Partial before, own;
     before.weighted.resize(shape_.width);
@@ -26,10 +28,10 @@ void HostReferenceEngine::prefill(KvState& kv, std::span<const token> tokens, st
     reference::forward(shape_, weights_, rows, tokens, position, logits,
                        [&](std::size_t layer, std::size_t p, const float* q, float* o) {
                          positions.clear();
-                         reference::attended_within(p, 0, position, positions);
+                         reference::attended_within(p, 0, split, positions);
                          reference::reduce(before, rows, layer, q, positions, scale, scores);
                          positions.clear();
-                         reference::attended_within(p, position, p + 1, positions);
+                         reference::attended_within(p, split, p + 1, positions);
                          reference::reduce(own, rows, layer, q, positions, scale, scores);
                          reference::combine(before, own);
                          reference::normalise(o, before);

@@ -10,6 +10,7 @@
 #include <pfx/engines/reference_model.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <limits>
@@ -81,10 +82,15 @@ void on_host_rows(const char* name, const ReferenceModelShape& shape, KvState& k
                               "(use make_kv_state)");
 }
 
-/// Appends to `out`, in ascending order, the positions of attended_rows(p) (reference_model.hpp)
-/// within [from, to).
+/// Appends to `out`, in ascending order, the rows the row of position p attends to
+/// (attends(p, j) of reference_model.hpp) within [from, to): p - 2^k for k from the largest with
+/// 2^k <= p down to 0, then p.
 inline void attended_within(std::size_t p, std::size_t from, std::size_t to, std::vector<std::size_t>& out) {
-  for (std::size_t j = from; j < to && j <= p; ++j) out.push_back(j);
+  for (std::size_t step = std::bit_floor(p); step > 0; step >>= 1) {
+    const std::size_t j = p - step;
+    if (j >= from && j < to) out.push_back(j);
+  }
+  if (p >= from && p < to) out.push_back(p);
 }
 
 /// Appends the positions [from, to) to `out`.

@@ -3,6 +3,7 @@
 // (the failure of the original class's rule, chunk = 1). NondeterministicEngine gives two cold runs
 // of the same prompt different bits.
 
+#include "engines/agreement.hpp"
 #include "support/lanes.hpp"
 #include "support/requirement.hpp"
 
@@ -84,6 +85,14 @@ PFX_PROPERTY(BlockedAttention, AResumeOnItsGridEqualsCold, "THM-1", ()) {
   const pfx::test::Cold cold = pfx::test::cold_run(engine, capacity, prompt, 0);
   RC_ASSERT(equals_cold(resume(engine, prompt, tail, offset), cold));
   RC_CLASSIFY(offset > 0, "offset > 0");
+}
+
+// The tiles change how the sums round, not what they sum: prefill agrees with decode up to rounding.
+PFX_PROPERTY(BlockedAttention, PrefillAndDecodeComputeTheSameAttention, "THM-1", ()) {
+  const ReferenceModelShape shape = *pfx::test::model_shapes();
+  const auto prompt = *prompts(shape.vocab, 1, 60);
+  BlockedAttentionEngine engine(shape);
+  RC_ASSERT(pfx::test::prefill_and_decode_agree(engine, prompt));
 }
 
 // Off the grid the first resumed call starts elsewhere and is shorter, so its tiles differ.
