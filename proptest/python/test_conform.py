@@ -4,6 +4,7 @@ the report's fields, and every misuse refused with an error that names it. Needs
 from __future__ import annotations
 
 import array
+import os
 import random
 import unittest
 
@@ -130,6 +131,21 @@ class ConformProtocol(unittest.TestCase):
 
         with self.assertRaisesRegex(ValueError, "kept a view of kv"):
             pfx.conform(Keeper(4), budget="quick")
+
+
+class ConformDocs(unittest.TestCase):
+    @verifies("CONF-3")
+    def test_the_numpy_engine_of_python_md_is_the_one_the_suite_checks(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "..", "docs", "python.md"), encoding="utf-8") as doc:
+            text = doc.read()
+        with open(os.path.join(here, "numpy_engine.py"), encoding="utf-8") as source:
+            engine = source.read()
+        start = engine.index("class NumpyEngine:")
+        shown = text.index("class NumpyEngine:")
+        body = engine[start:].rstrip("\n")
+        self.assertEqual(text[shown:shown + len(body)], body,
+                         "docs/python.md shows another NumpyEngine than proptest/python/numpy_engine.py")
 
 
 if __name__ == "__main__":
