@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA checks, for a machine with a GPU: builds the `device` preset, runs the CUDA tests (which
-# must run, not skip) and the whole suite, `pfx replay --backend cuda --verify`, then the driver
-# benchmarks. Prints what it measured.
+# must run, not skip) and the whole suite, `pfx replay --backend cuda --verify`, `pfx conform --engine
+# cuda` (on which grid a resume on the device equals its cold run), then the driver benchmarks. Prints what it measured.
 #
 #   scripts/cuda-check.sh
 set -euo pipefail
@@ -22,6 +22,10 @@ ctest --preset device -j "$(nproc)"
 
 # The main job on the device: the embedded workload, each response checked against a cold run.
 build/device/bin/pfx replay --backend cuda --verify --no-progress | tail -3
+
+# The conformance check on the CUDA reference engine (docs/conform.md): deterministic, exact on the
+# multiples of its chunk, and the configured chunk safe (exit status 0), or this script fails.
+build/device/bin/pfx conform --engine cuda --no-progress
 
 # The NCCL collective across every visible device (built when NCCL was found).
 

@@ -4,7 +4,7 @@ set -euo pipefail
 
 packages=(cmake make g++ librapidcheck-dev libgtest-dev libbenchmark-dev libboost-dev
           libcli11-dev nlohmann-json3-dev libfmt-dev pybind11-dev python3-dev
-          python3-pip python3-venv python3-setuptools python3-wheel python3-numpy
+          python3-pip python3-venv python3-setuptools python3-wheel python3-numpy python3-torch
           clang libclang-rt-14-dev clang-tidy libopenmpi-dev openmpi-bin)
 
 missing=()

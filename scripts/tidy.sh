@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs clang-tidy, with the checks in .clang-tidy, over every C++ source file of pfx's own (driver/,
-# engines/, tools/, proptest/, python/, bench/, examples/; core/ and spec/ through the files that include them).
+# engines/, conform/, tools/, proptest/, python/, bench/, examples/; core/ and spec/ through the files that include them).
 # Exits non-zero on any finding.
 #
 #   scripts/tidy.sh [PATH_REGEX]      e.g. scripts/tidy.sh 'driver/src/lane\.cpp'
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
-files="${1:-^${root}/(driver|engines|tools|proptest|python|bench|examples)/.*\.cpp$}"
+files="${1:-^${root}/(driver|engines|conform|tools|proptest|python|bench|examples)/.*\.cpp$}"
 
 scripts/install-deps.sh
 cmake -S . -B build/tidy -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \

@@ -3,7 +3,9 @@
 // attention into the rows before the chunk and the chunk's own rows (two-pass partial softmax
 // results merged by log-sum-exp), the same one-pass online softmax for decode. Every sum is taken
 // by one thread in a fixed order and there are no atomics, so a run is a deterministic function of
-// its inputs on one device; the floats need not equal the host engine's.
+// its inputs on one device; the floats need not equal the host engine's. A query at position p
+// reads the rows A(p) = {p} and every p - 2^k >= 0 (attends() of reference_model.hpp), in ascending
+// order, as the host does: O(log p) rows per token.
 //
 // Kernels, per call: embed_rows, then per layer project_qkv (writes the chunk's K/V rows) and
 // prefill_attend or decode_attend (reads them: the kernel boundary orders the writes before the
@@ -163,28 +165,67 @@ __device__ RowScratch carve(float* shared, std::size_t width, std::size_t hidden
   return s;
 }
 
-/// The partial result of query `q` over rows [from, to), in two passes as the host's reduce_rows:
-/// the max score, then the sums in ascending row order. Each tile of blockDim.x rows has its
-/// weights computed in parallel, one row per thread, into `tile`; then every thread adds the tile
-/// in row order to its own copy of the sum (the same in every thread) and to its dimension's
-/// weighted value. Every thread of the block must call it: it has barriers.
-__device__ Partial reduce_rows(const float* q, const LayerRows& rows, std::size_t from, std::size_t to,
-                               std::size_t width, float scale, const RowScratch& s) {
+/// The rows the query at position p attends to, A(p), in ascending order: entry i < top is
+/// p - 2^(top - 1 - i) (top = the bits of p: p - 2^floor(log2 p) first, p - 1 last), entry top is
+/// p itself. The host's attended_within lists the same rows in the same order.
+struct Attended {
+  std::size_t p;
+  unsigned top;
+
+  __host__ __device__ constexpr explicit Attended(std::size_t position) : p(position), top(0) {
+    for (std::size_t x = position; x > 0; x >>= 1) ++top;
+  }
+  __host__ __device__ constexpr std::size_t count() const { return std::size_t{top} + 1; }
+  __host__ __device__ constexpr std::size_t at(std::size_t i) const {
+    return i < top ? p - (std::size_t{1} << (top - 1 - i)) : p;
+  }
+  /// The first entry at or past row `row` (count() when none).
+  __host__ __device__ constexpr std::size_t first_at_or_past(std::size_t row) const {
+    std::size_t i = 0;
+    while (i < count() && at(i) < row) ++i;
+    return i;
+  }
+};
+
+/// Whether Attended(p) lists exactly the rows attends(p, j) of reference_model.hpp, in ascending order.
+constexpr bool lists_the_attended_rows(std::size_t p) {
+  const Attended attended(p);
+  std::size_t i = 0;
+  for (std::size_t j = 0; j <= p; ++j) {
+    if (!attends(p, j)) continue;
+    if (i >= attended.count() || attended.at(i) != j) return false;
+    ++i;
+  }
+  return i == attended.count();
+}
+static_assert(lists_the_attended_rows(0) && lists_the_attended_rows(1) && lists_the_attended_rows(2));
+static_assert(lists_the_attended_rows(7) && lists_the_attended_rows(8) && lists_the_attended_rows(1000));
+static_assert(Attended(1000).first_at_or_past(1000 - 8) == Attended(1000).count() - 5);  // 992 996 998 999 1000
+
+/// The partial result of query `q` over the rows of `attended` within [from, to), in two passes as
+/// the host's reduce: the max score, then the sums in ascending row order. Each tile of blockDim.x
+/// rows has its weights computed in parallel, one row per thread, into `tile`; then every thread
+/// adds the tile in row order to its own copy of the sum (the same in every thread) and to its
+/// dimension's weighted value. Every thread of the block must call it: it has barriers.
+__device__ Partial reduce_rows(const float* q, const LayerRows& rows, const Attended& attended, std::size_t from,
+                               std::size_t to, std::size_t width, float scale, const RowScratch& s) {
   const std::size_t t = threadIdx.x;
+  const std::size_t first = attended.first_at_or_past(from);
+  const std::size_t end = attended.first_at_or_past(to);
   float local_max = -INFINITY;
-  for (std::size_t j = from + t; j < to; j += blockDim.x) {
-    const float x = score(q, rows, j, width, scale);
+  for (std::size_t i = first + t; i < end; i += blockDim.x) {
+    const float x = score(q, rows, attended.at(i), width, scale);
     if (x > local_max) local_max = x;
   }
   Partial p{block_max(local_max, s.per_thread), 0.0f, 0.0f};
-  for (std::size_t base = from; base < to; base += blockDim.x) {
-    if (base + t < to) s.tile[t] = expf(score(q, rows, base + t, width, scale) - p.max);
+  for (std::size_t base = first; base < end; base += blockDim.x) {
+    if (base + t < end) s.tile[t] = expf(score(q, rows, attended.at(base + t), width, scale) - p.max);
     __syncthreads();
-    const std::size_t count = to - base < blockDim.x ? to - base : blockDim.x;
+    const std::size_t count = end - base < blockDim.x ? end - base : blockDim.x;
     for (std::size_t k = 0; k < count; ++k) {
       const float weight = s.tile[k];
       p.sum += weight;
-      if (t < width) p.weighted += weight * rows.values[(base + k) * width + t];
+      if (t < width) p.weighted += weight * rows.values[attended.at(base + k) * width + t];
     }
     __syncthreads();  // the tile is rewritten by the next round
   }
@@ -201,19 +242,20 @@ __device__ float merge(const Partial& before, const Partial& own) {
   return (before.weighted * before_scale + own.weighted * own_scale) / total;
 }
 
-/// Attention of `q` over rows [0, count) in one online-softmax pass in ascending row order, as
+/// Attention of `q` over the rows of `attended` in one online-softmax pass in ascending row order, as
 /// HostReferenceEngine::decode: each tile's scores are computed in parallel into `tile`, then every
 /// thread folds them in row order into its own copy of the running max and sum (the same in every
 /// thread) and its dimension's output. Returns the normalised output of the thread's dimension
 /// (meaningless past the width). Every thread of the block must call it: it has barriers.
-__device__ float online_attention(const float* q, const LayerRows& rows, std::size_t count, std::size_t width,
-                                  float scale, const RowScratch& s) {
+__device__ float online_attention(const float* q, const LayerRows& rows, const Attended& attended,
+                                  std::size_t width, float scale, const RowScratch& s) {
   const std::size_t t = threadIdx.x;
+  const std::size_t count = attended.count();
   float max = -INFINITY;
   float sum = 0.0f;
   float out = 0.0f;
   for (std::size_t base = 0; base < count; base += blockDim.x) {
-    if (base + t < count) s.tile[t] = score(q, rows, base + t, width, scale);
+    if (base + t < count) s.tile[t] = score(q, rows, attended.at(base + t), width, scale);
     __syncthreads();
     const std::size_t tile_rows = count - base < blockDim.x ? count - base : blockDim.x;
     for (std::size_t k = 0; k < tile_rows; ++k) {
@@ -222,7 +264,7 @@ __device__ float online_attention(const float* q, const LayerRows& rows, std::si
       const float rescale = expf(max - new_max);
       const float weight = expf(x - new_max);
       sum = sum * rescale + weight;
-      if (t < width) out = out * rescale + weight * rows.values[(base + k) * width + t];
+      if (t < width) out = out * rescale + weight * rows.values[attended.at(base + k) * width + t];
       max = new_max;
     }
     __syncthreads();  // the tile is rewritten by the next round
@@ -288,9 +330,10 @@ __global__ void __launch_bounds__(max_row_threads)
   }
 }
 
-/// For each row i < n of a chunk that starts at `position`: attention over rows [0, position) and
-/// over the chunk's rows [position, position + i], merged; then finish_row. Reads q[i] and K/V rows
-/// up to position + i, all written by earlier kernels; writes only h[i]. Shared: RowScratch.
+/// For each row i < n of a chunk that starts at `position`: attention over the attended rows
+/// A(position + i) within [0, position) and within the chunk's rows [position, position + i],
+/// merged; then finish_row. Reads q[i] and K/V rows up to position + i, all written by earlier
+/// kernels; writes only h[i]. Shared: RowScratch.
 __global__ void __launch_bounds__(max_row_threads)
     prefill_attend(float* h, const float* q, LayerRows rows, LayerWeights w, std::size_t n, std::size_t position,
                    Dims dims, float scale) {
@@ -301,8 +344,9 @@ __global__ void __launch_bounds__(max_row_threads)
     load_row(s.h, h + i * dims.width, dims.width);
     load_row(s.q, q + i * dims.width, dims.width);
     __syncthreads();
-    const Partial before = reduce_rows(s.q, rows, 0, position, dims.width, scale, s);
-    const Partial own = reduce_rows(s.q, rows, position, position + i + 1, dims.width, scale, s);
+    const Attended attended(position + i);
+    const Partial before = reduce_rows(s.q, rows, attended, 0, position, dims.width, scale, s);
+    const Partial own = reduce_rows(s.q, rows, attended, position, position + i + 1, dims.width, scale, s);
     if (t < dims.width) s.o[t] = merge(before, own);
     __syncthreads();
     finish_row(s, w, dims);
@@ -311,8 +355,8 @@ __global__ void __launch_bounds__(max_row_threads)
   }
 }
 
-/// The decode row at `position`: attention over rows [0, position] in one online-softmax pass, then
-/// finish_row. One block. Shared: RowScratch.
+/// The decode row at `position`: attention over its attended rows A(position) in one online-softmax
+/// pass, then finish_row. One block. Shared: RowScratch.
 __global__ void __launch_bounds__(max_row_threads)
     decode_attend(float* h, const float* q, LayerRows rows, LayerWeights w, std::size_t position, Dims dims,
                   float scale) {
@@ -321,7 +365,7 @@ __global__ void __launch_bounds__(max_row_threads)
   load_row(s.h, h, dims.width);
   load_row(s.q, q, dims.width);
   __syncthreads();
-  const float out = online_attention(s.q, rows, position + 1, dims.width, scale, s);
+  const float out = online_attention(s.q, rows, Attended(position), dims.width, scale, s);
   if (threadIdx.x < dims.width) s.o[threadIdx.x] = out;
   __syncthreads();
   finish_row(s, w, dims);

@@ -42,7 +42,9 @@ CORE_TESTS = ["machine_examples_test", "false_record_test", "allocation_test", "
               "rule_properties_test", "protocol_state_test", "seed_audit_test", "model_checker_test"]
 DRIVER_TESTS = ["driver_generation_test", "driver_request_test", "driver_fault_test",
                 "driver_resume_test"]
-TESTS_FOR = {"core/": CORE_TESTS + DRIVER_TESTS, "driver/": DRIVER_TESTS}
+ENGINES_TESTS = ["reference_model_test", "engines_conformance_test"]
+TESTS_FOR = {"core/": CORE_TESTS + DRIVER_TESTS, "driver/": DRIVER_TESTS,
+             "engines/": ENGINES_TESTS + DRIVER_TESTS, "conform/": ["conform_check_test"]}
 
 CMAKE_OPTIONS = [
     "-DCMAKE_BUILD_TYPE=Release",

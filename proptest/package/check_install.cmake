@@ -1,7 +1,7 @@
 # What `cmake --install` lays down (docs/integration.md, "What is installed"): the headers of core,
 # spec, spec/conformance and driver, the driver's library and the CMake package (component `pfx`);
 # the headers, library and export of pfx::engines (component `engines`); the pfx program (component
-# `program`). Nothing else: no test code, no proptest/ header, no Markdown, no build-only header.
+# `program`); the headers, library and export of pfx::conform (component `conform`). Nothing else: no test code, no proptest/ header, no Markdown, no build-only header.
 #
 # Installs the build tree PFX_BUILD_DIR into WORK_DIR, once whole and once per component, and fails
 # unless each holds exactly the files expected from the source tree PFX_SOURCE_DIR; every installed
@@ -34,6 +34,7 @@ list(APPEND expected_pfx ${spec} ${conformance}
      "${CMAKEDIR}/pfxConfig.cmake" "${CMAKEDIR}/pfxConfigVersion.cmake"
      "${CMAKEDIR}/pfxTargets.cmake" "${CMAKEDIR}/pfxTargets-${CONFIG}.cmake")
 set(expected_engines)
+set(expected_conform)
 set(expected_program)
 if(DRIVER)
   headers_of(driver driver)
@@ -41,11 +42,14 @@ if(DRIVER)
   list(APPEND expected_pfx ${driver} "${LIBDIR}/libpfx_driver.a")
   list(APPEND expected_engines "${LIBDIR}/libpfx_engines.a"
        "${CMAKEDIR}/pfxEnginesTargets.cmake" "${CMAKEDIR}/pfxEnginesTargets-${CONFIG}.cmake")
+  headers_of(expected_conform conform)
+  list(APPEND expected_conform "${LIBDIR}/libpfx_conform.a"
+       "${CMAKEDIR}/pfxConformTargets.cmake" "${CMAKEDIR}/pfxConformTargets-${CONFIG}.cmake")
   if(PROGRAM)
     set(expected_program "${BINDIR}/pfx")
   endif()
 endif()
-set(expected_all ${expected_pfx} ${expected_engines} ${expected_program})
+set(expected_all ${expected_pfx} ${expected_engines} ${expected_conform} ${expected_program})
 
 # Fails unless `prefix` holds exactly the files of `${expected_var}`.
 function(expect_exactly prefix expected_var what)
@@ -72,7 +76,7 @@ endfunction()
 file(REMOVE_RECURSE "${WORK_DIR}")
 run("${CMAKE_COMMAND}" --install "${PFX_BUILD_DIR}" --prefix "${WORK_DIR}/all")
 expect_exactly("${WORK_DIR}/all" expected_all "the whole install")
-foreach(component pfx engines program)
+foreach(component pfx engines conform program)
   run("${CMAKE_COMMAND}" --install "${PFX_BUILD_DIR}" --component ${component} --prefix "${WORK_DIR}/${component}")
   expect_exactly("${WORK_DIR}/${component}" expected_${component} "the component ${component}")
 endforeach()
@@ -108,11 +112,12 @@ function(probe prefix expect_engines)
       "-DCMAKE_PREFIX_PATH=${prefix}")
   set(said "${run_output}")
   if(expect_engines)  # a boolean: ON, TRUE or 1
-    set(want "probe: pfx::engines defined" "probe: COMPONENTS engines found=1")
+    set(want "probe: pfx::engines defined" "probe: COMPONENTS engines found=1" "probe: pfx::conform defined"
+             "probe: COMPONENTS conform found=1")
     set(unwanted)
   else()
-    set(want "probe: COMPONENTS engines found=0")
-    set(unwanted "probe: pfx::engines defined")
+    set(want "probe: COMPONENTS engines found=0" "probe: COMPONENTS conform found=0")
+    set(unwanted "probe: pfx::engines defined" "probe: pfx::conform defined")
   endif()
   foreach(target core spec conformance)
     list(APPEND want "probe: pfx::${target} defined")

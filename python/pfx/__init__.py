@@ -2,7 +2,8 @@
 
 ``PromptPrefix`` is a drop-in for the original Python class of the same name; ``Machine`` is the
 whole protocol (query, begin, commit, abort, record, clear, configure) of pfx::core, and
-``Machine.write`` the same protocol as a context manager. Token ids are integers in 0..2147483647;
+``Machine.write`` the same protocol as a context manager; ``conform`` checks an engine written in
+Python (docs/conform.md). Token ids are integers in 0..2147483647;
 token sequences are lists, any iterable of integers, or buffers of integers (array.array, numpy
 arrays, memoryview: read in place). ``ids`` are read-only views (``Ids``). See docs/python.md.
 
@@ -17,8 +18,9 @@ import os as _os
 
 import collections.abc as _abc
 
-from ._native import (Bound, Config, ConfigError, Decision, Ids, Machine, Phase, Reason, Refused,
-                      common_prefix, decide)
+from ._native import (Bound, Config, ConfigError, ConformColdDisagreement, ConformDifference, ConformGrid,
+                      ConformMismatch, ConformReport, Decision, Ids, Machine, Phase, Reason, Refused,
+                      common_prefix, conform, decide)
 from ._native import apply_environment as _apply_environment
 from ._write import Write, write as _write
 
@@ -35,7 +37,8 @@ def _restore_machine(state) -> Machine:
 Machine.__reduce__ = lambda self: (_restore_machine, (self.__getstate__(),))
 _abc.Sequence.register(Ids)
 
-__all__ = ["Bound", "Config", "ConfigError", "Decision", "Ids", "Machine", "Phase", "PromptPrefix", "Reason",
+__all__ = ["Bound", "Config", "ConfigError", "ConformColdDisagreement", "ConformDifference", "ConformGrid",
+           "ConformMismatch", "ConformReport", "Decision", "Ids", "Machine", "Phase", "PromptPrefix", "Reason",
            "Refused", "Write", "common_prefix", "config_from_environment", "decide", "KEEP_MIN",
            "TF_PREFIX_CACHE"]
 

@@ -3,6 +3,7 @@
 // arrives as a Python object and goes through convert.hpp, so that a bad value gets an error naming
 // it; a refused event raises pfx.Refused and, as in the core, changes nothing.
 
+#include "conform.hpp"
 #include "convert.hpp"
 #include "ids_view.hpp"
 
@@ -333,4 +334,6 @@ Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
       py::arg("config"), py::arg("prefix_cache"), py::arg("prefix_cache_min"),
       "config with the values of TF_GLM53_PREFIX_CACHE and TF_GLM53_PREFIX_CACHE_MIN applied (None: unset);"
       " a malformed value raises pfx.ConfigError naming the variable.");
+
+  add_conform(m);
 }

@@ -4,6 +4,7 @@
 #include <pfx/cli/run.hpp>
 
 #include <pfx/cli/command.hpp>
+#include <pfx/cli/conform.hpp>
 #include <pfx/driver/errors.hpp>
 #include <pfx/version.hpp>
 
@@ -28,6 +29,7 @@ int parse_and_run(std::span<const std::string> arguments, const Streams& streams
   add_audit_command(app, streams, status);
   add_explain_command(app, streams, status);
   add_soak_command(app, streams, status);
+  add_conform_command(app, streams, status);
 
   const auto command = [&] {
     for (const CLI::App* sub : app.get_subcommands()) return "pfx " + sub->get_name();

@@ -36,16 +36,6 @@ class HostReferenceEngine final : public Engine {
   void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override;
 
  private:
-  /// Checks the call and runs body(rows) on the rows of `kv`, whichever of the two kinds it is.
-  template <class Body>
-  void on_rows(KvState& kv, std::span<const token> tokens, std::size_t position, std::span<float> logits,
-               Body&& body) const;
-  template <class Rows>
-  void prefill_rows(const Rows& state, std::span<const token> tokens, std::size_t position,
-                    std::span<float> logits) const;
-  template <class Rows>
-  void decode_rows(const Rows& state, token next, std::size_t position, std::span<float> logits) const;
-
   ReferenceModelShape shape_;
   ReferenceWeights weights_;
 };

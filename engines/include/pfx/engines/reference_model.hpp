@@ -7,16 +7,24 @@
 ///
 /// Per token at position p:  h = embed[token] + position_code(p)
 /// Per layer:  a = rmsnorm(h); q, k, v = Wq a, Wk a, Wv a; row p of the layer's K and V := k, v
-///             h += Wo attention(q, rows 0..p);  h += W2 relu(W1 rmsnorm(h))
+///             h += Wo attention(q, rows A(p));  h += W2 relu(W1 rmsnorm(h))
 /// Logits:     Wout rmsnorm(h)
 ///
-/// Prefill of a chunk [s, e) reduces attention over the rows before the chunk (0..s-1) and over the
-/// chunk's own rows (s..p) as two partial softmax results, merged by log-sum-exp, as prefill kernels
-/// over a KV cache do. Decode reduces rows 0..p in one online-softmax pass, as decode kernels do.
+/// A(p), the rows position p attends to, is {p} and every p - 2^k >= 0 (k >= 0): at most
+/// log2(p) + 2 rows, spread over the whole prefix (attends()). A token costs O(log p), so a cold
+/// prefill of n tokens costs O(n log n), and a row at any earlier position still reaches every later
+/// one: j reaches p in layer 1 when p - j is a power of two, and through the intermediate rows'
+/// layer-1 outputs in the layers above (the binary digits of p - j, one hop per layer).
+///
+/// Prefill of a chunk [s, e) reduces attention over the attended rows before the chunk (A(p) within
+/// 0..s-1) and over the chunk's own (A(p) within s..p) as two partial softmax results, merged by
+/// log-sum-exp, as prefill kernels over a KV cache do. Decode reduces A(p) in one online-softmax
+/// pass, as decode kernels do. Rows are summed in ascending position order.
 
 #include <pfx/driver/kv_shape.hpp>
 #include <pfx/token.hpp>
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -61,6 +69,12 @@ struct ReferenceWeights {
   /// Validates `shape`, then draws every weight from a splitmix64 stream of shape.seed.
   [[nodiscard]] static ReferenceWeights generate(const ReferenceModelShape& shape);
 };
+
+/// Whether the row of position p attends to the row of position j: j = p, or j = p - 2^k for some
+/// k >= 0.
+[[nodiscard]] constexpr bool attends(std::uint64_t p, std::uint64_t j) noexcept {
+  return j == p || (j < p && std::has_single_bit(p - j));
+}
 
 /// The position code added to the embedding: an integer hash of (position, dimension) mapped to
 /// [-0.25, 0.25). Integer arithmetic, so host and device compute the same floats.

@@ -76,6 +76,17 @@ inline constexpr std::array requirements = {
                 "pfx soak serves a long stream of mixed traffic with injected failures through one lane; "
                 "every sampled response equals a cold run bit for bit, resident memory stays flat after "
                 "the warm-up, and a mismatch, a stale-row read or growth past the tolerance exits with status 1"},
+    Requirement{"CONF-1",
+                "the conformance check finds, on an engine, the smallest grid on which every resume equals its "
+                "cold run bit for bit (KV rows and logits), tells a non-deterministic engine (two cold runs "
+                "differ) from one that depends on something else, and names the first mismatch of every other grid"},
+    Requirement{"CONF-2",
+                "pfx conform runs the check on a shipped engine and exits 0 when the rule chunk is on an exact grid, "
+                "1 when it is not (printing the safe one), 3 when no grid is exact and 2 on bad input"},
+    Requirement{"CONF-3",
+                "pfx.conform runs the same check on an engine written in Python; on a PyTorch transformer its "
+                "verdict is confirmed independently: a grid it calls exact gives a Python lane no mismatch over a "
+                "multi-turn workload, and the mismatch it names on an unsafe grid is reproduced"},
     Requirement{"PY-1",
                 "pfx.PromptPrefix answers, records and clears as the original Python class does on every call "
                 "sequence the original class handles correctly, with the same environment variables and defaults"},

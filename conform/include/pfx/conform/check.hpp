@@ -1,0 +1,42 @@
+#pragma once
+
+/// \file
+/// The conformance check (docs/conform.md): does an engine meet THM-1's premise, and on which grid?
+/// It runs cold prefills of random prompts, repeats each, resumes each at offsets on candidate grids
+/// as a lane would, and compares every resume with its cold run bit for bit, KV rows and logits.
+
+#include <pfx/conform/budget.hpp>
+#include <pfx/conform/report.hpp>
+#include <pfx/driver/engine.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace pfx::conform {
+
+struct CheckOptions {
+  Budget budget;
+  /// The chunk the rule would use; unset: the engine's chunk.
+  std::optional<std::size_t> rule_chunk;
+  /// How the report names the engine.
+  std::string engine_name = "engine";
+  /// Called after each prompt with (prompts done, prompts in all), for a progress bar.
+  std::function<void(std::size_t, std::size_t)> progress;
+};
+
+/// Checks `engine` (docs/conform.md, "What a resume is"). For each prompt of each length of
+/// prompt_lengths(candidate_grids(...)), budget.prompts of them, random tokens below engine.vocab():
+///  - cold runs: prefill_on_grid from 0 on a fresh KV state, budget.cold_runs times; every run after
+///    the first must equal the first, rows [0, n) and logits, bit for bit;
+///  - for each candidate grid g and each offset o, a multiple of g in [g, n - 1] (all of them, or a
+///    sample for a long prompt): on one KV state that the resumes share, a cold run of `held` (the
+///    prompt's first o tokens, then a random tail of 0 .. chunk tokens that does not continue the
+///    prompt), then prefill_on_grid of the prompt from o; rows [0, n) and the logits must equal the
+///    first cold run's, bit for bit. A grid stops being resumed at its first mismatch.
+/// Throws std::invalid_argument for a bad budget, an engine whose chunk or vocabulary is 0, or a
+/// rule chunk of 0; whatever the engine throws passes through.
+[[nodiscard]] Report check(driver::Engine& engine, const CheckOptions& options);
+
+}  // namespace pfx::conform

@@ -1,0 +1,106 @@
+#pragma once
+
+/// \file
+/// What a conformance check found (docs/conform.md, "Reading a report"): whether repeated cold runs
+/// agree, for each candidate grid whether every resume on it equals its cold run bit for bit (or the
+/// first one that does not), the grid to configure, and the verdict on the rule chunk.
+
+#include <pfx/conform/budget.hpp>
+#include <pfx/driver/kv_shape.hpp>
+#include <pfx/token.hpp>
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pfx::conform {
+
+/// The first place where two runs of one prompt differ: a KV row (the lowest row that differs in any
+/// layer or plane, and there the first float), or, when every row agrees, the last row's logits.
+struct Difference {
+  enum class Where { row, logits };
+  Where where = Where::row;
+  std::size_t row = 0;     ///< Where::row: the row (position) that differs
+  std::size_t layer = 0;   ///< Where::row
+  driver::Plane plane = driver::Plane::key;  ///< Where::row
+  std::size_t index = 0;   ///< the float within the row (column), or the logit's index
+  float got = 0;           ///< the resumed (or repeated) run's value
+  float expected = 0;      ///< the cold run's value
+
+  /// "row 5 (layer 1, value, column 3): 0.25 (0x3e800000) vs 0.2500001 (0x3e800001)" or
+  /// "logit 17: ... vs ...".
+  [[nodiscard]] std::string describe() const;
+};
+
+/// A resume that differs from its cold run: the prompt, the tokens whose cold run wrote the rows the
+/// resume started from (they share the prompt's first `offset` tokens), the offset, and where.
+struct Mismatch {
+  std::size_t prompt_number = 0;  ///< which prompt of the check (0-based, in the order they were run)
+  std::vector<token> prompt;
+  std::vector<token> held;
+  std::size_t offset = 0;
+  Difference difference;
+};
+
+/// Two cold runs of one prompt that differ: the engine is not deterministic.
+struct ColdDisagreement {
+  std::size_t prompt_number = 0;
+  std::vector<token> prompt;
+  std::size_t run = 0;  ///< the cold run (1-based; run 0 is the first) that differs from the first
+  Difference difference;
+};
+
+/// One candidate grid g: resumes at multiples of g, each followed by a prefill on the engine's grid.
+struct GridResult {
+  std::size_t grid = 0;
+  std::size_t resumes = 0;  ///< resumes compared (the check stops at the grid's first mismatch)
+  std::optional<Mismatch> mismatch;
+  /// Every resume compared equalled its cold run, and there was at least one.
+  [[nodiscard]] bool exact() const noexcept { return resumes > 0 && !mismatch; }
+};
+
+enum class Verdict {
+  safe,             ///< a grid is exact and the rule chunk's grid is exact (exit status 0)
+  unsafe,           ///< a grid is exact, but not the rule chunk's (exit status 1)
+  nondeterministic, ///< two cold runs of a prompt differ: no grid can be exact (exit status 3)
+  no_exact_grid,    ///< cold runs agree, yet every grid has a resume that differs (exit status 3)
+};
+
+/// "safe", "unsafe", "nondeterministic", "no exact grid".
+[[nodiscard]] const char* to_string(Verdict verdict) noexcept;
+
+struct Report {
+  std::string engine;          ///< what the caller called the engine
+  Budget budget;
+  std::size_t chunk = 0;       ///< the engine's prefill chunk: the grid of its cold runs and of every resume
+  std::size_t rule_chunk = 0;  ///< the chunk the rule would use
+  std::size_t vocab = 0;
+  std::vector<std::size_t> lengths;  ///< the prompt lengths
+  std::size_t prompts = 0;     ///< prompts run
+  std::size_t cold_runs = 0;   ///< cold runs, all prompts together
+  std::size_t prefilled_tokens = 0;  ///< tokens handed to the engine's prefill, everything included
+  std::optional<ColdDisagreement> cold_disagreement;
+  std::vector<GridResult> grids;  ///< ascending
+  std::optional<std::size_t> recommended;  ///< the smallest exact grid, when the cold runs agree
+  Verdict verdict = Verdict::no_exact_grid;
+  double elapsed_s = 0;
+
+  /// The result for `grid` (nullptr if it was not a candidate).
+  [[nodiscard]] const GridResult* find(std::size_t grid) const noexcept;
+  /// One paragraph that says why the verdict is what it is, and what to configure.
+  [[nodiscard]] std::string explanation() const;
+};
+
+/// The verdict from the results (report.recommended and report.verdict), as check() sets them:
+/// nondeterministic when the cold runs disagree; else the smallest exact grid is recommended, and the
+/// rule chunk is safe when its own grid is exact.
+void decide(Report& report);
+
+/// The exit status of `pfx conform` for a verdict: 0 safe, 1 unsafe, 3 nondeterministic or no exact grid.
+[[nodiscard]] int exit_status(Verdict verdict) noexcept;
+
+/// The report as text, as `pfx conform` prints it (docs/conform.md shows one).
+[[nodiscard]] std::string to_text(const Report& report);
+
+}  // namespace pfx::conform

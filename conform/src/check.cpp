@@ -1,0 +1,195 @@
+// The conformance check (docs/conform.md): cold runs, their repeats, and resumes on candidate grids,
+// each compared bit for bit with the first cold run.
+
+#include <pfx/conform/check.hpp>
+
+#include <pfx/driver/generation.hpp>
+#include <pfx/driver/kv_state.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+namespace pfx::conform {
+namespace {
+
+/// What a run leaves: rows [0, n) of the KV state (KvState::copy_rows's layout) and the last row's logits.
+struct Run {
+  std::vector<float> rows;
+  std::vector<float> logits;
+};
+
+bool same_bits(float a, float b) noexcept { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }
+
+/// The lowest row of [0, rows) that differs in any layer or plane, and its first differing float there.
+std::optional<Difference> first_row_difference(const std::vector<float>& got, const std::vector<float>& expected,
+                                               std::size_t rows, const driver::KvShape& shape) {
+  for (std::size_t row = 0; row < rows; ++row) {
+    for (std::size_t layer = 0; layer < shape.layers; ++layer) {
+      for (const driver::Plane plane : {driver::Plane::key, driver::Plane::value}) {
+        const std::size_t begin = ((layer * 2 + static_cast<std::size_t>(plane)) * rows + row) * shape.width;
+        for (std::size_t column = 0; column < shape.width; ++column) {
+          const float a = got[begin + column];
+          const float b = expected[begin + column];
+          if (!same_bits(a, b)) {
+            return Difference{.where = Difference::Where::row, .row = row, .layer = layer, .plane = plane,
+                              .index = column, .got = a, .expected = b};
+          }
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<Difference> first_logit_difference(const std::vector<float>& got, const std::vector<float>& expected) {
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!same_bits(got[i], expected[i])) {
+      return Difference{.where = Difference::Where::logits, .index = i, .got = got[i], .expected = expected[i]};
+    }
+  }
+  return std::nullopt;
+}
+
+/// Where `got` first differs from `expected`: a KV row first, then the logits.
+std::optional<Difference> compare(const Run& got, const Run& expected, std::size_t rows, const driver::KvShape& shape) {
+  if (auto row = first_row_difference(got.rows, expected.rows, rows, shape)) return row;
+  return first_logit_difference(got.logits, expected.logits);
+}
+
+/// The offsets a prompt of n tokens is resumed at on grid g: the multiples of g in [g, n - 1]; all of
+/// them for a short prompt, else the first, the last and random others, budget.sampled_offsets in all.
+std::vector<std::size_t> offsets(std::size_t n, std::size_t g, const Budget& budget, std::mt19937_64& random) {
+  const std::size_t count = (n - 1) / g;
+  std::vector<std::size_t> out;
+  if (n <= budget.exhaustive_up_to || count <= budget.sampled_offsets) {
+    for (std::size_t k = 1; k <= count; ++k) out.push_back(k * g);
+    return out;
+  }
+  std::set<std::size_t> chosen = {1, count};
+  while (chosen.size() < budget.sampled_offsets) chosen.insert(1 + random() % count);
+  for (const std::size_t k : chosen) out.push_back(k * g);
+  return out;
+}
+
+class Checker {
+ public:
+  Checker(driver::Engine& engine, const CheckOptions& options) : engine_(engine), options_(options) {}
+
+  Report run() {
+    const auto start = std::chrono::steady_clock::now();
+    const Budget& budget = options_.budget;
+    budget.validate();
+    if (engine_.chunk() == 0) throw std::invalid_argument("the engine's prefill chunk must be at least 1");
+    if (engine_.vocab() == 0) throw std::invalid_argument("the engine's vocabulary must hold at least 1 token");
+    report_.engine = options_.engine_name;
+    report_.budget = budget;
+    report_.chunk = engine_.chunk();
+    report_.rule_chunk = options_.rule_chunk.value_or(report_.chunk);
+    if (report_.rule_chunk == 0) throw std::invalid_argument("the rule chunk must be at least 1");
+    report_.vocab = engine_.vocab();
+    for (const std::size_t g : candidate_grids(budget, report_.chunk, report_.rule_chunk)) {
+      report_.grids.push_back({.grid = g, .resumes = 0, .mismatch = std::nullopt});
+    }
+    std::vector<std::size_t> grids;
+    for (const GridResult& g : report_.grids) grids.push_back(g.grid);
+    report_.lengths = prompt_lengths(grids);
+    capacity_ = report_.lengths.back() + report_.chunk;  // the longest held: n - 1 tokens and a tail of chunk
+    random_.seed(budget.seed);
+    resume_kv_ = engine_.make_kv_state(capacity_);
+    shape_ = resume_kv_->shape();
+
+    const std::size_t total = report_.lengths.size() * budget.prompts;
+    for (const std::size_t n : report_.lengths) {
+      for (std::size_t k = 0; k < budget.prompts; ++k) {
+        check_prompt(random_tokens(n));
+        if (options_.progress) options_.progress(report_.prompts, total);
+      }
+    }
+    decide(report_);
+    report_.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return std::move(report_);
+  }
+
+ private:
+  std::vector<token> random_tokens(std::size_t n) {
+    std::vector<token> out(n);
+    for (token& t : out) t = static_cast<token>(random_() % report_.vocab);
+    return out;
+  }
+
+  Run cold_run(const std::vector<token>& prompt) {
+    const std::unique_ptr<driver::KvState> kv = engine_.make_kv_state(capacity_);
+    Run run{.rows = {}, .logits = std::vector<float>(report_.vocab)};
+    driver::prefill_on_grid(engine_, *kv, prompt, 0, run.logits);
+    run.rows = kv->copy_rows(0, prompt.size());  // waits for the engine's writes
+    report_.prefilled_tokens += prompt.size();
+    return run;
+  }
+
+  /// The tokens whose cold run the lane holds when it resumes `prompt` at `offset`: the prompt's
+  /// first `offset` tokens, then 0 .. chunk tokens of another continuation.
+  std::vector<token> held_for(const std::vector<token>& prompt, std::size_t offset) {
+    std::vector<token> held(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(offset));
+    const std::size_t tail = report_.vocab > 1 ? random_() % (report_.chunk + 1) : 0;
+    for (std::size_t i = 0; i < tail; ++i) {
+      token t = static_cast<token>(random_() % report_.vocab);
+      if (i == 0 && t == prompt[offset]) t = static_cast<token>((static_cast<std::size_t>(t) + 1) % report_.vocab);
+      held.push_back(t);
+    }
+    return held;
+  }
+
+  void check_prompt(const std::vector<token>& prompt) {
+    const std::size_t n = prompt.size();
+    const std::size_t number = report_.prompts++;
+    const Run cold = cold_run(prompt);
+    for (std::size_t run = 1; run < options_.budget.cold_runs; ++run) {
+      const Run again = cold_run(prompt);
+      if (report_.cold_disagreement) continue;
+      if (const std::optional<Difference> d = compare(again, cold, n, shape_)) {
+        report_.cold_disagreement = ColdDisagreement{.prompt_number = number, .prompt = prompt, .run = run,
+                                                     .difference = *d};
+      }
+    }
+    report_.cold_runs += options_.budget.cold_runs;
+
+    Run resumed{.rows = {}, .logits = std::vector<float>(report_.vocab)};
+    for (GridResult& g : report_.grids) {
+      if (g.mismatch) continue;  // one counterexample per grid is enough
+      for (const std::size_t offset : offsets(n, g.grid, options_.budget, random_)) {
+        const std::vector<token> held = held_for(prompt, offset);
+        driver::prefill_on_grid(engine_, *resume_kv_, held, 0, resumed.logits);
+        driver::prefill_on_grid(engine_, *resume_kv_, prompt, offset, resumed.logits);
+        resumed.rows = resume_kv_->copy_rows(0, n);
+        report_.prefilled_tokens += held.size() + n - offset;
+        ++g.resumes;
+        const std::optional<Difference> found = compare(resumed, cold, n, shape_);
+        if (found) {
+          g.mismatch = Mismatch{.prompt_number = number, .prompt = prompt, .held = held, .offset = offset,
+                                .difference = *found};
+          break;
+        }
+      }
+    }
+  }
+
+  driver::Engine& engine_;
+  const CheckOptions& options_;
+  Report report_;
+  std::size_t capacity_ = 0;
+  std::mt19937_64 random_;
+  std::unique_ptr<driver::KvState> resume_kv_;
+  driver::KvShape shape_;
+};
+
+}  // namespace
+
+Report check(driver::Engine& engine, const CheckOptions& options) { return Checker(engine, options).run(); }
+
+}  // namespace pfx::conform

@@ -1,0 +1,170 @@
+#include <pfx/conform/report.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace pfx::conform {
+namespace {
+
+/// A float with all its digits, and its bits: two values that print alike still show how they differ.
+std::string exact(float x) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.9g (0x%08x)", static_cast<double>(x),
+                static_cast<unsigned>(std::bit_cast<std::uint32_t>(x)));
+  return text;
+}
+
+std::string tokens(const std::vector<token>& ids) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) text += ' ';
+    text += std::to_string(ids[i]);
+  }
+  text += ']';
+  return text;
+}
+
+std::string grid_list(const Report& report, bool exact_ones) {
+  std::string text;
+  for (const GridResult& g : report.grids) {
+    if (g.exact() != exact_ones) continue;
+    if (!text.empty()) text += ", ";
+    text += std::to_string(g.grid);
+  }
+  return text.empty() ? "none" : text;
+}
+
+}  // namespace
+
+std::string Difference::describe() const {
+  if (where == Where::logits) return "logit " + std::to_string(index) + ": " + exact(got) + " vs " + exact(expected);
+  return "row " + std::to_string(row) + " (layer " + std::to_string(layer) + ", " +
+         (plane == driver::Plane::key ? "key" : "value") + ", column " + std::to_string(index) + "): " + exact(got) +
+         " vs " + exact(expected);
+}
+
+const char* to_string(Verdict verdict) noexcept {
+  switch (verdict) {
+    case Verdict::safe: return "safe";
+    case Verdict::unsafe: return "unsafe";
+    case Verdict::nondeterministic: return "nondeterministic";
+    case Verdict::no_exact_grid: return "no exact grid";
+  }
+  return "?";
+}
+
+const GridResult* Report::find(std::size_t grid) const noexcept {
+  const auto it = std::find_if(grids.begin(), grids.end(), [&](const GridResult& g) { return g.grid == grid; });
+  return it == grids.end() ? nullptr : &*it;
+}
+
+void decide(Report& report) {
+  report.recommended.reset();
+  if (report.cold_disagreement) {
+    report.verdict = Verdict::nondeterministic;
+    return;
+  }
+  for (const GridResult& g : report.grids) {
+    if (g.exact()) {
+      report.recommended = g.grid;
+      break;
+    }
+  }
+  if (!report.recommended) {
+    report.verdict = Verdict::no_exact_grid;
+    return;
+  }
+  const GridResult* rule = report.find(report.rule_chunk);
+  report.verdict = rule != nullptr && rule->exact() ? Verdict::safe : Verdict::unsafe;
+}
+
+int exit_status(Verdict verdict) noexcept {
+  switch (verdict) {
+    case Verdict::safe: return 0;
+    case Verdict::unsafe: return 1;
+    case Verdict::nondeterministic:
+    case Verdict::no_exact_grid: return 3;
+  }
+  return 3;
+}
+
+namespace {
+
+/// Said when the recommended grid is not a multiple of the engine's chunk: THM-1 does not cover it.
+std::string measured_only(const Report& r) {
+  if (!r.recommended || *r.recommended % r.chunk == 0) return "";
+  return " Grid " + std::to_string(*r.recommended) + " is not a multiple of the prefill chunk " +
+         std::to_string(r.chunk) + ", so THM-1 does not cover it: it is exact as measured here, not as proved; a "
+         "multiple of " + std::to_string(r.chunk) + " is covered when its grid is exact.";
+}
+
+}  // namespace
+
+std::string Report::explanation() const {
+  switch (verdict) {
+    case Verdict::safe:
+      return "Rule chunk " + std::to_string(rule_chunk) + " is safe: every resume on its grid equalled its cold run "
+             "bit for bit. The smallest exact grid is " + std::to_string(*recommended) + "." + measured_only(*this);
+    case Verdict::unsafe:
+      return "Rule chunk " + std::to_string(rule_chunk) + " is UNSAFE: a resume on its grid differs from its cold "
+             "run. Configure the rule's chunk to " + std::to_string(*recommended) +
+             ", the smallest grid on which every resume equalled its cold run bit for bit." + measured_only(*this);
+    case Verdict::nondeterministic:
+      return "No grid is exact: two cold runs of the same prompt differ, so the engine is not deterministic and no "
+             "resume can be promised to equal a cold run. Fix the engine (a fixed reduction order, no atomics, no "
+             "split-K chosen per call) before configuring reuse.";
+    case Verdict::no_exact_grid:
+      return "No grid is exact: cold runs agree, so the engine is deterministic, but resumes differ on every "
+             "candidate grid. Its results depend on something other than a chunk's tokens, its start and the rows "
+             "before it (rows past the chunk, what the KV state held before, the number of calls), or its own grid "
+             "is larger than the grids tried (raise max_grid).";
+  }
+  return "";
+}
+
+std::string to_text(const Report& r) {
+  std::string text = "pfx conform: " + r.engine + ", prefill chunk " + std::to_string(r.chunk) + ", rule chunk " +
+                     std::to_string(r.rule_chunk) + "\n";
+  text += "budget: " + std::to_string(r.prompts) + " prompts of " + std::to_string(r.lengths.front()) + ".." +
+          std::to_string(r.lengths.back()) + " tokens (" + std::to_string(r.lengths.size()) + " lengths), " +
+          std::to_string(r.budget.cold_runs) + " cold runs each, grids up to " + std::to_string(r.budget.max_grid) +
+          ", seed " + std::to_string(r.budget.seed) + "\n";
+  if (r.cold_disagreement) {
+    const ColdDisagreement& d = *r.cold_disagreement;
+    text += "cold runs: DIFFER: prompt " + std::to_string(d.prompt_number) + " (" + std::to_string(d.prompt.size()) +
+            " tokens " + tokens(d.prompt) + "), run " + std::to_string(d.run + 1) + " vs run 1: " +
+            d.difference.describe() + "\n";
+  } else {
+    text += "cold runs: " + std::to_string(r.cold_runs) + ", every repeat identical to the first (deterministic)\n";
+  }
+  for (const GridResult& g : r.grids) {
+    std::string name = "grid " + std::to_string(g.grid);
+    std::string roles;
+    if (g.grid == r.chunk) roles += "prefill chunk";
+    if (g.grid == r.rule_chunk) roles += roles.empty() ? "rule chunk" : ", rule chunk";
+    if (!roles.empty()) name += " (" + roles + ")";
+    text += name + ": ";
+    if (g.exact()) {
+      text += "exact (" + std::to_string(g.resumes) + " resumes)\n";
+    } else if (g.mismatch) {
+      const Mismatch& m = *g.mismatch;
+      text += "DIFFERS at resume " + std::to_string(g.resumes) + ": prompt " + std::to_string(m.prompt_number) + " (" +
+              std::to_string(m.prompt.size()) + " tokens), offset " + std::to_string(m.offset) + ", after a run of " +
+              std::to_string(m.held.size()) + " held tokens: " + m.difference.describe() + "\n";
+    } else {
+      text += "not resumed (no offset on this grid)\n";
+    }
+  }
+  text += "exact grids: " + grid_list(r, true) + "\n";
+  if (r.recommended) text += "recommended rule chunk: " + std::to_string(*r.recommended) + "\n";
+  text += std::string("verdict: ") + to_string(r.verdict) + "\n" + r.explanation() + "\n";
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%.2f", r.elapsed_s);
+  text += "time: " + std::string(seconds) + " s, " + std::to_string(r.prefilled_tokens) + " tokens prefilled\n";
+  return text;
+}
+
+}  // namespace pfx::conform

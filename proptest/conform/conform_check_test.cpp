@@ -1,0 +1,313 @@
+// The conformance checker (pfx::conform::check, docs/conform.md) on engines whose answer is known:
+// the shipped ones (host reference, blocked attention: exact exactly on multiples of their chunk;
+// non-deterministic, drifting: flagged as such), and engines made here to catch the checker's own
+// mistakes (one whose rows depend on the chunk's start while its logits do not, so that a checker
+// comparing only logits fails; one that reads a row past its chunk, deterministic yet never exact).
+
+#include "support/requirement.hpp"
+
+#include <pfx/conform/check.hpp>
+#include <pfx/driver/generation.hpp>
+#include <pfx/driver/host_kv_state.hpp>
+#include <pfx/engines/blocked_attention_engine.hpp>
+#include <pfx/engines/drifting_engine.hpp>
+#include <pfx/engines/host_reference_engine.hpp>
+#include <pfx/engines/nondeterministic_engine.hpp>
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+
+namespace {
+
+using pfx::token;
+using pfx::conform::Budget;
+using pfx::conform::CheckOptions;
+using pfx::conform::Report;
+using pfx::conform::Verdict;
+using pfx::driver::HostKvState;
+using pfx::driver::KvState;
+using pfx::driver::Plane;
+using pfx::driver::ReferenceModelShape;
+
+Budget quick(std::uint64_t seed = 1) {
+  Budget budget = Budget::named("quick");
+  budget.seed = seed;
+  return budget;
+}
+
+Report check(pfx::driver::Engine& engine, std::optional<std::size_t> rule_chunk = std::nullopt,
+             const Budget& budget = quick()) {
+  return pfx::conform::check(engine, CheckOptions{.budget = budget, .rule_chunk = rule_chunk, .engine_name = "test",
+                                                  .progress = {}});
+}
+
+/// Exact on grid g exactly when g is a multiple of `chunk`, every candidate compared.
+void expect_exact_on_multiples_of(const Report& report, std::size_t chunk) {
+  EXPECT_EQ(report.cold_disagreement, std::nullopt);
+  for (const pfx::conform::GridResult& g : report.grids) {
+    EXPECT_GT(g.resumes, 0U) << "grid " << g.grid;
+    EXPECT_EQ(g.exact(), g.grid % chunk == 0) << "grid " << g.grid << " of an engine whose chunk is " << chunk;
+  }
+  EXPECT_EQ(report.recommended, chunk);
+}
+
+ReferenceModelShape model(std::size_t chunk) {
+  return {.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = chunk, .seed = 11};
+}
+
+TEST(Conform, TheReferenceEngineIsExactOnMultiplesOfItsChunkAndNowhereElse) {
+  pfx::test::verifies("CONF-1 THM-1");
+  for (std::size_t chunk = 1; chunk <= 12; ++chunk) {
+    pfx::driver::HostReferenceEngine engine(model(chunk));
+    const Report report = check(engine);
+    SCOPED_TRACE("chunk " + std::to_string(chunk));
+    expect_exact_on_multiples_of(report, chunk);
+    EXPECT_EQ(report.verdict, Verdict::safe);
+    EXPECT_EQ(pfx::conform::exit_status(report.verdict), 0);
+  }
+}
+
+TEST(Conform, TheBlockedAttentionEngineIsExactOnMultiplesOfItsChunkAndNowhereElse) {
+  pfx::test::verifies("CONF-1");
+  for (const std::size_t chunk : {2U, 3U, 4U, 6U, 8U}) {
+    pfx::driver::BlockedAttentionEngine engine(model(chunk));
+    const Report report = check(engine);
+    SCOPED_TRACE("chunk " + std::to_string(chunk));
+    expect_exact_on_multiples_of(report, chunk);
+  }
+}
+
+// The rule chunk is safe exactly when it is a multiple of the engine's grid; when it is not, the
+// verdict names the grid to use, and the grid of the rule chunk itself was tried.
+PFX_PROPERTY(Conform, TheRuleChunkIsSafeExactlyOnTheEnginesGrid, "CONF-1", ()) {
+  const std::size_t chunk = *rc::gen::inRange<std::size_t>(1, 9);
+  const std::size_t rule_chunk = *rc::gen::inRange<std::size_t>(1, 25);
+  pfx::driver::HostReferenceEngine engine(model(chunk));
+  const Report report = check(engine, rule_chunk);
+  RC_ASSERT(report.find(rule_chunk) != nullptr);
+  RC_ASSERT(report.recommended == std::optional<std::size_t>(chunk));
+  RC_ASSERT(report.verdict == (rule_chunk % chunk == 0 ? Verdict::safe : Verdict::unsafe));
+  RC_ASSERT(pfx::conform::exit_status(report.verdict) == (rule_chunk % chunk == 0 ? 0 : 1));
+}
+
+TEST(Conform, TheNondeterministicEngineIsFlaggedByItsRepeatedColdRuns) {
+  pfx::test::verifies("CONF-1");
+  pfx::driver::NondeterministicEngine engine(model(4), 7);
+  const Report report = check(engine);
+  ASSERT_TRUE(report.cold_disagreement.has_value());
+  EXPECT_GE(report.cold_disagreement->run, 1U);
+  EXPECT_EQ(report.verdict, Verdict::nondeterministic);
+  EXPECT_EQ(report.recommended, std::nullopt);
+  EXPECT_EQ(pfx::conform::exit_status(report.verdict), 3);
+  EXPECT_NE(report.explanation().find("not deterministic"), std::string::npos);
+}
+
+TEST(Conform, AnEngineWhoseLogitsDriftWithItsCallsIsNotDeterministic) {
+  pfx::test::verifies("CONF-1");
+  pfx::driver::HostReferenceEngine inner(model(4));
+  pfx::driver::DriftingEngine engine(inner);
+  const Report report = check(engine);
+  ASSERT_TRUE(report.cold_disagreement.has_value());
+  EXPECT_EQ(report.cold_disagreement->difference.where, pfx::conform::Difference::Where::logits);
+  EXPECT_EQ(report.verdict, Verdict::nondeterministic);
+}
+
+/// Rows depend on where the chunk starts; logits depend only on the last token. A resume off the
+/// grid writes other rows, with the same logits: only a checker that compares rows sees it.
+class LogitsBlindEngine final : public pfx::driver::Engine {
+ public:
+  explicit LogitsBlindEngine(std::size_t chunk) : chunk_(chunk) {}
+  [[nodiscard]] std::size_t chunk() const noexcept override { return chunk_; }
+  [[nodiscard]] std::size_t vocab() const noexcept override { return 8; }
+  [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override {
+    return std::make_unique<HostKvState>(pfx::driver::KvShape{.capacity = capacity, .layers = 1, .width = 2});
+  }
+  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position, std::span<float> logits) override {
+    auto& rows = dynamic_cast<HostKvState&>(kv);
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      rows.row(0, Plane::key, position + i)[0] = static_cast<float>(tokens[i]) + 0.25F * static_cast<float>(i);
+      rows.row(0, Plane::key, position + i)[1] = static_cast<float>(position + i);
+      rows.row(0, Plane::value, position + i)[0] = static_cast<float>(tokens[i]);
+      rows.row(0, Plane::value, position + i)[1] = 0;
+    }
+    for (std::size_t j = 0; j < logits.size(); ++j) logits[j] = static_cast<float>(j) * static_cast<float>(tokens.back());
+  }
+  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override {
+    prefill(kv, std::span(&next, 1), position, logits);
+  }
+
+ private:
+  std::size_t chunk_;
+};
+
+TEST(Conform, RowsThatDifferAreCaughtWhenTheLogitsAgree) {
+  pfx::test::verifies("CONF-1");
+  for (const std::size_t chunk : {2U, 4U, 5U}) {
+    LogitsBlindEngine engine(chunk);
+    const Report report = check(engine);
+    SCOPED_TRACE("chunk " + std::to_string(chunk));
+    expect_exact_on_multiples_of(report, chunk);
+    const pfx::conform::GridResult* one = report.find(1);
+    ASSERT_NE(one, nullptr);
+    ASSERT_TRUE(one->mismatch.has_value());
+    EXPECT_EQ(one->mismatch->difference.where, pfx::conform::Difference::Where::row);
+  }
+}
+
+/// Deterministic, but each chunk also reads the row just past it, which a cold run finds unwritten and
+/// a resume finds written by what the state held before: no grid can be exact.
+class StaleReadingEngine final : public pfx::driver::Engine {
+ public:
+  [[nodiscard]] std::size_t chunk() const noexcept override { return 4; }
+  [[nodiscard]] std::size_t vocab() const noexcept override { return 8; }
+  [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override {
+    return std::make_unique<HostKvState>(pfx::driver::KvShape{.capacity = capacity, .layers = 1, .width = 1});
+  }
+  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position, std::span<float> logits) override {
+    auto& rows = dynamic_cast<HostKvState&>(kv);
+    const std::size_t past = position + tokens.size();
+    const float stale = past < kv.shape().capacity ? *rows.row(0, Plane::key, past) : 0.0F;
+    const float read = std::isfinite(stale) ? stale : 0.0F;
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      *rows.row(0, Plane::key, position + i) = static_cast<float>(tokens[i]) + read;
+      *rows.row(0, Plane::value, position + i) = static_cast<float>(tokens[i]);
+    }
+    for (std::size_t j = 0; j < logits.size(); ++j) logits[j] = *rows.row(0, Plane::key, past - 1);
+  }
+  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override {
+    prefill(kv, std::span(&next, 1), position, logits);
+  }
+};
+
+TEST(Conform, AnEngineThatReadsPastItsChunkHasNoExactGridThoughItIsDeterministic) {
+  pfx::test::verifies("CONF-1");
+  StaleReadingEngine engine;
+  const Report report = check(engine);
+  EXPECT_EQ(report.cold_disagreement, std::nullopt);
+  for (const pfx::conform::GridResult& g : report.grids) EXPECT_FALSE(g.exact()) << "grid " << g.grid;
+  EXPECT_EQ(report.verdict, Verdict::no_exact_grid);
+  EXPECT_EQ(report.recommended, std::nullopt);
+  EXPECT_EQ(pfx::conform::exit_status(report.verdict), 3);
+  EXPECT_NE(report.explanation().find("something other than"), std::string::npos);
+}
+
+// The mismatch a report names is real: the held run, then the resume from the offset, on a fresh
+// state, differs from a cold run at the row it names, with the values it names.
+TEST(Conform, TheMismatchAReportNamesIsReproduced) {
+  pfx::test::verifies("CONF-1");
+  pfx::driver::HostReferenceEngine engine(model(8));
+  const Report report = check(engine);
+  for (const std::size_t grid : {1U, 2U, 4U}) {
+    const pfx::conform::GridResult* g = report.find(grid);
+    ASSERT_NE(g, nullptr);
+    ASSERT_TRUE(g->mismatch.has_value()) << "grid " << grid;
+    const pfx::conform::Mismatch& m = *g->mismatch;
+    EXPECT_EQ(m.offset % grid, 0U);
+    ASSERT_LT(m.offset, m.prompt.size());
+    ASSERT_TRUE(std::equal(m.prompt.begin(), m.prompt.begin() + static_cast<std::ptrdiff_t>(m.offset), m.held.begin()));
+    const std::size_t capacity = m.prompt.size() + m.held.size();
+    std::vector<float> logits(engine.vocab()), cold_logits(engine.vocab());
+    const auto kv = engine.make_kv_state(capacity);
+    pfx::driver::prefill_on_grid(engine, *kv, m.held, 0, logits);
+    pfx::driver::prefill_on_grid(engine, *kv, m.prompt, m.offset, logits);
+    const auto cold = engine.make_kv_state(capacity);
+    pfx::driver::prefill_on_grid(engine, *cold, m.prompt, 0, cold_logits);
+    const pfx::conform::Difference& d = m.difference;
+    if (d.where == pfx::conform::Difference::Where::logits) {
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(logits[d.index]), std::bit_cast<std::uint32_t>(d.got));
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(cold_logits[d.index]), std::bit_cast<std::uint32_t>(d.expected));
+      EXPECT_EQ(kv->copy_rows(0, m.prompt.size()), cold->copy_rows(0, m.prompt.size()));
+      continue;
+    }
+    // Every row before the one named agrees; the one named differs as named.
+    EXPECT_EQ(kv->copy_rows(0, d.row), cold->copy_rows(0, d.row));
+    const auto& got = dynamic_cast<const HostKvState&>(*kv);
+    const auto& expected = dynamic_cast<const HostKvState&>(*cold);
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(got.row(d.layer, d.plane, d.row)[d.index]), std::bit_cast<std::uint32_t>(d.got));
+    EXPECT_EQ(std::bit_cast<std::uint32_t>(expected.row(d.layer, d.plane, d.row)[d.index]),
+              std::bit_cast<std::uint32_t>(d.expected));
+    EXPECT_NE(std::bit_cast<std::uint32_t>(d.got), std::bit_cast<std::uint32_t>(d.expected));
+  }
+}
+
+TEST(Conform, TheCandidateGridsAndLengthsCoverEveryGridAroundItsMultiples) {
+  pfx::test::verifies("CONF-1");
+  const Budget budget{.prompts = 1, .max_grid = 16, .exhaustive_up_to = 8, .sampled_offsets = 2, .cold_runs = 2, .seed = 1};
+  EXPECT_EQ(pfx::conform::candidate_grids(budget, 6, 12), (std::vector<std::size_t>{1, 2, 4, 6, 8, 12, 16}));
+  EXPECT_EQ(pfx::conform::candidate_grids(budget, 1, 1), (std::vector<std::size_t>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(pfx::conform::prompt_lengths({1, 4}), (std::vector<std::size_t>{2, 3, 4, 5, 7, 9, 13}));
+  // Long prompts are resumed at a sample of offsets; every grid is still resumed, the first and last
+  // multiple included.
+  pfx::driver::HostReferenceEngine engine(model(4));
+  const Report report = check(engine, std::nullopt, budget);
+  for (const pfx::conform::GridResult& g : report.grids) EXPECT_GT(g.resumes, 0U) << "grid " << g.grid;
+  EXPECT_EQ(report.recommended, 4U);
+  EXPECT_EQ(report.prompts, report.lengths.size());
+  EXPECT_EQ(report.cold_runs, 2 * report.prompts);
+}
+
+TEST(Conform, ABadBudgetOrChunkIsRefusedBeforeAnythingRuns) {
+  pfx::test::verifies("CONF-1");
+  pfx::driver::HostReferenceEngine engine(model(4));
+  Budget one_run = quick();
+  one_run.cold_runs = 1;
+  EXPECT_THROW((void)check(engine, std::nullopt, one_run), std::invalid_argument);
+  Budget no_prompts = quick();
+  no_prompts.prompts = 0;
+  EXPECT_THROW((void)check(engine, std::nullopt, no_prompts), std::invalid_argument);
+  EXPECT_THROW((void)check(engine, std::size_t{0}), std::invalid_argument);
+  EXPECT_THROW((void)Budget::named("huge"), std::invalid_argument);
+  EXPECT_EQ(Budget::named("default"), Budget{});
+}
+
+/// Each row a function of its token and position only: exact on every grid, whatever its chunk.
+class RowLocalEngine final : public pfx::driver::Engine {
+ public:
+  [[nodiscard]] std::size_t chunk() const noexcept override { return 4; }
+  [[nodiscard]] std::size_t vocab() const noexcept override { return 8; }
+  [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override {
+    return std::make_unique<HostKvState>(pfx::driver::KvShape{.capacity = capacity, .layers = 1, .width = 1});
+  }
+  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position, std::span<float> logits) override {
+    auto& rows = dynamic_cast<HostKvState&>(kv);
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      *rows.row(0, Plane::key, position + i) = static_cast<float>(tokens[i]) + static_cast<float>(position + i);
+      *rows.row(0, Plane::value, position + i) = static_cast<float>(tokens[i]);
+    }
+    for (std::size_t j = 0; j < logits.size(); ++j) logits[j] = static_cast<float>(tokens.back());
+  }
+  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override {
+    prefill(kv, std::span(&next, 1), position, logits);
+  }
+};
+
+// A grid below the engine's chunk can be exact as measured; the report says THM-1 does not cover it.
+TEST(Conform, AnExactGridOffTheEnginesChunkIsRecommendedAsMeasuredOnly) {
+  pfx::test::verifies("CONF-1");
+  RowLocalEngine engine;
+  const Report report = check(engine);
+  for (const pfx::conform::GridResult& g : report.grids) EXPECT_TRUE(g.exact()) << "grid " << g.grid;
+  EXPECT_EQ(report.recommended, 1U);
+  EXPECT_EQ(report.verdict, Verdict::safe);
+  EXPECT_NE(report.explanation().find("THM-1 does not cover it"), std::string::npos) << report.explanation();
+  pfx::driver::HostReferenceEngine reference(model(4));
+  EXPECT_EQ(check(reference).explanation().find("THM-1 does not cover it"), std::string::npos);
+}
+
+TEST(Conform, TheTextReportNamesTheVerdictAndTheGridToUse) {
+  pfx::test::verifies("CONF-1");
+  pfx::driver::HostReferenceEngine engine(model(4));
+  const std::string text = pfx::conform::to_text(check(engine, std::size_t{2}));
+  EXPECT_NE(text.find("grid 2 (rule chunk): DIFFERS"), std::string::npos) << text;
+  EXPECT_NE(text.find("grid 4 (prefill chunk): exact"), std::string::npos) << text;
+  EXPECT_NE(text.find("recommended rule chunk: 4"), std::string::npos) << text;
+  EXPECT_NE(text.find("verdict: unsafe"), std::string::npos) << text;
+  EXPECT_NE(text.find("Configure the rule's chunk to 4"), std::string::npos) << text;
+}
+
+}  // namespace

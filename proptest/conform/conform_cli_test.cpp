@@ -1,0 +1,80 @@
+// `pfx conform` in-process (docs/cli.md, "pfx conform"): the verdict's exit status (0 safe, 1 the
+// rule chunk is unsafe, 3 no grid is exact, 2 bad input), the text and the JSON report.
+
+#include "cli/in_process.hpp"
+#include "support/requirement.hpp"
+
+#include <pfx/driver/cuda.hpp>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using pfx::test::run_pfx;
+
+TEST(ConformCli, TheReferenceEngineOnItsOwnChunkIsSafe) {
+  pfx::test::verifies("CONF-2");
+  const pfx::test::PfxRun ran = run_pfx("conform --budget quick");
+  EXPECT_EQ(ran.status, 0) << ran.out << ran.err;
+  EXPECT_NE(ran.out.find("grid 8 (prefill chunk, rule chunk): exact"), std::string::npos) << ran.out;
+  EXPECT_NE(ran.out.find("verdict: safe"), std::string::npos) << ran.out;
+}
+
+TEST(ConformCli, ARuleChunkOffTheGridExits1AndPrintsTheSafeOne) {
+  pfx::test::verifies("CONF-2");
+  const pfx::test::PfxRun ran = run_pfx("conform --budget quick --chunk 6 --rule-chunk 4");
+  EXPECT_EQ(ran.status, 1) << ran.out << ran.err;
+  EXPECT_NE(ran.out.find("recommended rule chunk: 6"), std::string::npos) << ran.out;
+  EXPECT_NE(ran.out.find("Configure the rule's chunk to 6"), std::string::npos) << ran.out;
+  // A multiple of the grid is safe too.
+  EXPECT_EQ(run_pfx("conform --budget quick --chunk 6 --rule-chunk 12").status, 0);
+}
+
+TEST(ConformCli, TheNondeterministicEngineHasNoExactGrid) {
+  pfx::test::verifies("CONF-2");
+  const pfx::test::PfxRun ran = run_pfx("conform --budget quick --engine nondeterministic");
+  EXPECT_EQ(ran.status, 3) << ran.out << ran.err;
+  EXPECT_NE(ran.out.find("cold runs: DIFFER"), std::string::npos) << ran.out;
+  EXPECT_NE(ran.out.find("verdict: nondeterministic"), std::string::npos) << ran.out;
+}
+
+TEST(ConformCli, TheJsonReportOfTheBlockedAttentionEngineNamesItsGrid) {
+  pfx::test::verifies("CONF-2");
+  const pfx::test::PfxRun ran = run_pfx("conform --budget quick --engine blocked-attention --chunk 6 --json");
+  ASSERT_EQ(ran.status, 0) << ran.out << ran.err;
+  const nlohmann::json j = nlohmann::json::parse(ran.out);
+  EXPECT_EQ(j["type"], "conform");
+  EXPECT_EQ(j["verdict"], "safe");
+  EXPECT_EQ(j["recommended"], 6);
+  EXPECT_EQ(j["exit_status"], 0);
+  EXPECT_EQ(j["deterministic"], true);
+  for (const auto& grid : j["grids"]) {
+    const std::size_t g = grid["grid"];
+    EXPECT_EQ(grid["exact"], g % 6 == 0) << "grid " << g;
+    if (!grid["exact"].get<bool>()) {
+      const auto& m = grid["mismatch"];
+      const std::size_t offset = m["offset"];
+      EXPECT_EQ(offset % g, 0U);
+      EXPECT_LT(offset, m["prompt"].size());
+    }
+  }
+}
+
+TEST(ConformCli, BadInputExits2AndSaysWhy) {
+  pfx::test::verifies("CONF-2 CLI-2");
+  for (const char* line : {"conform --engine nope", "conform --budget huge", "conform --chunk 0",
+                           "conform --rule-chunk 0", "conform --max-grid -1", "conform --seed x"}) {
+    const pfx::test::PfxRun ran = run_pfx(line);
+    EXPECT_EQ(ran.status, 2) << line << "\n" << ran.out << ran.err;
+    EXPECT_NE(ran.err.find("pfx conform: "), std::string::npos) << line << "\n" << ran.err;
+    EXPECT_TRUE(ran.out.empty()) << line << "\n" << ran.out;
+  }
+  if (!pfx::driver::cuda::unavailable_reason().empty()) {
+    const pfx::test::PfxRun ran = run_pfx("conform --engine cuda --budget quick");
+    EXPECT_EQ(ran.status, 2) << ran.out << ran.err;
+    EXPECT_NE(ran.err.find("--engine cuda: "), std::string::npos) << ran.err;
+  }
+}
+
+}  // namespace

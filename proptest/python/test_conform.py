@@ -1,0 +1,152 @@
+"""pfx.conform's protocol for engines written in Python (docs/python.md, "Checking an engine"), on
+engines in plain Python whose answer is known: the grid found, a non-deterministic engine flagged,
+the report's fields, and every misuse refused with an error that names it. Needs no numpy."""
+from __future__ import annotations
+
+import array
+import os
+import random
+import unittest
+
+import pfx
+from support import verifies
+
+
+class ChunkShaped:
+    """Rows depend on where the chunk starts (exact only on multiples of `chunk`); logits do not."""
+    vocab, layers, width = 8, 1, 2
+
+    def __init__(self, chunk):
+        self.chunk = chunk
+
+    def prefill(self, tokens, start, kv):
+        for i, t in enumerate(tokens):
+            kv[0, 0, start + i, 0] = t + 0.25 * i
+            kv[0, 0, start + i, 1] = start + i
+            kv[0, 1, start + i, 0] = t
+            kv[0, 1, start + i, 1] = 0.0
+        return array.array("f", [float(j * tokens[-1]) for j in range(self.vocab)])
+
+
+class Noisy(ChunkShaped):
+    """Two cold runs differ: its logits carry a random draw."""
+
+    def __init__(self, chunk):
+        super().__init__(chunk)
+        self.random = random.Random(3)
+
+    def prefill(self, tokens, start, kv):
+        super().prefill(tokens, start, kv)
+        return [self.random.random() for _ in range(self.vocab)]
+
+
+class ConformProtocol(unittest.TestCase):
+    @verifies("CONF-3")
+    def test_a_python_engine_is_exact_on_multiples_of_its_chunk(self):
+        for chunk in (1, 2, 3, 4, 6):
+            with self.subTest(chunk=chunk):
+                report = pfx.conform(ChunkShaped(chunk), budget="quick")
+                self.assertEqual(report.recommended, chunk, str(report))
+                self.assertEqual(report.verdict, "safe")
+                self.assertEqual(report.exit_status, 0)
+                self.assertTrue(report.deterministic)
+                for grid in report.grids:
+                    self.assertEqual(grid.exact, grid.grid % chunk == 0, grid.grid)
+                    self.assertGreater(grid.resumes, 0)
+
+    @verifies("CONF-3")
+    def test_the_rule_chunk_and_the_engines_chunk_are_the_callers(self):
+        report = pfx.conform(ChunkShaped(4), budget="quick", rule_chunk=6)
+        self.assertEqual((report.chunk, report.rule_chunk), (4, 6))
+        self.assertEqual(report.verdict, "unsafe")
+        self.assertEqual(report.exit_status, 1)
+        self.assertIn("Configure the rule's chunk to 4", report.explanation)
+        m = report.grid(6).mismatch
+        self.assertEqual(m.offset % 6, 0)
+        self.assertEqual(m.held[:m.offset], m.prompt[:m.offset])
+        self.assertEqual(m.difference.where, "row")
+        self.assertIsNone(report.grid(5))
+        # chunk= overrides the engine's own.
+        self.assertEqual(pfx.conform(ChunkShaped(4), budget="quick", chunk=2).chunk, 2)
+
+    @verifies("CONF-3")
+    def test_a_non_deterministic_engine_is_flagged(self):
+        report = pfx.conform(Noisy(2), budget="quick")
+        self.assertFalse(report.deterministic)
+        self.assertEqual(report.verdict, "nondeterministic")
+        self.assertEqual(report.exit_status, 3)
+        self.assertIsNone(report.recommended)
+        self.assertEqual(report.cold_disagreement.difference.where, "logits")
+        self.assertIn("verdict: nondeterministic", str(report))
+
+    @verifies("CONF-3")
+    def test_the_budget_sets_how_much_runs(self):
+        quick = pfx.conform(ChunkShaped(2), budget="quick")
+        small = pfx.conform(ChunkShaped(2), budget="quick", max_grid=4, prompts=2, seed=9)
+        self.assertEqual([g.grid for g in small.grids], [1, 2, 4])
+        self.assertEqual(small.prompts, 2 * len(small.lengths))
+        self.assertEqual(quick.cold_runs, 2 * quick.prompts)
+
+    @verifies("CONF-3")
+    def test_misuse_is_refused_with_an_error_that_names_it(self):
+        class NoWidth:
+            chunk, vocab, layers = 4, 8, 1
+
+            def prefill(self, tokens, start, kv):
+                return [0.0] * 8
+
+        with self.assertRaisesRegex(TypeError, "no attribute 'width'"):
+            pfx.conform(NoWidth())
+        bad = ChunkShaped(4)
+        bad.chunk = 0
+        with self.assertRaisesRegex(ValueError, "engine.chunk must be at least 1"):
+            pfx.conform(bad)
+        bad.chunk = "4"
+        with self.assertRaisesRegex(TypeError, "engine.chunk must be an int"):
+            pfx.conform(bad)
+        with self.assertRaisesRegex(ValueError, "unknown budget 'huge'"):
+            pfx.conform(ChunkShaped(4), budget="huge")
+
+        class ShortLogits(ChunkShaped):
+            def prefill(self, tokens, start, kv):
+                super().prefill(tokens, start, kv)
+                return [0.0, 1.0]
+
+        with self.assertRaisesRegex(ValueError, "8 numbers"):
+            pfx.conform(ShortLogits(4), budget="quick")
+
+        class Failing(ChunkShaped):
+            def prefill(self, tokens, start, kv):
+                raise KeyError("the engine's own error")
+
+        with self.assertRaisesRegex(KeyError, "the engine's own error"):
+            pfx.conform(Failing(4), budget="quick")
+
+        kept = []
+
+        class Keeper(ChunkShaped):
+            def prefill(self, tokens, start, kv):
+                kept.append(kv.cast("B"))  # a view of pfx's rows that outlives the call
+                return super().prefill(tokens, start, kv)
+
+        with self.assertRaisesRegex(ValueError, "kept a view of kv"):
+            pfx.conform(Keeper(4), budget="quick")
+
+
+class ConformDocs(unittest.TestCase):
+    @verifies("CONF-3")
+    def test_the_numpy_engine_of_python_md_is_the_one_the_suite_checks(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "..", "..", "docs", "python.md"), encoding="utf-8") as doc:
+            text = doc.read()
+        with open(os.path.join(here, "numpy_engine.py"), encoding="utf-8") as source:
+            engine = source.read()
+        start = engine.index("class NumpyEngine:")
+        shown = text.index("class NumpyEngine:")
+        body = engine[start:].rstrip("\n")
+        self.assertEqual(text[shown:shown + len(body)], body,
+                         "docs/python.md shows another NumpyEngine than proptest/python/numpy_engine.py")
+
+
+if __name__ == "__main__":
+    unittest.main()
