@@ -183,9 +183,17 @@ PyObject* repr(PyObject* self) {
   const std::vector<token>& ids = ids_of(self);
   constexpr std::size_t shown = 8;
   std::string text = "pfx.Ids([";
-  for (std::size_t i = 0; i < ids.size() && i < shown; ++i) text += (i == 0 ? "" : ", ") + std::to_string(ids[i]);
-  if (ids.size() > shown) text += ", ...], len=" + std::to_string(ids.size()) + ")";
-  else text += "])";
+  for (std::size_t i = 0; i < ids.size() && i < shown; ++i) {
+    if (i > 0) text.append(", ");
+    text.append(std::to_string(ids[i]));
+  }
+  if (ids.size() > shown) {
+    text.append(", ...], len=");
+    text.append(std::to_string(ids.size()));
+    text.append(")");
+  } else {
+    text.append("])");
+  }
   return PyUnicode_FromString(text.c_str());
 }
 
