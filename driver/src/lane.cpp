@@ -29,7 +29,7 @@ Lane::Lane(Engine& engine, const LaneOptions& options) : engine_(engine), option
   if (engine.chunk() == 0) throw ConfigError("Lane: the engine's prefill chunk must be at least 1");
   if (engine.vocab() == 0) throw ConfigError("Lane: the engine's vocabulary is empty");
   expect_accepted(machine_.configure({.enabled = options.enabled, .keep_min = options.keep_min,
-                                      .chunk = engine.chunk()}),
+                                      .chunk = options.rule_chunk != 0 ? options.rule_chunk : engine.chunk()}),
                   "configure");
   try {
     kv_ = engine.make_kv_state(options.capacity);

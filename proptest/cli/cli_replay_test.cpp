@@ -193,6 +193,79 @@ TEST(ReplayCommand, JsonHasOneObjectPerRequestThenASummaryAndAWorkloadFileReplay
   }
 }
 
+TEST(ReplayCommand, ARuleChunkOffTheEngineGridShowsTHM1sCounterexampleAndExitsOne) {
+  // docs/spec.md, THM-1: the rule aligned to 1 while the engine prefills on a grid of 8 resumes at
+  // offsets off the grid, and --verify must see it. The cold side is run_cold, so a warm side that
+  // reuses wrongly cannot be compared with itself.
+  pfx::test::verifies("THM-1 CLI-1");
+  const std::string base = "replay --verify --requests 8 --seed 7 --chunk 8 --keep-min 1 --vocab 512 --capacity 1024 ";
+  const PfxRun off_grid = run_pfx(base + "--rule-chunk 1");
+  EXPECT_EQ(off_grid.status, pfx::cli::exit_mismatch) << off_grid.err;
+  EXPECT_NE(off_grid.err.find("warning: --rule-chunk 1 is not a multiple of the engine's chunk 8"), std::string::npos)
+      << off_grid.err;
+  // The first table row that says NO names the request the summary names.
+  std::istringstream rows(off_grid.out);
+  std::string first_no;
+  for (std::string line; std::getline(rows, line);) {
+    if (first_no.empty() && line.find(" NO: ") != std::string::npos) first_no = line;
+  }
+  ASSERT_FALSE(first_no.empty()) << off_grid.out;
+  std::istringstream fields(first_no);
+  std::size_t request = 0;
+  fields >> request;
+  EXPECT_NE(off_grid.out.find("the first is request " + std::to_string(request) + " (line"), std::string::npos)
+      << off_grid.out;
+
+  const PfxRun json = run_pfx(base + "--rule-chunk 1 --json");
+  EXPECT_EQ(json.status, pfx::cli::exit_mismatch);
+  const auto lines = json_lines(json.out);
+  ASSERT_FALSE(lines.empty());
+  std::size_t first_false = 0;
+  for (const auto& line : lines) {
+    if (line["type"] == "request" && line["bitexact"] == false) {
+      first_false = line["request"].get<std::size_t>();
+      break;
+    }
+  }
+  EXPECT_EQ(first_false, request);
+  EXPECT_EQ(lines.back()["first_mismatch"]["request"], request);
+  EXPECT_EQ(lines.back()["settings"]["rule_chunk"], 1);
+  EXPECT_GT(lines.back()["mismatches"].get<std::size_t>(), 0u);
+
+  // On the grid (the default, or a multiple): no warning, every response bit-exact.
+  for (const std::string rule : {"", "--rule-chunk 8", "--rule-chunk 24"}) {
+    const PfxRun on_grid = run_pfx(base + rule);
+    EXPECT_EQ(on_grid.status, pfx::cli::exit_ok) << rule << ": " << on_grid.out;
+    EXPECT_EQ(on_grid.err.find("warning"), std::string::npos) << rule;
+    EXPECT_NE(on_grid.out.find(", 0 mismatches"), std::string::npos) << rule;
+  }
+  // Full width: a rule chunk above every prompt aligns every offset to 0; past 64 bits it is refused.
+  for (const std::string rule : {"4294967296", "18446744073709551615"}) {
+    const PfxRun wide = run_pfx(base + "--rule-chunk " + rule + " --json");
+    EXPECT_EQ(wide.status, pfx::cli::exit_ok) << rule;
+    EXPECT_EQ(json_lines(wide.out).back()["reused_tokens"], 0) << rule;
+    EXPECT_EQ(json_lines(wide.out).back()["settings"]["rule_chunk"], std::stoull(rule)) << rule;
+  }
+  for (const std::string rule : {"0", "-1", "18446744073709551616"}) {
+    const PfxRun bad = run_pfx(base + "--rule-chunk " + rule);
+    EXPECT_EQ(bad.status, pfx::cli::exit_bad_input) << rule;
+    EXPECT_NE(bad.err.find("--rule-chunk"), std::string::npos) << rule << ": " << bad.err;
+  }
+}
+
+TEST(ReplayCommand, AnOptionPast64BitsIsRefusedNotClamped) {
+  pfx::test::verifies("CLI-2");
+  for (const std::string option : {"--keep-min", "--seed"}) {
+    const PfxRun bad = run_pfx("replay --requests 2 " + option + " 18446744073709551616");
+    EXPECT_EQ(bad.status, pfx::cli::exit_bad_input) << option;
+    EXPECT_NE(bad.err.find(option + ": 18446744073709551616 does not fit 64 bits"), std::string::npos) << bad.err;
+  }
+  const PfxRun top = run_pfx("replay --requests 2 --json --keep-min 18446744073709551615");
+  EXPECT_EQ(top.status, pfx::cli::exit_ok) << top.err;
+  EXPECT_EQ(json_lines(top.out).back()["settings"]["keep_min"], 18446744073709551615ULL);
+  EXPECT_EQ(json_lines(top.out).back()["reused_tokens"], 0);
+}
+
 TEST(ReplayCommand, ABadTraceReplaysNothingAndNamesEveryBadLine) {
   pfx::test::verifies("CLI-2");
   const std::string path = write_file("pfx_replay_bad.jsonl",

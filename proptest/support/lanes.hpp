@@ -5,6 +5,7 @@
 /// bit-for-bit comparison, and multi-turn traces (turns, edits, repeats, shorter prompts, new
 /// sessions, clears) built against the lane's own answers.
 
+#include <pfx/driver/cold_run.hpp>
 #include <pfx/driver/engine.hpp>
 #include <pfx/driver/kv_state.hpp>
 #include <pfx/driver/lane.hpp>
@@ -44,10 +45,7 @@ inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) 
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
-/// Rows a response wrote and vouches for: the prompt's, and the decode rows below the last token.
-inline std::size_t rows_written(std::size_t prompt, std::size_t max_new_tokens) {
-  return prompt + (max_new_tokens > 0 ? max_new_tokens - 1 : 0);
-}
+using driver::rows_written;
 
 /// What a cold run of a prompt produced.
 struct Cold {
@@ -56,31 +54,13 @@ struct Cold {
   std::vector<float> rows;       ///< rows_written(...) rows of the KV state
 };
 
-/// The prompt run cold, by hand rather than through a Lane, so that a bug in the lane cannot hide
-/// in both sides of a comparison: a KV state of its own, prefill from 0 in chunks [k C, (k+1) C) cut
-/// at the prompt's end, then greedy decoding (the largest logit, the lowest id on a tie), each step
-/// writing the row of the token before it.
+/// The prompt run cold on a KV state of its own (driver::run_cold: through no Machine and no Lane, so
+/// a bug in the lane cannot hide in both sides of a comparison).
 inline Cold cold_run(driver::Engine& engine, std::size_t capacity, const std::vector<token>& prompt,
                      std::size_t max_new_tokens) {
   const std::unique_ptr<driver::KvState> kv = engine.make_kv_state(capacity);
-  Cold cold;
-  cold.logits.resize(engine.vocab());
-  const std::span<const token> tokens(prompt);
-  for (std::size_t begin = 0; begin < prompt.size(); begin += engine.chunk()) {
-    const std::size_t length = std::min(engine.chunk(), prompt.size() - begin);
-    engine.prefill(*kv, tokens.subspan(begin, length), begin, cold.logits);
-  }
-  std::vector<float> logits = cold.logits;
-  while (cold.generated.size() < max_new_tokens) {
-    if (!cold.generated.empty()) {
-      engine.decode(*kv, cold.generated.back(), prompt.size() + cold.generated.size() - 1, logits);
-    }
-    const auto largest = std::max_element(logits.begin(), logits.end());  // the first of equals
-    cold.generated.push_back(static_cast<token>(largest - logits.begin()));
-  }
-  kv->synchronize();
-  cold.rows = kv->copy_rows(0, rows_written(prompt.size(), max_new_tokens));
-  return cold;
+  driver::ColdRun run = driver::run_cold(engine, *kv, prompt, max_new_tokens);
+  return {std::move(run.logits), std::move(run.generated), kv->copy_rows(0, rows_written(prompt.size(), max_new_tokens))};
 }
 
 /// Why a resumed response differs from its cold run, or nullopt when it is the same bit for bit:

@@ -61,8 +61,8 @@ std::string describe_engine(const driver::ReferenceModelShape& shape) {
 }
 
 std::string describe_lane(const std::string& engine, const driver::LaneOptions& lane) {
-  return fmt::format("{}, capacity {}, reuse {}, keep_min {}", engine, lane.capacity, lane.enabled ? "on" : "off",
-                     lane.keep_min);
+  return fmt::format("{}, capacity {}, reuse {}, keep_min {}{}", engine, lane.capacity, lane.enabled ? "on" : "off",
+                     lane.keep_min, lane.rule_chunk != 0 ? fmt::format(", rule chunk {}", lane.rule_chunk) : "");
 }
 
 std::string percent(std::size_t part, std::size_t whole) {

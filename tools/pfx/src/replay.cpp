@@ -1,5 +1,6 @@
 #include <pfx/cli/replay.hpp>
 
+#include <pfx/driver/cold_run.hpp>
 #include <pfx/driver/errors.hpp>
 #include <pfx/engines/faulty_engine.hpp>
 
@@ -20,12 +21,12 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 /// What a resumed response and its cold run disagree on, or "" when they agree bit for bit: the
 /// logits of the prompt's last row, the generated tokens, and every KV row the request vouches for
 /// (the prompt's, and the decode rows below the last generated token).
-std::string difference(const driver::Lane& resumed, const driver::Response& r, const driver::Lane& cold,
-                       const driver::Response& c, std::size_t prompt_tokens) {
+std::string difference(const driver::Lane& resumed, const driver::Response& r, const driver::KvState& cold_kv,
+                       const driver::ColdRun& c, std::size_t prompt_tokens) {
   if (!same_bits(r.logits, c.logits)) return "the logits of the prompt's last row differ";
   if (r.generated != c.generated) return "the generated tokens differ";
-  const std::size_t rows = prompt_tokens + (r.generated.empty() ? 0 : r.generated.size() - 1);
-  if (!same_bits(resumed.kv().copy_rows(0, rows), cold.kv().copy_rows(0, rows))) return "the KV rows differ";
+  const std::size_t rows = driver::rows_written(prompt_tokens, r.generated.size());
+  if (!same_bits(resumed.kv().copy_rows(0, rows), cold_kv.copy_rows(0, rows))) return "the KV rows differ";
   return "";
 }
 
@@ -45,9 +46,10 @@ Replayer::Replayer(driver::Engine& engine, const ReplaySettings& settings)
     lane_ = std::make_unique<driver::Lane>(served, settings.lane);
   }
   if (settings.verify) {
-    driver::LaneOptions cold_options = settings.lane;
-    cold_options.enabled = false;
-    cold_ = std::make_unique<driver::Lane>(engine, cold_options);
+    // The cold side: the engine itself (never the fault injector) on a KV state of its own, which
+    // driver::run_cold poisons whole before every request: as fresh as a new state, allocated once.
+    cold_engine_ = &engine;
+    cold_kv_ = engine.make_kv_state(settings.lane.capacity);
   }
 }
 
@@ -108,19 +110,22 @@ void Replayer::serve(const TraceItem& item, const ReplayListener& listener, bool
   summary.reused_tokens += response.decision.offset;
   summary.prefill_tokens += response.prefilled;
 
-  if (cold_ && verify) {
-    driver::Response reference;
+  if (cold_kv_ && verify) {
+    driver::ColdRun reference;
     try {
-      reference = cold_->serve(request.prompt, request.max_new_tokens);
-      report.mismatch = difference(lane, response, *cold_, reference, request.prompt.size());
+      reference = driver::run_cold(*cold_engine_, *cold_kv_, request.prompt, request.max_new_tokens);
+      report.mismatch = difference(lane, response, *cold_kv_, reference, request.prompt.size());
     } catch (const driver::StaleRowRead& e) {  // the engine itself is broken: nothing to compare with
       report.mismatch = std::string("the cold run failed: ") + e.what();
     }
     report.bitexact = report.mismatch.empty();
-    report.cold_ttft_ms = milliseconds(reference.timings.first_token);
-    report.cold_prefill_ms = milliseconds(reference.timings.prefill);
+    report.cold_ttft_ms = milliseconds(reference.first_token);
+    report.cold_prefill_ms = milliseconds(reference.prefill);
     ++summary.verified;
     summary.mismatches += *report.bitexact ? 0 : 1;
+    if (!*report.bitexact && summary.first_mismatch.request == 0) {
+      summary.first_mismatch = {report.number, report.line, report.label, report.mismatch};
+    }
     summary.prefill_ms += report.prefill_ms;
     summary.cold_prefill_ms += report.cold_prefill_ms;
     summary.ttft_ms += report.ttft_ms;

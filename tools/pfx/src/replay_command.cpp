@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -49,6 +50,7 @@ struct ReplayOptions {
   ModelOptions model;
   std::string trace;                      ///< "" = the embedded workload, "-" = standard input
   std::optional<std::size_t> keep_min;    ///< default: TF_GLM53_PREFIX_CACHE_MIN, else 64
+  std::optional<std::size_t> rule_chunk;  ///< the rule's alignment; default: the engine's chunk (THM-1)
   std::string backend = "auto";
   bool verify = false;
   double faults = 0;
@@ -165,6 +167,7 @@ json summary_json(const ReplaySummary& s, const ReplayOptions& o, const driver::
   j["ok"] = s.ok();
   json settings{{"trace", input.source}};
   add_lane_settings(settings, engine, o.model.chunk, o.model.vocab, lane);
+  settings["rule_chunk"] = lane.rule_chunk != 0 ? lane.rule_chunk : o.model.chunk;
   settings["verify"] = o.verify;
   settings["faults"] = o.faults;
   settings["seed"] = o.seed;
@@ -179,6 +182,10 @@ json summary_json(const ReplaySummary& s, const ReplayOptions& o, const driver::
     j["ttft_ms"] = s.ttft_ms;
     j["cold_ttft_ms"] = s.cold_ttft_ms;
     j["ttft_ratio"] = ratio(s.cold_ttft_ms, s.ttft_ms);
+    if (s.mismatches > 0) {
+      j["first_mismatch"] = {{"request", s.first_mismatch.request}, {"line", s.first_mismatch.line},
+                             {"label", s.first_mismatch.label}, {"what", s.first_mismatch.what}};
+    }
   }
   return j;
 }
@@ -212,7 +219,12 @@ std::string summary_text(const ReplaySummary& s, bool verify) {
                         ratio(s.cold_ttft_ms, s.ttft_ms));
   }
   if (s.divergences > 0) text += fmt::format("{} requests served cold because the ranks' records differed\n", s.divergences);
-  if (s.mismatches > 0) text += "MISMATCH: some responses differ from their cold run (exit status 1)\n";
+  if (s.mismatches > 0) {
+    const FirstMismatch& first = s.first_mismatch;
+    text += fmt::format("MISMATCH: {} responses differ from their cold run; the first is request {} (line {}{}): {} "
+                        "(exit status 1)\n",
+                        s.mismatches, first.request, first.line, first.label.empty() ? "" : ", " + first.label, first.what);
+  }
   if (s.stale_reads > 0) text += "FAILED: the engine read poisoned KV rows (exit status 1)\n";
   return text;
 }
@@ -257,13 +269,19 @@ int run_replay(const ReplayOptions& options, const Streams& streams) {
 }
 
 int replay_on(const ReplayOptions& options, const Streams& streams, driver::Collective* ranks) {
-  const driver::LaneOptions lane = lane_options(options.model.capacity, options.keep_min);
+  driver::LaneOptions lane = lane_options(options.model.capacity, options.keep_min);
+  lane.rule_chunk = options.rule_chunk.value_or(0);
   const Input input = read_input(options);  // every line checked before anything runs
   const ChosenEngine engine = make_engine(options);
   const ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults, .seed = options.seed,
                                 .dcp = options.dcp, .interleave = options.interleave, .collective = ranks};
 
   const std::size_t requests = count_requests(input.items);
+  if (lane.rule_chunk % options.model.chunk != 0) {  // THM-1's premise does not hold: say so first
+    streams.err << fmt::format("pfx replay: warning: --rule-chunk {} is not a multiple of the engine's chunk {}: resumes "
+                               "may start off the prefill grid and differ from a cold run (THM-1)\n",
+                               lane.rule_chunk, options.model.chunk);
+  }
   if (!options.json) {
     streams.out << fmt::format("pfx replay: {}: {} requests\n", input.source, requests)
                 << fmt::format("lane: {}{}{}{}\n", describe_lane(engine.description, lane), options.verify ? ", verify" : "",
@@ -309,6 +327,11 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
                       "- reads standard input; without it, the embedded workload");
   add_model_options(*command, options->model);
   add_keep_min_option(*command, options->keep_min);
+  command->add_option("--rule-chunk", options->rule_chunk,
+                      "Alignment of the rule's offsets (default: --chunk). The engine still prefills on --chunk's grid: a "
+                      "rule chunk that is not a multiple of it shows THM-1's counterexample under --verify")
+      ->check(non_negative())
+      ->check(CLI::Range(std::size_t{1}, std::numeric_limits<std::size_t>::max()));
   command->add_option("--backend", options->backend, "host, cuda, or auto (cuda when a device is available)")
       ->check(CLI::IsMember({"host", "cuda", "auto"}))->capture_default_str();
   command->add_flag("--verify", options->verify, "Also serve each request cold and compare bit for bit");

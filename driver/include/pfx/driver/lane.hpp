@@ -31,6 +31,11 @@ struct LaneOptions {
   std::size_t capacity = 4096;  ///< token rows of the KV state, allocated once
   bool enabled = true;          ///< reuse on; TF_GLM53_PREFIX_CACHE (audit 259: on by default)
   std::size_t keep_min = 64;    ///< TF_GLM53_PREFIX_CACHE_MIN
+  /// The rule's chunk (INV-5): 0, the default, takes the engine's prefill chunk, as THM-1 requires.
+  /// Another value is for showing why it does: the lane still prefills on the engine's grid, from
+  /// whatever offset the rule grants, so a rule chunk that is not a multiple of the engine's lets
+  /// resumes start off the grid and differ from a cold run (docs/spec.md, THM-1).
+  std::size_t rule_chunk = 0;
   /// Fill rows a request gives up with NaN, so that an engine that reads one is caught. On in debug
   /// builds; the tests turn it on everywhere.
   bool poison = poison_by_default;

@@ -25,7 +25,7 @@
 namespace pfx::cli {
 
 struct ReplaySettings {
-  driver::LaneOptions lane{.poison = true};  ///< the resumed lane's; the cold lane has reuse off
+  driver::LaneOptions lane{.poison = true};  ///< the resumed lane's; the cold side uses its capacity only
   bool verify = false;     ///< also serve each request cold and compare bit for bit
   double fault_rate = 0;   ///< probability that an engine call of the resumed lane fails (0..1)
   std::uint64_t seed = 253;///< of the injected failures
@@ -62,6 +62,14 @@ struct RequestReport {
   bool injected = false;
 };
 
+/// The first request whose response differed from its cold run.
+struct FirstMismatch {
+  std::size_t request = 0;  ///< 1-based; 0: none
+  std::size_t line = 0;
+  std::string label;
+  std::string what;         ///< what differed
+};
+
 /// The totals of a replay.
 struct ReplaySummary {
   std::size_t requests = 0;       ///< requests in the trace
@@ -73,6 +81,7 @@ struct ReplaySummary {
   std::size_t prefill_tokens = 0;
   std::size_t verified = 0;       ///< requests compared with a cold run
   std::size_t mismatches = 0;
+  FirstMismatch first_mismatch;
   std::size_t divergences = 0;    ///< sharded: requests served cold because the ranks disagreed
   double prefill_ms = 0;          ///< resumed, over the verified requests
   double cold_prefill_ms = 0;
@@ -90,9 +99,9 @@ struct ReplayListener {
 };
 
 /// A replay in progress: the lane (on a driver::FaultyEngine around the engine when
-/// settings.fault_rate > 0), with settings.verify a cold lane (reuse off, the engine itself), and
-/// the totals so far. `replay` feeds it a whole trace; `pfx soak` a generated stream, of which it
-/// compares only a sample.
+/// settings.fault_rate > 0), with settings.verify the cold side (driver::run_cold on the engine
+/// itself and a KV state of its own, through no Machine and no Lane), and the totals so far.
+/// `replay` feeds it a whole trace; `pfx soak` a generated stream, of which it compares only a sample.
 class Replayer {
  public:
   /// Throws driver::ConfigError for unusable settings.
@@ -117,7 +126,8 @@ class Replayer {
   driver::Collective* collective_ = nullptr;
   double fault_rate_ = 0;
   std::uint64_t seed_ = 0;
-  std::unique_ptr<driver::Lane> cold_;
+  driver::Engine* cold_engine_ = nullptr;           ///< with verification: the engine, unwrapped
+  std::unique_ptr<driver::KvState> cold_kv_;        ///< with verification: the cold runs' own state
   ReplaySummary summary_;
 };
 
