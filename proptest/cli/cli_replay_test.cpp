@@ -8,6 +8,7 @@
 
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/replay.hpp>
+#include <pfx/cli/run.hpp>
 #include <pfx/cli/workload.hpp>
 #include <pfx/engines/drifting_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
@@ -264,6 +265,37 @@ TEST(ReplayCommand, AnOptionPast64BitsIsRefusedNotClamped) {
   EXPECT_EQ(top.status, pfx::cli::exit_ok) << top.err;
   EXPECT_EQ(json_lines(top.out).back()["settings"]["keep_min"], 18446744073709551615ULL);
   EXPECT_EQ(json_lines(top.out).back()["reused_tokens"], 0);
+}
+
+TEST(ReplayCommand, AFaultRateThatIsNotAProbabilityIsRefused) {
+  pfx::test::verifies("CLI-2");
+  for (const std::string rate : {"nan", "NaN", "-nan", "inf", "-inf", "-0.5", "1.5", "1e9", "0.5abc", "half", ""}) {
+    const PfxRun bad = run_pfx("replay --requests 2 --vocab 512 --capacity 1024 --faults " + rate);
+    EXPECT_EQ(bad.status, pfx::cli::exit_bad_input) << "--faults " << rate << ": " << bad.out;
+    EXPECT_NE(bad.err.find("--faults"), std::string::npos) << rate << ": " << bad.err;
+    EXPECT_EQ(bad.out, "") << rate;  // nothing ran
+  }
+  for (const std::string rate : {"0", "1", "0.25", "1e-3"}) {
+    EXPECT_NE(run_pfx("replay --requests 2 --vocab 512 --capacity 1024 --faults " + rate).status,
+              pfx::cli::exit_bad_input) << rate;
+  }
+}
+
+TEST(ReplayCommand, AnEmptyTraceIsAnErrorThatNamesItAndOnlyNoArgumentMeansTheEmbeddedWorkload) {
+  pfx::test::verifies("CLI-2");
+  for (const std::string& text : {std::string(), std::string("\n \n\t\n"), std::string("{\"op\": \"clear\"}\n")}) {
+    const std::string path = write_file("pfx_replay_empty.jsonl", text);
+    const PfxRun empty = run_pfx("replay " + path);
+    EXPECT_EQ(empty.status, pfx::cli::exit_bad_input) << empty.out;
+    EXPECT_NE(empty.err.find(path + " holds no request"), std::string::npos) << empty.err;
+    EXPECT_EQ(empty.out, "");
+  }
+  std::ostringstream out;
+  std::ostringstream err;
+  const std::vector<std::string> arguments = {"replay", ""};  // `pfx replay ''`
+  EXPECT_EQ(pfx::cli::run(arguments, out, err), pfx::cli::exit_bad_input);
+  EXPECT_NE(err.str().find("the path is empty"), std::string::npos) << err.str();
+  EXPECT_EQ(out.str(), "");
 }
 
 TEST(ReplayCommand, ABadTraceReplaysNothingAndNamesEveryBadLine) {

@@ -41,10 +41,12 @@ CATALOGUE = HERE / "mutants.toml"
 CORE_TESTS = ["machine_examples_test", "false_record_test", "allocation_test", "exhaustive_test",
               "rule_properties_test", "protocol_state_test", "seed_audit_test", "model_checker_test"]
 DRIVER_TESTS = ["driver_generation_test", "driver_request_test", "driver_fault_test",
-                "driver_resume_test"]
+                "driver_resume_test", "driver_cold_test"]
+CLI_TESTS = ["cli_replay_test", "cli_trace_test", "cli_explain_test", "cli_soak_test"]
 ENGINES_TESTS = ["reference_model_test", "engines_conformance_test"]
 TESTS_FOR = {"core/": CORE_TESTS + DRIVER_TESTS, "driver/": DRIVER_TESTS,
-             "engines/": ENGINES_TESTS + DRIVER_TESTS, "conform/": ["conform_check_test"]}
+             "engines/": ENGINES_TESTS + DRIVER_TESTS, "conform/": ["conform_check_test"],
+             "tools/pfx/": CLI_TESTS}
 
 CMAKE_OPTIONS = [
     "-DCMAKE_BUILD_TYPE=Release",

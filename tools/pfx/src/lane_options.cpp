@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cctype>
 #include <limits>
 #include <stdexcept>
 
@@ -32,7 +33,20 @@ void add_keep_min_option(CLI::App& command, std::optional<std::size_t>& keep_min
 void add_faults_option(CLI::App& command, double& faults) {
   command.add_option("--faults", faults,
                      "Probability that each engine call (one prefill chunk or decode step) fails, injected")
-      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            // CLI11's range check lets NaN through (every comparison with it is false).
+            const std::string lower = [&] {
+              std::string l;
+              for (const char c : value) l += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+              return l;
+            }();
+            if (lower.find("nan") != std::string::npos) return "expected a probability from 0 to 1, got " + value;
+            return "";
+          },
+          "PROBABILITY"))
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
 }
 
 void check_embedded_workload_capacity(std::size_t capacity) {

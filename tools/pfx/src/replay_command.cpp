@@ -48,7 +48,7 @@ struct ModelOptions {
 
 struct ReplayOptions {
   ModelOptions model;
-  std::string trace;                      ///< "" = the embedded workload, "-" = standard input
+  std::optional<std::string> trace;       ///< none: the embedded workload; "-": standard input
   std::optional<std::size_t> keep_min;    ///< default: TF_GLM53_PREFIX_CACHE_MIN, else 64
   std::optional<std::size_t> rule_chunk;  ///< the rule's alignment; default: the engine's chunk (THM-1)
   std::string backend = "auto";
@@ -78,20 +78,22 @@ struct Input {
 };
 
 Input read_input(const ReplayOptions& options) {
-  if (options.trace.empty()) {
+  if (!options.trace) {
     return {fmt::format("embedded workload (seed {})", options.seed),
             embedded_workload(workload_options(options.model, options.seed, options.requests))};
   }
   const TraceLimits limits{.vocab = options.model.vocab, .capacity = options.model.capacity};
   Trace trace;
-  std::string source = options.trace;
-  if (options.trace == "-") {
+  const std::string& path = *options.trace;
+  if (path.empty()) throw InputError("cannot read the trace '': the path is empty (without a trace argument, the embedded workload runs)");
+  std::string source = path;
+  if (path == "-") {
     source = "<stdin>";
     trace = read_trace(std::cin, limits);
   } else {
     std::error_code ec;
-    if (std::filesystem::is_directory(options.trace, ec)) throw InputError(fmt::format("cannot read {}: it is a directory", source));
-    std::ifstream in(options.trace);
+    if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("cannot read {}: it is a directory", source));
+    std::ifstream in(path);
     if (!in) throw InputError(fmt::format("cannot read {}: {}", source, std::strerror(errno)));
     trace = read_trace(in, limits);
     if (in.bad()) throw InputError(fmt::format("cannot read {}: {}", source, std::strerror(errno)));
@@ -106,6 +108,9 @@ Input read_input(const ReplayOptions& options) {
     message += fmt::format("\n{} bad line{}; nothing was replayed", trace.problems.size(),
                            trace.problems.size() == 1 ? "" : "s");
     throw InputError(message);
+  }
+  if (count_requests(trace.items) == 0) {
+    throw InputError(fmt::format("{} holds no request (it is empty or blank): nothing to replay", source));
   }
   return {source, std::move(trace.items)};
 }
@@ -348,7 +353,7 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
   command->add_flag("--json", options->json, "One JSON object per request, then a summary object");
   command->add_flag("--no-progress", options->no_progress, "No progress bar, even on a terminal");
   command->callback([options, requests, &streams, &status] {
-    if (!options->trace.empty() && requests->count() > 0) {
+    if (options->trace && requests->count() > 0) {
       throw InputError("--requests sizes the embedded workload; it cannot be given with a trace");
     }
     status = run_replay(*options, streams);
