@@ -57,7 +57,7 @@ CMAKE_OPTIONS = [
     "-DPFX_BUILD_BENCHMARKS=OFF",
     "-DPFX_BUILD_EXAMPLES=OFF",
     "-DPFX_BUILD_PYTHON=OFF",
-    "-DPFX_BUILD_CLI=OFF",
+    "-DPFX_BUILD_CLI=ON",  # the program's own mutants need its tests; only the programs asked for are built
     "-DPFX_INSTALL=OFF",
     "-DPFX_CUDA=OFF",
 ]
