@@ -17,7 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cstring>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -211,6 +213,45 @@ TEST(SoakCommand, TheJsonSummaryCountsEveryCheckAndBadOptionsRunNothing) {
   EXPECT_EQ(bad_tolerance.out + no_time_to_watch.out, "") << "nothing was run";
 }
 
+TEST(SoakCommand, AnyNumberOfRequestsRunsTheDefaultWarmUpShrinksToFit) {
+  pfx::test::verifies("SOAK-1 CLI-2");
+  for (const std::size_t requests : {1, 2, 3, 9}) {
+    const PfxRun run = run_pfx("soak --json --vocab 64 --chunk 8 --capacity 600 --rss-tolerance 1000% --requests " +
+                               std::to_string(requests));
+    ASSERT_EQ(run.status, pfx::cli::exit_ok) << requests << ": " << run.err;
+    const nlohmann::json summary = nlohmann::json::parse(run.out);
+    EXPECT_EQ(summary["requests"], requests);
+    EXPECT_EQ(summary["settings"]["warmup"], requests / 2);  // the default 2000, shrunk
+  }
+}
+
+TEST(SoakCommand, TheFaultSeedChangesTheFaultsAloneAndDefaultsToTheSeed) {
+  pfx::test::verifies("DRV-4 CLI-1");
+  const std::string base = "replay --json --requests 16 --vocab 512 --capacity 1024 --chunk 8 --faults 0.05 --seed 3 ";
+  const auto failed = [](const std::string& out) {
+    std::vector<std::size_t> numbers;
+    std::size_t prompt_tokens = 0;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      if (j["type"] == "request") prompt_tokens += j["prompt_tokens"].get<std::size_t>();
+      if (j["type"] == "request" && j.contains("failed")) numbers.push_back(j["request"].get<std::size_t>());
+    }
+    return std::make_pair(numbers, prompt_tokens);
+  };
+  const auto by_seed = failed(run_pfx(base).out);
+  EXPECT_EQ(failed(run_pfx(base + "--fault-seed 3").out), by_seed);  // the default is --seed
+  bool differs = false;
+  for (const char* other : {"1", "2", "4", "18446744073709551615"}) {
+    const auto with_other = failed(run_pfx(base + "--fault-seed " + other).out);
+    EXPECT_EQ(with_other.second, by_seed.second) << "the workload must not change with --fault-seed " << other;
+    differs = differs || with_other.first != by_seed.first;
+  }
+  EXPECT_TRUE(differs) << "no other --fault-seed changed which requests failed";
+  EXPECT_EQ(run_pfx(base + "--fault-seed 18446744073709551616").status, pfx::cli::exit_bad_input);
+  EXPECT_EQ(run_pfx("soak --requests 2 --fault-seed -1").status, pfx::cli::exit_bad_input);
+}
+
 std::vector<std::string> keys(const nlohmann::ordered_json& object) {
   std::vector<std::string> out;
   for (const auto& [key, value] : object.items()) out.push_back(key);
@@ -237,9 +278,11 @@ TEST(SoakCommand, ReplayAndSoakSummariesWriteTheSameCountersAndKeepTheirFields) 
   EXPECT_EQ(keys(s), then({"type"}, {"injected", "verified", "memory", "elapsed_s", "ok", "settings"}));
   EXPECT_EQ(keys(r), then({"type"}, {"divergences", "elapsed_s", "ok", "settings"}));  // divergences: sharded ranks
   EXPECT_EQ(keys(s["settings"]), (std::vector<std::string>{"engine", "chunk", "vocab", "capacity", "reuse", "keep_min",
-                                                            "faults", "seed", "verify_every", "warmup", "rss_tolerance"}));
+                                                            "faults", "seed", "fault_seed", "verify_every", "warmup",
+                                                            "rss_tolerance"}));
   EXPECT_EQ(keys(r["settings"]), (std::vector<std::string>{"trace", "engine", "chunk", "vocab", "capacity", "reuse",
-                                                            "keep_min", "verify", "faults", "seed", "dcp", "interleave"}));
+                                                            "keep_min", "rule_chunk", "verify", "faults", "seed",
+                                                            "fault_seed", "dcp", "interleave"}));
   for (const nlohmann::ordered_json* j : {&s, &r}) {
     EXPECT_EQ((*j)["served"].get<std::size_t>() + (*j)["failures"].get<std::size_t>(), (*j)["requests"]) << *j;
     EXPECT_EQ((*j)["reused_tokens"].get<std::size_t>() + (*j)["prefill_tokens"].get<std::size_t>(),

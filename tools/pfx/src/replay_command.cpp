@@ -55,6 +55,7 @@ struct ReplayOptions {
   bool verify = false;
   double faults = 0;
   std::uint64_t seed = 253;
+  std::optional<std::uint64_t> fault_seed;  ///< of the injected failures; default: seed
   std::size_t dcp = 1;                     ///< shards of the KV state (under mpirun: one per rank)
   std::size_t interleave = 1;
   std::size_t requests = 100;              ///< of the embedded workload
@@ -176,6 +177,7 @@ json summary_json(const ReplaySummary& s, const ReplayOptions& o, const driver::
   settings["verify"] = o.verify;
   settings["faults"] = o.faults;
   settings["seed"] = o.seed;
+  settings["fault_seed"] = o.fault_seed.value_or(o.seed);
   settings["dcp"] = o.dcp;
   settings["interleave"] = o.interleave;
   j["settings"] = settings;
@@ -278,7 +280,8 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
   lane.rule_chunk = options.rule_chunk.value_or(0);
   const Input input = read_input(options);  // every line checked before anything runs
   const ChosenEngine engine = make_engine(options);
-  const ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults, .seed = options.seed,
+  const ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults,
+                                .seed = options.fault_seed.value_or(options.seed),
                                 .dcp = options.dcp, .interleave = options.interleave, .collective = ranks};
 
   const std::size_t requests = count_requests(input.items);
@@ -290,7 +293,7 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
   if (!options.json) {
     streams.out << fmt::format("pfx replay: {}: {} requests\n", input.source, requests)
                 << fmt::format("lane: {}{}{}{}\n", describe_lane(engine.description, lane), options.verify ? ", verify" : "",
-                               options.faults > 0 ? fmt::format(", faults {} (seed {})", options.faults, options.seed) : "",
+                               options.faults > 0 ? fmt::format(", faults {} (seed {})", options.faults, options.fault_seed.value_or(options.seed)) : "",
                                options.dcp > 1 || ranks != nullptr
                                    ? fmt::format(", {} shards (interleave {}), {}", options.dcp, options.interleave,
                                                  ranks != nullptr ? fmt::format("{} ranks", ranks->size()) : "one process")
@@ -343,6 +346,9 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
   add_faults_option(*command, options->faults);
   command->add_option("--seed", options->seed, "Seed of the injected failures and of the embedded workload")
       ->capture_default_str()
+      ->check(non_negative());
+  command->add_option("--fault-seed", options->fault_seed,
+                      "Seed of the injected failures alone (default: --seed), to replay the same workload under other faults")
       ->check(non_negative());
   CLI::Option* requests = command->add_option("--requests", options->requests, "Requests of the embedded workload")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))->capture_default_str();

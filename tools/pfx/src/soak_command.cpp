@@ -24,6 +24,8 @@ struct SoakOptions {
   SoakSettings settings;
   std::size_t chunk = 64;
   std::optional<std::size_t> keep_min;  ///< default: TF_GLM53_PREFIX_CACHE_MIN, else 64
+  std::optional<std::size_t> warmup;    ///< default: the settings' 2000, shrunk to half of --requests
+  std::optional<std::uint64_t> fault_seed;  ///< default: --seed
   std::string tolerance = "4096";
   bool json = false;
   bool no_progress = false;
@@ -87,6 +89,7 @@ json summary_json(const SoakSummary& s, const SoakOptions& o, const driver::Lane
   add_lane_settings(settings, engine, o.chunk, o.settings.workload.vocab, lane);
   settings["faults"] = o.settings.replay.fault_rate;
   settings["seed"] = o.settings.workload.seed;
+  settings["fault_seed"] = o.settings.replay.seed;
   settings["verify_every"] = o.settings.verify_every;
   settings["warmup"] = o.settings.warmup;
   settings["rss_tolerance"] = o.settings.tolerance.describe();
@@ -103,6 +106,8 @@ std::string failed_check(const RequestReport& r) {
 int run_soak(SoakOptions& options, const Streams& streams) {
   SoakSettings& settings = options.settings;
   settings.tolerance = RssTolerance::parse(options.tolerance, "--rss-tolerance");
+  // The default warm-up shrinks to fit a short run; one asked for explicitly must fit as it is.
+  settings.warmup = options.warmup.value_or(std::min(settings.warmup, settings.workload.requests / 2));
   if (settings.warmup >= settings.workload.requests) {
     throw InputError(fmt::format("--warmup {} leaves no request to watch memory on: it must be less than --requests {}",
                                  settings.warmup, settings.workload.requests));
@@ -110,7 +115,7 @@ int run_soak(SoakOptions& options, const Streams& streams) {
   check_embedded_workload_capacity(settings.workload.capacity);
   driver::LaneOptions& lane = settings.replay.lane;
   lane = lane_options(settings.workload.capacity, options.keep_min);
-  settings.replay.seed = settings.workload.seed;
+  settings.replay.seed = options.fault_seed.value_or(settings.workload.seed);
 
   const driver::ReferenceModelShape shape{.vocab = settings.workload.vocab, .chunk = options.chunk};
   const std::unique_ptr<driver::Engine> engine = host_engine(shape);
@@ -169,8 +174,12 @@ void add_soak_command(CLI::App& app, const Streams& streams, int& status) {
       ->check(non_negative());
   add_model_options(*command, ModelFields{options->chunk, s.workload.vocab, s.workload.capacity});
   add_keep_min_option(*command, options->keep_min);
-  command->add_option("--warmup", s.warmup, "Requests served before the baseline of resident memory is taken")
-      ->capture_default_str()
+  command->add_option("--warmup", options->warmup,
+                      "Requests served before the baseline of resident memory is taken (default: 2000, or half of "
+                      "--requests when that is fewer)")
+      ->check(non_negative());
+  command->add_option("--fault-seed", options->fault_seed,
+                      "Seed of the injected failures alone (default: --seed), to replay the same traffic under other faults")
       ->check(non_negative());
   command->add_option("--rss-tolerance", options->tolerance,
                       "Growth of resident memory past the baseline that fails the run: KiB, or a percentage such as 5%")
