@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <streambuf>
 #include <string>
 #include <vector>
 
@@ -296,6 +297,33 @@ TEST(ReplayCommand, AnEmptyTraceIsAnErrorThatNamesItAndOnlyNoArgumentMeansTheEmb
   EXPECT_EQ(pfx::cli::run(arguments, out, err), pfx::cli::exit_bad_input);
   EXPECT_NE(err.str().find("the path is empty"), std::string::npos) << err.str();
   EXPECT_EQ(out.str(), "");
+}
+
+/// A stream buffer that refuses every byte, as a full disk or a closed file does.
+class RefusingBuffer final : public std::streambuf {
+ protected:
+  int_type overflow(int_type /*ch*/) override { return traits_type::eof(); }
+  std::streamsize xsputn(const char* /*s*/, std::streamsize /*n*/) override { return 0; }
+};
+
+TEST(Run, AnOutputThatCannotBeWrittenFailsTheRunWithAMessage) {
+  pfx::test::verifies("CLI-2");
+  for (const std::string command : {"replay --requests 2 --vocab 512 --capacity 1024", "workload --requests 2",
+                                    "explain --help", "audit --cases 10 --protocol-length 1"}) {
+    RefusingBuffer refusing;
+    std::ostream out(&refusing);
+    std::ostringstream err;
+    std::vector<std::string> arguments;
+    std::istringstream words(command);
+    for (std::string word; words >> word;) arguments.push_back(word);
+    EXPECT_EQ(pfx::cli::run(arguments, out, err), pfx::cli::exit_internal) << command;
+    EXPECT_NE(err.str().find("pfx: cannot write the output"), std::string::npos) << command << ": " << err.str();
+  }
+  RefusingBuffer refusing;  // the messages themselves lost: still not a success
+  std::ostream err(&refusing);
+  std::ostringstream out;
+  const std::vector<std::string> bad = {"replay", "--faults", "nan"};
+  EXPECT_NE(pfx::cli::run(bad, out, err), pfx::cli::exit_ok);
 }
 
 TEST(ReplayCommand, ABadTraceReplaysNothingAndNamesEveryBadLine) {

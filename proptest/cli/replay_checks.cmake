@@ -37,3 +37,10 @@ pfx_expect_status(cli.workload_prints_a_trace STATUS 0
 # A negative count is refused, not wrapped round to 2^64 - 1 (which would run for ever).
 pfx_expect_status(cli.replay_negative_seed_exits_2 STATUS 2 MATCH "pfx replay: --seed: " COMMAND replay --seed -1)
 pfx_expect_status(cli.audit_negative_cases_exits_2 STATUS 2 MATCH "pfx audit: --cases: " COMMAND audit --cases -1)
+
+# A write error on standard output (a full disk: /dev/full) is reported and fails the run, for a
+# command that would otherwise succeed.
+add_test(NAME cli.replay_write_error_exits_non_zero
+         COMMAND sh -c "\"$1\" replay --requests 3 >/dev/full 2>\"$2\"; status=$?; cat \"$2\"; [ $status -eq 3 ] && grep -q 'pfx: cannot write the output' \"$2\""
+                 sh $<TARGET_FILE:pfx_program> "${CMAKE_CURRENT_BINARY_DIR}/write_error.err")
+set_tests_properties(cli.replay_write_error_exits_non_zero PROPERTIES LABELS cli)

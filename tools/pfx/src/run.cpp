@@ -11,6 +11,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
 #include <exception>
 #include <ostream>
 #include <string>
@@ -65,7 +67,20 @@ int parse_and_run(std::span<const std::string> arguments, const Streams& streams
 
 int run(std::span<const std::string> arguments, std::ostream& out, std::ostream& err, bool err_is_terminal) noexcept {
   try {
-    return parse_and_run(arguments, {out, err, err_is_terminal});
+    int status = parse_and_run(arguments, {out, err, err_is_terminal});
+    // A report that did not reach its reader is no report: a full disk or a closed output must not
+    // end in the status of a run that printed its results.
+    errno = 0;
+    out.flush();
+    if (out.fail()) {
+      const int error = errno;
+      err << "pfx: cannot write the output" << (error != 0 ? std::string(": ") + std::strerror(error) : std::string())
+          << "; what was printed is incomplete\n";
+      status = exit_internal;
+    }
+    err.flush();
+    if (err.fail()) status = exit_internal;  // the messages were lost: nothing else can say so
+    return status;
   } catch (const std::exception& e) {  // setting up the commands failed (out of memory, say)
     err << "pfx: internal error: " << e.what() << "\n";
     return exit_internal;
