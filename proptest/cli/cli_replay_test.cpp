@@ -299,6 +299,41 @@ TEST(ReplayCommand, AnEmptyTraceIsAnErrorThatNamesItAndOnlyNoArgumentMeansTheEmb
   EXPECT_EQ(out.str(), "");
 }
 
+TEST(ReplayCommand, JsonEchoesEachRequestsIdAndAFailedRequestStillReportsItsOffset) {
+  pfx::test::verifies("CLI-1 DRV-4");
+  std::string trace;
+  const std::vector<std::string> ids = {"\"a-1\"", "42", "{\"k\":[1,\"x\"]}", "", "null"};
+  std::vector<int> prompt;
+  for (std::size_t i = 0; i < 40; ++i) {
+    for (int t = 0; t < 24; ++t) prompt.push_back(static_cast<int>((i * 7 + static_cast<std::size_t>(t)) % 500));
+    nlohmann::json line{{"prompt", prompt}, {"max_new_tokens", 2}};
+    const std::string& id = ids[i % ids.size()];
+    if (!id.empty()) line["id"] = nlohmann::json::parse(id);
+    trace += line.dump() + "\n";
+  }
+  const std::string path = write_file("pfx_replay_ids.jsonl", trace);
+  const PfxRun run = run_pfx("replay --json --faults 0.05 --seed 11 --chunk 8 --keep-min 8 --vocab 512 --capacity 2048 " + path);
+  ASSERT_EQ(run.status, pfx::cli::exit_ok) << run.err;
+  std::size_t failed = 0;
+  for (const auto& line : json_lines(run.out)) {
+    if (line["type"] != "request") continue;
+    const std::string& id = ids[(line["request"].get<std::size_t>() - 1) % ids.size()];
+    if (id.empty()) {
+      EXPECT_FALSE(line.contains("id"));
+    } else {
+      EXPECT_EQ(line["id"], nlohmann::json::parse(id));
+    }
+    EXPECT_TRUE(line.contains("offset")) << line;
+    EXPECT_TRUE(line.contains("reason")) << line;
+    if (line.contains("failed")) {
+      ++failed;
+      EXPECT_FALSE(line["error"].get<std::string>().empty());
+      EXPECT_EQ(line["offset"].get<std::size_t>() % 8, 0u);
+    }
+  }
+  EXPECT_GT(failed, 0u) << "the seed must make some request fail";
+}
+
 /// A stream buffer that refuses every byte, as a full disk or a closed file does.
 class RefusingBuffer final : public std::streambuf {
  protected:

@@ -29,11 +29,12 @@ constexpr TraceLimits limits{.vocab = 1000, .capacity = 64};
 
 rc::Gen<TraceItem> trace_items() {
   const auto requests = rc::gen::apply(
-      [](std::vector<token> prompt, std::size_t max_new, std::string label) -> TraceItem {
-        return TraceRequest{std::move(prompt), max_new, std::move(label), 0};
+      [](std::vector<token> prompt, std::size_t max_new, std::string label, std::string id) -> TraceItem {
+        return TraceRequest{std::move(prompt), max_new, std::move(label), 0, std::move(id)};
       },
       rc::gen::resize(32, rc::gen::nonEmpty(rc::gen::container<std::vector<token>>(rc::gen::inRange<token>(0, 1000)))),
-      rc::gen::inRange<std::size_t>(0, 33), rc::gen::element<std::string>("", "turn", "edit \"early\"", "ünïcode"));
+      rc::gen::inRange<std::size_t>(0, 33), rc::gen::element<std::string>("", "turn", "edit \"early\"", "ünïcode", "bell\x07"),
+      rc::gen::element<std::string>("", "\"req-1\"", "42", "18446744073709551615", "{\"k\":[1,\"x\"]}", "null"));
   return rc::gen::weightedOneOf<TraceItem>({{9, requests}, {1, rc::gen::just<TraceItem>(TraceClear{})}});
 }
 
@@ -122,10 +123,32 @@ TEST(Trace, FieldsTheFormatDoesNotKnowAreIgnoredAndBlankLinesSkipped) {
   const pfx::cli::Trace trace = pfx::cli::read_trace(in, limits);
   ASSERT_TRUE(trace.problems.empty()) << trace.problems[0].describe("t");
   ASSERT_EQ(trace.items.size(), 3u);
-  EXPECT_EQ(std::get<TraceRequest>(trace.items[0]), (TraceRequest{{5, 6}, 2, "", 1}));
+  EXPECT_EQ(std::get<TraceRequest>(trace.items[0]), (TraceRequest{{5, 6}, 2, "", 1, "\"req-1\""}));
   EXPECT_EQ(std::get<TraceClear>(trace.items[1]).line, 4u);
-  EXPECT_EQ(std::get<TraceRequest>(trace.items[2]), (TraceRequest{{7}, 0, "", 5}));
+  EXPECT_EQ(std::get<TraceRequest>(trace.items[2]), (TraceRequest{{7}, 0, "", 5, ""}));
   EXPECT_EQ(trace.requests(), 2u);
+}
+
+TEST(Trace, ANulByteARepeatedKeyAndAControlCharacterAreReportedWithTheLineAndShownEscaped) {
+  pfx::test::verifies("CLI-2");
+  std::string nul_line = "{\"prompt\": [1], \"max_new_tokens\": 1}";
+  nul_line += '\0';
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {nul_line, "a NUL byte at column 37"},
+      {"{\"prompt\": [1], \"max_new_tokens\": 1, \"prompt\": [2]}", "field \"prompt\": appears twice in one object"},
+      {"{\"prompt\": [1], \"max_new_tokens\": 1, \"x\": {\"a\": 1, \"a\": 2}}", "field \"a\": appears twice"},
+      {"{\"prompt\": [1], \"max_new_tokens\": 1, \"label\": \"a\x1b[2Jb\"}", "control character"},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::size_t line = 7 + i;
+    const auto read = parse_trace_line(cases[i].first, line, limits);
+    ASSERT_TRUE(std::holds_alternative<TraceProblem>(read)) << i;
+    const std::string message = std::get<TraceProblem>(read).describe("t.jsonl");
+    EXPECT_NE(message.find("t.jsonl:" + std::to_string(line) + ": "), std::string::npos) << message;
+    EXPECT_NE(message.find(cases[i].second), std::string::npos) << message;
+    for (const char c : message) EXPECT_FALSE(static_cast<unsigned char>(c) < 0x20) << "a raw control character in: " << message;
+  }
+  EXPECT_EQ(pfx::cli::escaped(std::string("a\x1b[31m\tb\x7f", 9)), "a\\x1b[31m\\x09b\\x7f");
 }
 
 PFX_PROPERTY(Trace, EveryBadLineOfATraceIsReportedWithItsNumber, "CLI-2", ()) {

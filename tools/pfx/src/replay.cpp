@@ -69,6 +69,7 @@ void Replayer::serve(const TraceItem& item, const ReplayListener& listener, bool
   report.number = ++summary.requests;
   report.line = request.line;
   report.label = request.label;
+  report.id = request.id;
   report.prompt_tokens = request.prompt.size();
   report.max_new_tokens = request.max_new_tokens;
 
@@ -76,6 +77,8 @@ void Replayer::serve(const TraceItem& item, const ReplayListener& listener, bool
     const std::uint64_t chosen = (seed_ ^ (report.number * 0x9e3779b97f4a7c15ULL)) % collective_->size();
     faulty_->set_rate(chosen == collective_->rank() ? fault_rate_ : 0.0);
   }
+  // Asked before serving, so that a failed request still reports the offset it was given.
+  report.decision = lane.machine().query(request.prompt).decision;
   driver::Response response;
   try {
     if (sharded_) {

@@ -141,16 +141,17 @@ json request_json(const RequestReport& r) {
   json j{{"type", "request"}, {"request", r.number}, {"line", r.line}, {"prompt_tokens", r.prompt_tokens},
          {"max_new_tokens", r.max_new_tokens}};
   if (!r.label.empty()) j["label"] = r.label;
+  if (!r.id.empty()) j["id"] = json::parse(r.id);  // the trace's own value, echoed as it was
+  j["offset"] = r.decision.offset;
+  j["reason"] = std::string(name(r.decision.reason));
+  j["bound"] = std::string(name(r.decision.bound));
+  j["common_prefix"] = r.decision.common_prefix;
   if (!r.error.empty()) {
     j["failed"] = true;
     j["injected"] = r.injected;
     j["error"] = r.error;
     return j;
   }
-  j["offset"] = r.decision.offset;
-  j["reason"] = std::string(name(r.decision.reason));
-  j["bound"] = std::string(name(r.decision.bound));
-  j["common_prefix"] = r.decision.common_prefix;
   j["prefill_tokens"] = r.prefill_tokens;
   j["generated_tokens"] = r.generated_tokens;
   j["ttft_ms"] = r.ttft_ms;
@@ -205,9 +206,11 @@ std::string table_header(bool verify) {
 }
 
 std::string table_row(const RequestReport& r, bool verify) {
-  std::string row = fmt::format("{:>5} {:>5} {:<13} {:>6} ", r.number, r.line, r.label.empty() ? "-" : r.label,
+  std::string row = fmt::format("{:>5} {:>5} {:<13} {:>6} ", r.number, r.line, r.label.empty() ? "-" : escaped(r.label),
                                 r.prompt_tokens);
-  if (!r.error.empty()) return row + fmt::format("FAILED ({}): {}", r.injected ? "injected" : "not injected", r.error);
+  if (!r.error.empty()) {
+    return row + fmt::format("{:>6} FAILED ({}): {}", r.decision.offset, r.injected ? "injected" : "not injected", r.error);
+  }
   row += fmt::format("{:>6} {:<16} {:<14} {:>7} {:>9.2f}", r.decision.offset, name(r.decision.reason),
                      name(r.decision.bound), r.prefill_tokens, r.ttft_ms);
   if (verify && r.bitexact) row += fmt::format(" {:>9.2f} {}", r.cold_ttft_ms, *r.bitexact ? "yes" : "NO: " + r.mismatch);
@@ -230,7 +233,7 @@ std::string summary_text(const ReplaySummary& s, bool verify) {
     const FirstMismatch& first = s.first_mismatch;
     text += fmt::format("MISMATCH: {} responses differ from their cold run; the first is request {} (line {}{}): {} "
                         "(exit status 1)\n",
-                        s.mismatches, first.request, first.line, first.label.empty() ? "" : ", " + first.label, first.what);
+                        s.mismatches, first.request, first.line, first.label.empty() ? "" : ", " + escaped(first.label), first.what);
   }
   if (s.stale_reads > 0) text += "FAILED: the engine read poisoned KV rows (exit status 1)\n";
   return text;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <istream>
 #include <limits>
@@ -89,6 +90,7 @@ std::variant<TraceItem, Problem> parse_request(const json& object, std::size_t l
     if (!label->is_string()) return Problem{"label", fmt::format("expected a string, got {}", kind_of(*label))};
     request.label = label->get<std::string>();
   }
+  if (const auto id = object.find("id"); id != object.end()) request.id = id->dump();
   return TraceItem{std::move(request)};
 }
 
@@ -123,12 +125,32 @@ std::size_t count_requests(std::span<const TraceItem> items) noexcept {
 
 std::variant<TraceItem, TraceProblem> parse_trace_line(std::string_view text, std::size_t line,
                                                        const TraceLimits& limits) {
+  // The parser would stop at a NUL byte and accept the line as if it ended there.
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    return TraceProblem{line, "", fmt::format("a NUL byte at column {}: a trace line is UTF-8 JSON text", nul + 1)};
+  }
   json parsed;
+  std::vector<std::vector<std::string>> keys;  // of each object being parsed, to refuse a repeated one
+  std::string repeated;
+  const json::parser_callback_t no_repeated_keys = [&](int /*depth*/, json::parse_event_t event, json& value) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    if (event == json::parse_event_t::key && !keys.empty()) {
+      const auto& key = value.get_ref<const std::string&>();
+      if (repeated.empty() && std::find(keys.back().begin(), keys.back().end(), key) != keys.back().end()) repeated = key;
+      keys.back().push_back(key);
+    }
+    return true;
+  };
   try {
-    parsed = json::parse(text);
+    parsed = json::parse(text, no_repeated_keys);
   } catch (const json::exception& e) {  // its message says where and why
     // parse_error for bad syntax; out_of_range for a number past a double's range, such as 1e500.
-    return TraceProblem{line, "", fmt::format("malformed JSON: {}", e.what())};
+    // The parser quotes the bytes it read: escaped, so that a control character is shown, not sent.
+    return TraceProblem{line, "", fmt::format("malformed JSON: {}", escaped(e.what()))};
+  }
+  if (!repeated.empty()) {  // the parser keeps the last value silently: which one was meant?
+    return TraceProblem{line, escaped(repeated), "appears twice in one object"};
   }
   if (!parsed.is_object()) {
     return TraceProblem{line, "", fmt::format("expected a JSON object, got {}", kind_of(parsed))};
@@ -153,12 +175,27 @@ Trace read_trace(std::istream& in, const TraceLimits& limits) {
   return trace;
 }
 
+std::string escaped(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string to_trace_line(const TraceItem& item) {
   using ordered = nlohmann::ordered_json;  // "prompt" first, as the format is documented
   if (std::holds_alternative<TraceClear>(item)) return ordered{{"op", "clear"}}.dump();
   const auto& request = std::get<TraceRequest>(item);
   ordered line{{"prompt", request.prompt}, {"max_new_tokens", request.max_new_tokens}};
   if (!request.label.empty()) line["label"] = request.label;
+  if (!request.id.empty()) line["id"] = ordered::parse(request.id);
   return line.dump();
 }
 

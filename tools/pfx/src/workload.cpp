@@ -157,7 +157,7 @@ class WorkloadStream::Generator {
       case Kind::clear: break;
     }
     prompt.resize(std::min(prompt.size(), longest_ - max_new));
-    item_.emplace(TraceRequest{std::move(prompt), max_new, label(kind), 0});
+    item_.emplace(TraceRequest{std::move(prompt), max_new, label(kind), 0, ""});
     ++requests_;
   }
 

@@ -43,9 +43,10 @@ struct RequestReport {
   std::size_t number = 0;  ///< 1-based, among the trace's requests
   std::size_t line = 0;
   std::string label;
+  std::string id;                   ///< the trace's "id" field as JSON text ("" when absent)
   std::size_t prompt_tokens = 0;
   std::size_t max_new_tokens = 0;
-  Decision decision;                ///< the offset the request began at, and why
+  Decision decision;                ///< the offset the request began (or, failed, was to begin) at, and why
   std::size_t prefill_tokens = 0;   ///< prompt tokens the engine computed
   std::size_t generated_tokens = 0;
   double ttft_ms = 0;               ///< time to first token

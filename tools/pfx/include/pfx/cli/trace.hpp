@@ -24,6 +24,7 @@ struct TraceRequest {
   std::size_t max_new_tokens = 0;
   std::string label;     ///< optional "label": shown in the table, otherwise ignored
   std::size_t line = 0;  ///< 1-based line of the trace (0 when not read from a file)
+  std::string id;        ///< optional "id", any JSON value, as compact JSON text: echoed by `replay --json`
 
   friend bool operator==(const TraceRequest&, const TraceRequest&) = default;
 };
@@ -38,6 +39,10 @@ struct TraceClear {
 using TraceItem = std::variant<TraceRequest, TraceClear>;
 
 /// How many of `items` are requests (the rest are clears).
+/// `text` with every control character (and DEL) written as \xHH: text from a trace is printed this
+/// way, never raw, so that it cannot move the cursor, ring or clear a terminal.
+[[nodiscard]] std::string escaped(std::string_view text);
+
 [[nodiscard]] std::size_t count_requests(std::span<const TraceItem> items) noexcept;
 
 /// What a request must fit: token ids are 0 .. vocab - 1, and len(prompt) + max_new_tokens <=
