@@ -44,3 +44,16 @@ add_test(NAME cli.replay_write_error_exits_non_zero
          COMMAND sh -c "\"$1\" replay --requests 3 >/dev/full 2>\"$2\"; status=$?; cat \"$2\"; [ $status -eq 3 ] && grep -q 'pfx: cannot write the output' \"$2\""
                  sh $<TARGET_FILE:pfx_program> "${CMAKE_CURRENT_BINARY_DIR}/write_error.err")
 set_tests_properties(cli.replay_write_error_exits_non_zero PROPERTIES LABELS cli)
+
+# SIGINT during soak and SIGTERM during replay: the run stops between two requests, prints what ran
+# marked interrupted, and exits 128 + the signal.
+foreach(check "soak;INT;130;100000000" "replay;TERM;143;100000")
+  list(GET check 0 command)
+  list(GET check 1 signal)
+  list(GET check 2 status)
+  list(GET check 3 requests)
+  add_test(NAME cli.${command}_interrupted_by_sig${signal}_exits_${status}
+           COMMAND sh -c "\"$1\" ${command} --requests ${requests} --no-progress >\"$2\" 2>&1 & pid=$!; sleep 2; kill -${signal} $pid; wait $pid; status=$?; cat \"$2\"; [ $status -eq ${status} ] && grep -q 'INTERRUPTED by SIG${signal} after [0-9]* requests' \"$2\""
+                   sh $<TARGET_FILE:pfx_program> "${CMAKE_CURRENT_BINARY_DIR}/${command}_interrupted.out")
+  set_tests_properties(cli.${command}_interrupted_by_sig${signal}_exits_${status} PROPERTIES LABELS cli TIMEOUT 60)
+endforeach()

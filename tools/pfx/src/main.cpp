@@ -2,6 +2,7 @@
 // decision, soak a lane in a long run (docs/cli.md). Everything but the process's streams is run().
 
 #include <pfx/cli/command.hpp>
+#include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/run.hpp>
 
 #include <iostream>
@@ -12,6 +13,7 @@
 int main(int argc, char** argv) {
   try {
     const std::vector<std::string> arguments(argv + (argc > 0 ? 1 : 0), argv + argc);
+    pfx::cli::install_interrupt_handlers();
     return pfx::cli::run(arguments, std::cout, std::cerr, isatty(STDERR_FILENO) != 0);
   } catch (...) {  // copying the arguments failed: out of memory
     std::cerr << "pfx: internal error: out of memory\n";

@@ -1,6 +1,7 @@
 #include <pfx/cli/replay.hpp>
 
 #include <pfx/driver/cold_run.hpp>
+#include <pfx/cli/interrupt.hpp>
 #include <pfx/driver/errors.hpp>
 #include <pfx/engines/faulty_engine.hpp>
 
@@ -146,7 +147,10 @@ ReplaySummary Replayer::summary() const {
 ReplaySummary replay(std::span<const TraceItem> items, driver::Engine& engine, const ReplaySettings& settings,
                      const ReplayListener& listener) {
   Replayer replayer(engine, settings);
-  for (const TraceItem& item : items) replayer.serve(item, listener);
+  for (const TraceItem& item : items) {
+    if (interrupted_by() != 0) break;  // between two requests: every report so far is whole
+    replayer.serve(item, listener);
+  }
   return replayer.summary();
 }
 

@@ -1,6 +1,7 @@
 // `pfx replay` and `pfx workload`: options, the engine, the trace, and the table or JSON output.
 
 #include <pfx/cli/command.hpp>
+#include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/lane_options.hpp>
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
@@ -322,6 +323,13 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
     streams.out << summary_json(summary, options, lane, input, engine.description).dump() << "\n";
   } else {
     streams.out << summary_text(summary, options.verify);
+  }
+  if (const int signal = interrupted_by(); signal != 0) {
+    streams.out << (options.json ? nlohmann::ordered_json{{"type", "interrupted"}, {"signal", signal},
+                                                          {"requests", summary.requests}}.dump() + "\n"
+                                 : describe_interruption(signal, summary.requests) + "\n");
+    streams.out.flush();
+    return interrupted_status(signal);
   }
   streams.out.flush();
   return summary.ok() ? exit_ok : exit_mismatch;

@@ -1,6 +1,7 @@
 #include <pfx/cli/soak.hpp>
 
 #include <pfx/cli/command.hpp>
+#include <pfx/cli/interrupt.hpp>
 #include <pfx/driver/errors.hpp>
 
 #include <fmt/format.h>
@@ -89,7 +90,9 @@ SoakSummary soak(driver::Engine& engine, const SoakSettings& settings, const Soa
     last_failed = !report.error.empty();
     listener.request(report);
   };
-  while (const std::optional<TraceItem> item = stream.next()) {
+  while (interrupted_by() == 0) {  // stops between two requests on SIGINT or SIGTERM
+    const std::optional<TraceItem> item = stream.next();
+    if (!item) break;
     const bool is_request = std::holds_alternative<TraceRequest>(*item);
     const bool verify = is_request && (last_failed || (served + 1) % settings.verify_every == 0);
     replayer.serve(*item, on_request, verify);

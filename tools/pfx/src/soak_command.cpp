@@ -1,6 +1,7 @@
 // `pfx soak`: options, the host engine, and the summary as text or JSON (docs/cli.md, "pfx soak").
 
 #include <pfx/cli/command.hpp>
+#include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/lane_options.hpp>
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
@@ -150,6 +151,13 @@ int run_soak(SoakOptions& options, const Streams& streams) {
   } else {
     if (failed_checks > shown_failures) streams.out << fmt::format("... and {} more\n", failed_checks - shown_failures);
     streams.out << summary_text(summary, settings);
+  }
+  if (const int signal = interrupted_by(); signal != 0) {
+    streams.out << (options.json ? nlohmann::ordered_json{{"type", "interrupted"}, {"signal", signal},
+                                                          {"requests", summary.replay.requests}}.dump() + "\n"
+                                 : describe_interruption(signal, summary.replay.requests) + "\n");
+    streams.out.flush();
+    return interrupted_status(signal);
   }
   streams.out.flush();
   return summary.ok() ? exit_ok : exit_mismatch;

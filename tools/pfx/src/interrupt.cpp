@@ -1,0 +1,29 @@
+#include <pfx/cli/interrupt.hpp>
+
+#include <fmt/format.h>
+
+#include <csignal>
+
+namespace pfx::cli {
+namespace {
+
+volatile std::sig_atomic_t received = 0;  // written only by the handler
+
+extern "C" void on_signal(int signal) { received = signal; }
+
+}  // namespace
+
+void install_interrupt_handlers() noexcept {
+  (void)std::signal(SIGINT, on_signal);
+  (void)std::signal(SIGTERM, on_signal);
+}
+
+int interrupted_by() noexcept { return static_cast<int>(received); }
+
+std::string describe_interruption(int signal, std::size_t requests) {
+  const char* name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
+  return fmt::format("INTERRUPTED by {} after {} requests: the summary covers only what ran (exit status {})", name,
+                     requests, interrupted_status(signal));
+}
+
+}  // namespace pfx::cli
