@@ -243,13 +243,17 @@ TEST(ReplayCommand, ARuleChunkOffTheEngineGridShowsTHM1sCounterexampleAndExitsOn
   }
   // Full width: a rule chunk above every prompt aligns every offset to 0; past 64 bits it is refused.
   for (const std::string rule : {"4294967296", "18446744073709551615"}) {
-    const PfxRun wide = run_pfx(base + "--rule-chunk " + rule + " --json");
+    std::string command = base;
+    command.append("--rule-chunk ").append(rule).append(" --json");
+    const PfxRun wide = run_pfx(command);
     EXPECT_EQ(wide.status, pfx::cli::exit_ok) << rule;
     EXPECT_EQ(json_lines(wide.out).back()["reused_tokens"], 0) << rule;
     EXPECT_EQ(json_lines(wide.out).back()["settings"]["rule_chunk"], std::stoull(rule)) << rule;
   }
   for (const std::string rule : {"0", "-1", "18446744073709551616"}) {
-    const PfxRun bad = run_pfx(base + "--rule-chunk " + rule);
+    std::string command = base;
+    command.append("--rule-chunk ").append(rule);
+    const PfxRun bad = run_pfx(command);
     EXPECT_EQ(bad.status, pfx::cli::exit_bad_input) << rule;
     EXPECT_NE(bad.err.find("--rule-chunk"), std::string::npos) << rule << ": " << bad.err;
   }
