@@ -6,6 +6,7 @@ test programs that see the mutated file, runs them, and prints which test killed
     proptest/mutation/run.py --reduced     the subset CI runs
     proptest/mutation/run.py --only ID...  some mutants
     proptest/mutation/run.py --list        the catalogue, without running anything
+    proptest/mutation/run.py --check       only that every mutant still applies (no build; CTest runs it)
 
 The working tree is never written: the mutants are applied to a copy under the build directory
 (build/mutation/src), so an interrupted run cannot leave a mutated file behind. The copy is synced to
@@ -138,6 +139,17 @@ def load_catalogue(path: Path) -> list[Mutant]:
     return mutants
 
 
+def applicability(mutant: Mutant) -> str:
+    """Why the mutant cannot be applied to the working tree, or "" when its original occurs once."""
+    path = ROOT / mutant.file
+    if not path.is_file():
+        return f"{mutant.file} does not exist"
+    count = path.read_text().count(mutant.original)
+    if count != 1:
+        return f"the original text occurs {count} times in {mutant.file} (must be once)"
+    return ""
+
+
 def run(command: list[str], cwd: Path, timeout: float | None = None,
         env: dict[str, str] | None = None) -> tuple[int, str]:
     """Runs `command`; returns its status (negative: killed by that signal; None on timeout is
@@ -262,14 +274,10 @@ class Bench:
 
     def judge(self, mutant: Mutant) -> Result:
         start = time.monotonic()
-        pristine_path = ROOT / mutant.file
-        if not pristine_path.is_file():
-            return Result(mutant, "does-not-apply", f"{mutant.file} does not exist")
-        pristine = pristine_path.read_text()
-        count = pristine.count(mutant.original)
-        if count != 1:
-            return Result(mutant, "does-not-apply",
-                          f"the original text occurs {count} times in {mutant.file} (must be once)")
+        why_not = applicability(mutant)
+        if why_not:
+            return Result(mutant, "does-not-apply", why_not)
+        pristine = (ROOT / mutant.file).read_text()
         target = self.copy / mutant.file
         log = [f"# {mutant.id}: {mutant.description}\n"]
         try:
@@ -330,6 +338,8 @@ def main() -> int:
     parser.add_argument("--reduced", action="store_true", help="only the mutants marked reduced (CI)")
     parser.add_argument("--only", nargs="+", metavar="ID", help="only these mutants")
     parser.add_argument("--list", action="store_true", help="print the catalogue and exit")
+    parser.add_argument("--check", action="store_true",
+                        help="only check that every mutant applies to the working tree, then exit")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="build jobs")
     parser.add_argument("--sanitize", action="store_true",
                         help="build under AddressSanitizer and UBSan (slower; its own build directory)")
@@ -353,6 +363,13 @@ def main() -> int:
                 flags = ("reduced " if m.reduced else "") + ("equivalent" if m.equivalent else "")
                 print(f"{m.id:40} {m.file:40} {m.category:26} {flags}")
             return 0
+        if args.check:
+            stale = [(m, applicability(m)) for m in mutants]
+            stale = [(m, why) for m, why in stale if why]
+            for m, why in stale:
+                print(f"mutation check: {m.id}: DOES NOT APPLY: {why}", file=sys.stderr)
+            print(f"mutation check: {len(mutants) - len(stale)} of {len(mutants)} mutants apply")
+            return 1 if stale else 0
 
         started = time.monotonic()
         work = args.work.resolve()
