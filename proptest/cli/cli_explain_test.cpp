@@ -17,10 +17,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -200,6 +203,96 @@ TEST(CliExplain, EveryPrintedNumberIsCoresBoundOnTheEdgeCases) {
     } else {
       EXPECT_EQ(printed_bounds(report), values_of(pfx::bounds(config, held.ids, held.canonical_end, prompt))) << c.what;
     }
+  }
+}
+
+TEST(CliExplain, EveryReasonWithEveryBindingBoundIsPrintedExactlyAsCoreComputesIt) {
+  pfx::test::verifies("CLI-4");
+  // Every (reason, bound) pair decide can answer, found by enumerating small inputs with core alone,
+  // then each first example explained: a pair that explain prints wrongly, or one the enumeration no
+  // longer reaches, fails here whatever the random property above happened to draw.
+  struct Example {
+    pfx::Config config;
+    std::vector<pfx::token> ids;
+    std::size_t canonical_end = 0;
+    std::vector<pfx::token> prompt;
+  };
+  std::map<std::pair<pfx::Reason, pfx::Bound>, Example> examples;
+  const auto sequences = [](std::size_t longest, pfx::token symbols) {
+    std::vector<std::vector<pfx::token>> all = {{}};
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      if (all[i].size() == longest) continue;
+      for (pfx::token t = 1; t <= symbols; ++t) {
+        all.push_back(all[i]);
+        all.back().push_back(t);
+      }
+    }
+    return all;
+  };
+  for (const std::vector<pfx::token>& ids : sequences(4, 2)) {
+    for (const std::vector<pfx::token>& prompt : sequences(5, 2)) {
+      for (std::size_t end = 0; end <= ids.size(); ++end) {
+        for (const bool enabled : {true, false}) {
+          for (const std::size_t chunk : {1U, 2U, 3U}) {
+            for (const std::size_t keep_min : {0U, 2U, 5U}) {
+              const pfx::Config config{enabled, keep_min, chunk};
+              const pfx::Decision d = pfx::decide(config, ids, end, prompt);
+              examples.try_emplace({d.reason, d.bound}, Example{config, ids, end, prompt});
+            }
+          }
+        }
+      }
+    }
+  }
+  std::set<std::pair<pfx::Reason, pfx::Bound>> expected = {{pfx::Reason::disabled, pfx::Bound::none},
+                                                           {pfx::Reason::empty_record, pfx::Bound::none}};
+  for (const pfx::Reason reason : {pfx::Reason::reused, pfx::Reason::below_keep_min, pfx::Reason::nothing_reusable}) {
+    for (const pfx::Bound bound : {pfx::Bound::common_prefix, pfx::Bound::canonical_end, pfx::Bound::one_token_left,
+                                   pfx::Bound::alignment}) {
+      expected.emplace(reason, bound);
+    }
+  }
+  std::set<std::pair<pfx::Reason, pfx::Bound>> found;
+  for (const auto& entry : examples) found.insert(entry.first);
+  EXPECT_EQ(found, expected);
+
+  for (const auto& [pair, e] : examples) {
+    const std::string what = fmt::format("{} by {}: ids [{}] canonical_end {}, prompt [{}], reuse {} keep_min {} chunk {}",
+                                         name(pair.first), name(pair.second), fmt::join(e.ids, ","), e.canonical_end,
+                                         fmt::join(e.prompt, ","), e.config.enabled, e.config.keep_min, e.config.chunk);
+    ExplainOptions options;
+    options.record = fmt::format(R"({{"ids": [{}], "canonical_end": {}}})", fmt::join(e.ids, ","), e.canonical_end);
+    options.prompt = fmt::format("[{}]", fmt::join(e.prompt, ","));
+    options.chunk = e.config.chunk;
+    options.keep_min = e.config.keep_min;
+    options.enabled = e.config.enabled;
+    const std::string text = explain(options);
+    options.json = true;
+    const nlohmann::json report = nlohmann::json::parse(explain(options));
+    const pfx::Decision d = pfx::decide(e.config, e.ids, e.canonical_end, e.prompt);
+    EXPECT_EQ(report["offset"].get<std::size_t>(), d.offset) << what;
+    EXPECT_EQ(report["reason"], name(d.reason)) << what;
+    EXPECT_EQ(report["bound"], name(d.bound)) << what;
+    EXPECT_EQ(report["common_prefix"].get<std::size_t>(), d.common_prefix) << what;
+    EXPECT_TRUE(text.ends_with(fmt::format("\noffset {}: {}, decided by {}\n", d.offset, name(d.reason), name(d.bound))))
+        << what << "\n" << text;
+    EXPECT_EQ(printed_bound_lines(text), printed_bounds(report)) << what << "\n" << text;
+    if (d.bound == pfx::Bound::none) {
+      EXPECT_TRUE(printed_bounds(report).empty()) << what;
+      continue;
+    }
+    EXPECT_EQ(printed_bounds(report), values_of(pfx::bounds(e.config, e.ids, e.canonical_end, e.prompt))) << what;
+    // The row marked tightest, in both forms, is the decision's bound, and only that row.
+    std::vector<std::string> marked;
+    for (const nlohmann::json& row : report["bounds"]) {
+      if (row["tightest"].get<bool>()) marked.push_back(row["name"].get<std::string>());
+    }
+    EXPECT_EQ(marked, std::vector<std::string>{std::string(name(d.bound))}) << what;
+    const std::size_t mark = text.find("<- tightest");
+    ASSERT_NE(mark, std::string::npos) << what << "\n" << text;
+    EXPECT_EQ(mark, text.rfind("<- tightest")) << what << "\n" << text;
+    EXPECT_EQ(text.rfind("\n  " + std::string(name(d.bound)) + " ", mark), text.rfind("\n  ", mark))
+        << what << "\n" << text;
   }
 }
 
