@@ -7,16 +7,20 @@
 #include "cli/in_process.hpp"
 
 #include <pfx/cli/command.hpp>
+#include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/replay.hpp>
 #include <pfx/cli/run.hpp>
 #include <pfx/cli/workload.hpp>
+#include <pfx/engines/decisions_only_engine.hpp>
 #include <pfx/engines/drifting_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <streambuf>
@@ -117,6 +121,42 @@ PFX_PROPERTY(Replay, WithInjectedFailuresEveryServedResponseStillEqualsCold, "CL
   }
   check_reports(r, c.items, c.model.chunk, c.settings.lane.keep_min);
   RC_CLASSIFY(r.summary.failures > 0, "some requests failed");
+}
+
+PFX_PROPERTY(Replay, WithoutAnEngineEveryDecisionIsThatOfTheReferenceEngine, "CLI-5", ()) {
+  // DecisionsOnlyEngine computes nothing and "generates" token 0; the offsets, reasons, prefills and
+  // failures must still be the reference engine's, whose generated tokens a small vocabulary makes
+  // the next prompt share now and then (the rows past canonical_end that INV-2 never offers).
+  Case c = random_case();
+  c.settings.verify = false;
+  c.settings.fault_rate = *rc::gen::element(0.0, 0.05, 0.2);
+  pfx::driver::HostReferenceEngine reference(c.model);
+  pfx::driver::DecisionsOnlyEngine none(c.model.chunk, c.model.vocab);
+  const Replayed a = replay(c.items, reference, c.settings);
+  const Replayed b = replay(c.items, none, c.settings);
+  RC_ASSERT(b.reports.size() == a.reports.size());
+  std::size_t bounds_named_otherwise = 0;
+  for (std::size_t i = 0; i < a.reports.size(); ++i) {
+    const RequestReport& x = a.reports[i];
+    const RequestReport& y = b.reports[i];
+    RC_ASSERT(y.decision.offset == x.decision.offset);
+    RC_ASSERT(y.decision.reason == x.decision.reason);
+    RC_ASSERT(y.prefill_tokens == x.prefill_tokens);
+    RC_ASSERT(y.generated_tokens == x.generated_tokens);
+    RC_ASSERT(y.error == x.error);
+    RC_ASSERT(y.injected == x.injected);
+    bounds_named_otherwise += y.decision.bound == x.decision.bound ? 0 : 1;
+  }
+  RC_ASSERT(b.summary.requests == a.summary.requests);
+  RC_ASSERT(b.summary.failures == a.summary.failures);
+  RC_ASSERT(b.summary.stale_reads == 0U);
+  RC_ASSERT(b.summary.reused_tokens == a.summary.reused_tokens);
+  RC_ASSERT(b.summary.prefill_tokens == a.summary.prefill_tokens);
+  RC_ASSERT(b.summary.verified == 0U);
+  check_reports(b, c.items, c.model.chunk, c.settings.lane.keep_min);
+  RC_CLASSIFY(bounds_named_otherwise > 0, "a tie named another bound");
+  RC_CLASSIFY(b.summary.failures > 0, "some requests failed");
+  RC_CLASSIFY(b.summary.reused_tokens > 0, "some rows reused");
 }
 
 using pfx::driver::DriftingEngine;
@@ -284,6 +324,134 @@ TEST(ReplayCommand, AFaultRateThatIsNotAProbabilityIsRefused) {
     EXPECT_NE(run_pfx("replay --requests 2 --vocab 512 --capacity 1024 --faults " + rate).status,
               pfx::cli::exit_bad_input) << rate;
   }
+}
+
+TEST(ReplayCommand, EngineNoneReportsAsAModelWouldAndRefusesWhatNeedsOne) {
+  pfx::test::verifies("CLI-5 CLI-2");
+  const std::string workload = "replay --requests 12 --seed 9 --vocab 512 --chunk 16 --capacity 2048 --keep-min 16 --json";
+  const PfxRun model = run_pfx(workload);
+  const PfxRun none = run_pfx(workload + " --engine none");
+  ASSERT_EQ(model.status, pfx::cli::exit_ok) << model.err;
+  ASSERT_EQ(none.status, pfx::cli::exit_ok) << none.err;
+  const auto a = json_lines(model.out);
+  const auto b = json_lines(none.out);
+  ASSERT_EQ(b.size(), a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    std::vector<std::string> keys_a;
+    std::vector<std::string> keys_b;
+    for (const auto& [key, value] : a[i].items()) keys_a.push_back(key);
+    for (const auto& [key, value] : b[i].items()) keys_b.push_back(key);
+    EXPECT_EQ(keys_b, keys_a) << "line " << i + 1 << ": the same output format";
+    const bool summary = i + 1 == a.size();
+    for (const char* field : summary ? std::vector<const char*>{"requests", "failures", "prompt_tokens", "reused_tokens",
+                                                                "prefill_tokens", "ok"}
+                                     : std::vector<const char*>{"offset", "reason", "prompt_tokens", "prefill_tokens",
+                                                                "generated_tokens"}) {
+      ASSERT_TRUE(a[i].contains(field)) << field << " of line " << i + 1;
+      EXPECT_EQ(b[i].at(field), a[i].at(field)) << field << " of line " << i + 1;
+    }
+  }
+  EXPECT_EQ(b.back()["settings"]["engine"], "no engine (decisions only: chunk 16, vocab 512)");
+
+  const PfxRun text = run_pfx("replay --requests 3 --engine none --no-progress");
+  EXPECT_EQ(text.status, pfx::cli::exit_ok) << text.err;
+  EXPECT_NE(text.out.find("lane: no engine (decisions only: chunk 64, vocab 262144), capacity 32768"), std::string::npos)
+      << text.out;
+
+  struct Refused {
+    std::string options;
+    std::string message;
+  };
+  for (const Refused& r : std::vector<Refused>{
+           {"--engine none --verify", "--verify needs a model: --engine none computes no KV row"},
+           {"--engine none --backend host", "--backend host: --engine none runs on no backend"},
+           {"--engine nothing", "--engine"}}) {
+    const PfxRun bad = run_pfx("replay --requests 2 " + r.options);
+    EXPECT_EQ(bad.status, pfx::cli::exit_bad_input) << r.options;
+    EXPECT_NE(bad.err.find(r.message), std::string::npos) << r.options << ": " << bad.err;
+    EXPECT_EQ(bad.out, "") << r.options << ": nothing ran";
+  }
+}
+
+TEST(ReplayCommand, EngineNoneReplaysTwoTurnsOfAMillionTokens) {
+  // The original lane's scale (docs/performance.md times it at the default vocabulary): the second
+  // turn extends the first, so all of its first million rows are offered, and only its new tokens
+  // are prefilled.
+  pfx::test::verifies("CLI-5");
+  constexpr std::size_t first = 1'000'000;
+  constexpr std::size_t added = 1'000;
+  const auto ids = [](std::size_t from, std::size_t to) {
+    std::string text;
+    text.reserve(2 * (to - from));
+    for (std::size_t i = from; i < to; ++i) {
+      text += i == from ? "" : ",";
+      text += static_cast<char>('0' + (i * 7 + i / 13) % 10);
+    }
+    return text;
+  };
+  const std::string turn_1 = "{\"prompt\": [" + ids(0, first) + "], \"max_new_tokens\": 4}";
+  const std::string turn_2 = "{\"prompt\": [" + ids(0, first) + "," + ids(first, first + added) + "], \"max_new_tokens\": 4}";
+  const std::string path = write_file("pfx_replay_million.jsonl", turn_1 + "\n" + turn_2 + "\n");
+  const PfxRun run = run_pfx("replay --engine none --json --vocab 10 --capacity 1002000 " + path);
+  ASSERT_EQ(run.status, pfx::cli::exit_ok) << run.err;
+  const auto lines = json_lines(run.out);
+  ASSERT_EQ(lines.size(), 3U);
+  EXPECT_EQ(lines[0]["prompt_tokens"], first);
+  EXPECT_EQ(lines[0]["offset"], 0);
+  EXPECT_EQ(lines[1]["prompt_tokens"], first + added);
+  EXPECT_EQ(lines[1]["offset"], first);  // a multiple of the chunk, 64
+  EXPECT_EQ(lines[1]["reason"], "reused");
+  EXPECT_EQ(lines[1]["prefill_tokens"], added);
+  EXPECT_EQ(lines[2]["reused_tokens"], first);
+  EXPECT_EQ(lines[2]["ok"], true);
+}
+
+/// An output stream that raises `signal` once it has written `lines` lines: a signal that arrives
+/// while a run is in the middle of its requests, at a point the test chooses.
+class SignalAfterLines : public std::streambuf {
+ public:
+  SignalAfterLines(int signal, std::size_t lines) : signal_(signal), lines_(lines) {}
+  [[nodiscard]] const std::string& text() const noexcept { return text_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (c == traits_type::eof()) return traits_type::not_eof(c);
+    text_ += traits_type::to_char_type(c);
+    if (traits_type::to_char_type(c) == '\n' && --lines_ == 0) std::raise(signal_);
+    return c;
+  }
+
+ private:
+  int signal_;
+  std::size_t lines_;
+  std::string text_;
+};
+
+/// Runs `pfx <arguments>` with handlers installed and `signal` raised after `lines` lines of output;
+/// exits with the run's status after writing its output to stderr (for EXPECT_EXIT's pattern).
+[[noreturn]] void run_until_signalled(const std::vector<std::string>& arguments, int signal, std::size_t lines) {
+  pfx::cli::install_interrupt_handlers();
+  SignalAfterLines buffer(signal, lines);
+  std::ostream out(&buffer);
+  std::ostringstream err;
+  const int status = pfx::cli::run(arguments, out, err);
+  std::fputs(buffer.text().c_str(), stderr);
+  std::exit(status);
+}
+
+TEST(ReplayCommand, ASignalStopsTheRunBetweenTwoRequestsWithASummaryOfWhatRan) {
+  // In-process, in a child (a death test), so that the signal's flag does not outlive the test: the
+  // header's 3 lines, then 2 requests, then SIGINT or SIGTERM.
+  pfx::test::verifies("CLI-1");
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::vector<std::string> replay = {"replay", "--requests", "40", "--vocab", "512", "--capacity", "1024",
+                                           "--no-progress"};
+  EXPECT_EXIT(run_until_signalled(replay, SIGINT, 5), ::testing::ExitedWithCode(130),
+              "\n2 requests \\(0 failed\\)[^\n]*\nINTERRUPTED by SIGINT after 2 requests");
+  const std::vector<std::string> soak = {"soak", "--requests", "400", "--warmup", "10", "--vocab", "512",
+                                         "--capacity", "1024", "--no-progress"};
+  EXPECT_EXIT(run_until_signalled(soak, SIGTERM, 1), ::testing::ExitedWithCode(143),
+              "INTERRUPTED by SIGTERM after 0 requests");  // raised by its first header line
 }
 
 TEST(ReplayCommand, AnEmptyTraceIsAnErrorThatNamesItAndOnlyNoArgumentMeansTheEmbeddedWorkload) {

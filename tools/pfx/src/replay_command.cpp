@@ -12,6 +12,7 @@
 #include <pfx/driver/cuda.hpp>
 #include <pfx/driver/environment.hpp>
 #include <pfx/driver/errors.hpp>
+#include <pfx/engines/decisions_only_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
 #include <pfx/engines/reference_engine_on_device.hpp>
 #ifdef PFX_CLI_MPI
@@ -52,6 +53,7 @@ struct ReplayOptions {
   std::optional<std::string> trace;       ///< none: the embedded workload; "-": standard input
   std::optional<std::size_t> keep_min;    ///< default: TF_GLM53_PREFIX_CACHE_MIN, else 64
   std::optional<std::size_t> rule_chunk;  ///< the rule's alignment; default: the engine's chunk (THM-1)
+  std::string engine = "reference";       ///< or "none": decisions only (DecisionsOnlyEngine)
   std::string backend = "auto";
   bool verify = false;
   double faults = 0;
@@ -122,7 +124,20 @@ struct ChosenEngine {
   std::string description;
 };
 
+/// Throws InputError for options that ask `--engine none` for what it cannot do.
+void check_engine_options(const ReplayOptions& options, bool backend_given) {
+  if (options.engine != "none") return;
+  if (options.verify) {
+    throw InputError("--verify needs a model: --engine none computes no KV row and no logit to compare with a cold run");
+  }
+  if (backend_given) throw InputError(fmt::format("--backend {}: --engine none runs on no backend", options.backend));
+}
+
 ChosenEngine make_engine(const ReplayOptions& options) {
+  if (options.engine == "none") {
+    return {std::make_unique<driver::DecisionsOnlyEngine>(options.model.chunk, options.model.vocab),
+            fmt::format("no engine (decisions only: chunk {}, vocab {})", options.model.chunk, options.model.vocab)};
+  }
   const driver::ReferenceModelShape shape{.vocab = options.model.vocab, .chunk = options.model.chunk};
   const std::string why_not = driver::cuda::unavailable_reason();
   const bool on_device = options.backend == "cuda" || (options.backend == "auto" && why_not.empty());
@@ -200,19 +215,19 @@ json summary_json(const ReplaySummary& s, const ReplayOptions& o, const driver::
 }
 
 std::string table_header(bool verify) {
-  std::string h = fmt::format("{:>5} {:>5} {:<13} {:>6} {:>6} {:<16} {:<14} {:>7} {:>9}", "#", "line", "kind", "prompt",
+  std::string h = fmt::format("{:>5} {:>5} {:<13} {:>7} {:>7} {:<16} {:<14} {:>7} {:>9}", "#", "line", "kind", "prompt",
                               "offset", "reason", "bound", "prefill", "ttft ms");
   if (verify) h += fmt::format(" {:>9} {}", "cold ms", "bit-exact");
   return h;
 }
 
 std::string table_row(const RequestReport& r, bool verify) {
-  std::string row = fmt::format("{:>5} {:>5} {:<13} {:>6} ", r.number, r.line, r.label.empty() ? "-" : escaped(r.label),
+  std::string row = fmt::format("{:>5} {:>5} {:<13} {:>7} ", r.number, r.line, r.label.empty() ? "-" : escaped(r.label),
                                 r.prompt_tokens);
   if (!r.error.empty()) {
-    return row + fmt::format("{:>6} FAILED ({}): {}", r.decision.offset, r.injected ? "injected" : "not injected", r.error);
+    return row + fmt::format("{:>7} FAILED ({}): {}", r.decision.offset, r.injected ? "injected" : "not injected", r.error);
   }
-  row += fmt::format("{:>6} {:<16} {:<14} {:>7} {:>9.2f}", r.decision.offset, name(r.decision.reason),
+  row += fmt::format("{:>7} {:<16} {:<14} {:>7} {:>9.2f}", r.decision.offset, name(r.decision.reason),
                      name(r.decision.bound), r.prefill_tokens, r.ttft_ms);
   if (verify && r.bitexact) row += fmt::format(" {:>9.2f} {}", r.cold_ttft_ms, *r.bitexact ? "yes" : "NO: " + r.mismatch);
   return row;
@@ -351,8 +366,13 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
                       "rule chunk that is not a multiple of it shows THM-1's counterexample under --verify")
       ->check(non_negative())
       ->check(CLI::Range(std::size_t{1}, std::numeric_limits<std::size_t>::max()));
-  command->add_option("--backend", options->backend, "host, cuda, or auto (cuda when a device is available)")
-      ->check(CLI::IsMember({"host", "cuda", "auto"}))->capture_default_str();
+  command->add_option("--engine", options->engine,
+                      "reference: the reference model; none: decisions only, no KV state (what would be reused and "
+                      "prefilled, at the speed of the comparisons)")
+      ->check(CLI::IsMember({"reference", "none"}))->capture_default_str();
+  CLI::Option* backend =
+      command->add_option("--backend", options->backend, "host, cuda, or auto (cuda when a device is available)")
+          ->check(CLI::IsMember({"host", "cuda", "auto"}))->capture_default_str();
   command->add_flag("--verify", options->verify, "Also serve each request cold and compare bit for bit");
   add_faults_option(*command, options->faults);
   command->add_option("--seed", options->seed, "Seed of the injected failures and of the embedded workload")
@@ -369,10 +389,11 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))->capture_default_str();
   command->add_flag("--json", options->json, "One JSON object per request, then a summary object");
   command->add_flag("--no-progress", options->no_progress, "No progress bar, even on a terminal");
-  command->callback([options, requests, &streams, &status] {
+  command->callback([options, requests, backend, &streams, &status] {
     if (options->trace && requests->count() > 0) {
       throw InputError("--requests sizes the embedded workload; it cannot be given with a trace");
     }
+    check_engine_options(*options, backend->count() > 0);
     status = run_replay(*options, streams);
   });
 }

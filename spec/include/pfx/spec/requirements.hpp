@@ -72,6 +72,10 @@ inline constexpr std::array requirements = {
                 "pfx audit checks the invariant catalogue at run time (the bounded exhaustive domain "
                 "and seeded random cases), prints the traceability table, and fails on any violation"},
     Requirement{"CLI-4", "pfx explain prints the decision for a record and a prompt, and the bound that decided it"},
+    Requirement{"CLI-5",
+                "pfx replay --engine none holds no KV state and runs no model, yet every request's offset, reason "
+                "and prefill and the totals are those of a replay on a real engine of the same chunk, with or without "
+                "injected failures; it refuses --verify, having nothing to compare"},
     Requirement{"SOAK-1",
                 "pfx soak serves a long stream of mixed traffic with injected failures through one lane; "
                 "every sampled response equals a cold run bit for bit, resident memory stays flat after "
