@@ -398,6 +398,8 @@ TEST(CliExplain, BadInputIsAnInputErrorThatNamesTheArgumentAndTheField) {
       {R"({"ids": [1]})", "[1]", "--record: field \"canonical_end\": missing (give it here, or with --canonical-end)"},
       {"[1, 2", "[1]", "--record: malformed JSON: parse error at line 1, column 6"},
       {"/nonexistent/record.json", "[1]", "--record /nonexistent/record.json: cannot read the file"},
+      {std::filesystem::temp_directory_path().string(), "[1]",
+       "--record " + std::filesystem::temp_directory_path().string() + ": cannot read the file: it is a directory"},
       {"[1]", R"({"max_new_tokens": 1})", "--prompt: field \"prompt\": missing"},
       {"[1]", R"({"prompt": {"a": 1}})", "--prompt: field \"prompt\": expected an array of token ids, got an object"},
       {"[1]", "[0.5]", "--prompt: element 0: expected a token id (an integer in 0..2147483647), got 0.5"},

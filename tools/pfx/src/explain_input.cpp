@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -42,10 +43,14 @@ json parse(std::string_view option, std::string_view argument, Source& source) {
     text = std::string(argument);
   } else {
     source.label = fmt::format("{} {}", option, argument);
+    std::error_code ec;
+    // A directory opens as a stream on Linux and reads as empty text: say what it is instead.
+    if (std::filesystem::is_directory(std::string(argument), ec)) source.fail("", "cannot read the file: it is a directory");
     std::ifstream in{std::string(argument)};
     if (!in) source.fail("", fmt::format("cannot read the file ({})", std::strerror(errno)));
     std::ostringstream all;
     all << in.rdbuf();
+    if (in.bad()) source.fail("", fmt::format("cannot read the file ({})", std::strerror(errno)));
     text = all.str();
   }
   try {
