@@ -17,17 +17,47 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 namespace pfx::driver::reference {
 
-/// out[r] = sum_c m[r][c] x[c], summed in order of c.
-inline void matvec(float* out, const std::vector<float>& m, const float* x, std::size_t rows, std::size_t columns) {
-  for (std::size_t r = 0; r < rows; ++r) {
+/// out[r] = sum_c m[r][c] x[c] for r in [first, last), summed in order of c.
+inline void matvec_rows(float* out, const std::vector<float>& m, const float* x, std::size_t first, std::size_t last,
+                        std::size_t columns) {
+  for (std::size_t r = first; r < last; ++r) {
     float sum = 0.0f;
     for (std::size_t c = 0; c < columns; ++c) sum += m[r * columns + c] * x[c];
     out[r] = sum;
   }
+}
+
+/// out[r] = sum_c m[r][c] x[c], summed in order of c.
+inline void matvec(float* out, const std::vector<float>& m, const float* x, std::size_t rows, std::size_t columns) {
+  matvec_rows(out, m, x, 0, rows, columns);
+}
+
+/// The logits: matvec with the vocab x width unembedding, whose reading is most of a chunk's cost at
+/// a large vocabulary (16 MB for 2^18 ids; docs/performance.md). From 2^16 ids on, the rows are split
+/// between this thread and one more. Each row is summed alone, in order of c, whoever sums it, so the
+/// bits are those of matvec; when no thread can be started, this thread sums them all.
+inline void unembed(float* out, const std::vector<float>& m, const float* x, std::size_t rows, std::size_t columns) {
+  constexpr std::size_t split_from = std::size_t{1} << 16;
+  if (rows < split_from) {
+    matvec(out, m, x, rows, columns);
+    return;
+  }
+  const std::size_t half = rows / 2;
+  std::thread upper;
+  try {
+    upper = std::thread([&] { matvec_rows(out, m, x, half, rows, columns); });
+  } catch (const std::system_error&) {
+    matvec(out, m, x, rows, columns);
+    return;
+  }
+  matvec_rows(out, m, x, 0, half, columns);
+  upper.join();
 }
 
 inline void rmsnorm(float* out, const float* x, std::size_t width) {
@@ -208,7 +238,7 @@ void forward(const ReferenceModelShape& shape, const ReferenceWeights& weights, 
     }
   }
   rmsnorm(a.data(), &h[(n - 1) * width], width);
-  matvec(logits.data(), weights.unembed, a.data(), shape.vocab, width);
+  unembed(logits.data(), weights.unembed, a.data(), shape.vocab, width);
 }
 
 /// 1 / sqrt(width), the attention scale.

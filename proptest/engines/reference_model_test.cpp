@@ -7,6 +7,8 @@
 #include "support/lanes.hpp"
 #include "support/requirement.hpp"
 
+#include "reference_forward.hpp"
+
 #include <pfx/driver/generation.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
 
@@ -187,3 +189,25 @@ TEST(ReferenceModel, AResumeOffTheGridDiffersFromColdOnTypicalPrompts) {
 }
 
 }  // namespace
+
+PFX_PROPERTY(ReferenceModel, TheLogitsSummedOnTwoThreadsAreThoseOfOneBitForBit, "THM-1", ()) {
+  // From 2^16 ids the unembedding's rows are split between two threads; every row must still be the
+  // plain ordered sum, or the engine's answers would depend on the vocabulary's size class.
+  constexpr std::size_t split_from = std::size_t{1} << 16;
+  const std::size_t rows = *rc::gen::element(split_from - 1, split_from, split_from + 1, 3 * split_from + 7);
+  const std::size_t columns = *rc::gen::element<std::size_t>(1, 7, 16);
+  std::mt19937_64 random(*rc::gen::arbitrary<std::uint64_t>());
+  // Values in [-8, 8) with 24 random bits each: cheap to draw, and sums that round differently in
+  // another order.
+  const auto draw = [&random] { return static_cast<float>(static_cast<std::int64_t>(random() >> 40) - (1 << 23)) / 1048576.0F; };
+  std::vector<float> m(rows * columns);
+  std::vector<float> x(columns);
+  for (float& v : m) v = draw();
+  for (float& v : x) v = draw();
+  std::vector<float> one(rows, std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> two(rows, std::numeric_limits<float>::quiet_NaN());
+  pfx::driver::reference::matvec(one.data(), m, x.data(), rows, columns);
+  pfx::driver::reference::unembed(two.data(), m, x.data(), rows, columns);
+  RC_ASSERT(pfx::test::same_bits(one, two));
+  RC_ASSERT(!any_nan(two));  // every row written, the upper half's too
+}
