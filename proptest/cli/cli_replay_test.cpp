@@ -365,6 +365,7 @@ TEST(ReplayCommand, EngineNoneReportsAsAModelWouldAndRefusesWhatNeedsOne) {
   for (const Refused& r : std::vector<Refused>{
            {"--engine none --verify", "--verify needs a model: --engine none computes no KV row"},
            {"--engine none --backend host", "--backend host: --engine none runs on no backend"},
+           {"--engine none --dcp 4", "--dcp 4: --engine none has no KV state to shard"},
            {"--engine nothing", "--engine"}}) {
     const PfxRun bad = run_pfx("replay --requests 2 " + r.options);
     EXPECT_EQ(bad.status, pfx::cli::exit_bad_input) << r.options;

@@ -298,6 +298,12 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
   driver::LaneOptions lane = lane_options(options.model.capacity, options.keep_min);
   lane.rule_chunk = options.rule_chunk.value_or(0);
   const Input input = read_input(options);  // every line checked before anything runs
+  if (options.engine == "none" && (options.dcp > 1 || ranks != nullptr)) {
+    // Sharding splits a KV state's rows; without one, the decisions are one state's (SHARD-1).
+    throw InputError(ranks != nullptr ? "--engine none has no KV state to shard across mpirun's ranks: run it in one process"
+                                      : fmt::format("--dcp {}: --engine none has no KV state to shard (its decisions are "
+                                                    "those of any dcp)", options.dcp));
+  }
   const ChosenEngine engine = make_engine(options);
   const ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults,
                                 .seed = options.fault_seed.value_or(options.seed),
