@@ -38,13 +38,15 @@ inline void matvec(float* out, const std::vector<float>& m, const float* x, std:
   matvec_rows(out, m, x, 0, rows, columns);
 }
 
+/// The vocabulary from which unembed sums the logits on two threads.
+inline constexpr std::size_t unembed_split_from = std::size_t{1} << 16;
+
 /// The logits: matvec with the vocab x width unembedding, whose reading is most of a chunk's cost at
-/// a large vocabulary (16 MB for 2^18 ids; docs/performance.md). From 2^16 ids on, the rows are split
-/// between this thread and one more. Each row is summed alone, in order of c, whoever sums it, so the
-/// bits are those of matvec; when no thread can be started, this thread sums them all.
+/// a large vocabulary (16 MB for 2^18 ids; docs/performance.md). From unembed_split_from ids on, the
+/// rows are split between this thread and one more. Each row is summed alone, in order of c, whoever
+/// sums it, so the bits are those of matvec; when no thread can be started, this thread sums them all.
 inline void unembed(float* out, const std::vector<float>& m, const float* x, std::size_t rows, std::size_t columns) {
-  constexpr std::size_t split_from = std::size_t{1} << 16;
-  if (rows < split_from) {
+  if (rows < unembed_split_from) {
     matvec(out, m, x, rows, columns);
     return;
   }

@@ -193,7 +193,7 @@ TEST(ReferenceModel, AResumeOffTheGridDiffersFromColdOnTypicalPrompts) {
 PFX_PROPERTY(ReferenceModel, TheLogitsSummedOnTwoThreadsAreThoseOfOneBitForBit, "THM-1", ()) {
   // From 2^16 ids the unembedding's rows are split between two threads; every row must still be the
   // plain ordered sum, or the engine's answers would depend on the vocabulary's size class.
-  constexpr std::size_t split_from = std::size_t{1} << 16;
+  constexpr std::size_t split_from = pfx::driver::reference::unembed_split_from;
   const std::size_t rows = *rc::gen::element(split_from - 1, split_from, split_from + 1, 3 * split_from + 7);
   const std::size_t columns = *rc::gen::element<std::size_t>(1, 7, 16);
   std::mt19937_64 random(*rc::gen::arbitrary<std::uint64_t>());

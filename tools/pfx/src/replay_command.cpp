@@ -124,13 +124,31 @@ struct ChosenEngine {
   std::string description;
 };
 
-/// Throws InputError for options that ask `--engine none` for what it cannot do.
+/// Whether this process is one rank of an mpirun job (replay then shards across the ranks).
+bool under_mpirun() noexcept {
+#ifdef PFX_CLI_MPI
+  return driver::launched_by_mpi();
+#else
+  return false;
+#endif
+}
+
+/// Throws InputError for options that ask `--engine none` for what it cannot do, before anything is
+/// read or run.
 void check_engine_options(const ReplayOptions& options, bool backend_given) {
   if (options.engine != "none") return;
   if (options.verify) {
     throw InputError("--verify needs a model: --engine none computes no KV row and no logit to compare with a cold run");
   }
   if (backend_given) throw InputError(fmt::format("--backend {}: --engine none runs on no backend", options.backend));
+  // Sharding splits a KV state's rows; without one, the decisions are one state's (SHARD-1).
+  if (under_mpirun()) {
+    throw InputError("--engine none has no KV state to shard across mpirun's ranks: run it in one process");
+  }
+  if (options.dcp > 1) {
+    throw InputError(fmt::format("--dcp {}: --engine none has no KV state to shard (its decisions are those of any dcp)",
+                                 options.dcp));
+  }
 }
 
 ChosenEngine make_engine(const ReplayOptions& options) {
@@ -298,12 +316,6 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
   driver::LaneOptions lane = lane_options(options.model.capacity, options.keep_min);
   lane.rule_chunk = options.rule_chunk.value_or(0);
   const Input input = read_input(options);  // every line checked before anything runs
-  if (options.engine == "none" && (options.dcp > 1 || ranks != nullptr)) {
-    // Sharding splits a KV state's rows; without one, the decisions are one state's (SHARD-1).
-    throw InputError(ranks != nullptr ? "--engine none has no KV state to shard across mpirun's ranks: run it in one process"
-                                      : fmt::format("--dcp {}: --engine none has no KV state to shard (its decisions are "
-                                                    "those of any dcp)", options.dcp));
-  }
   const ChosenEngine engine = make_engine(options);
   const ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults,
                                 .seed = options.fault_seed.value_or(options.seed),
