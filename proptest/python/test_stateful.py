@@ -1,0 +1,156 @@
+"""Stateful properties (hypothesis' RuleBasedStateMachine): pfx.Machine and pfx.PromptPrefix driven by
+random sequences of every event, each answer and the whole state compared after every step with the
+small model of docs/spec.md written in test_machine.py.
+
+hypothesis shrinks a failure to its shortest sequence of steps and prints it as code, with the
+`@reproduce_failure(...)` line that replays it; the run's seed is printed by run_tests.py and
+PFX_PY_SEED=<seed> replays the whole run. PFX_PY_EXAMPLES=<n> runs more sequences.
+"""
+from __future__ import annotations
+
+import os
+import unittest
+
+import pfx
+from support import SEED, verifies
+from test_machine import Model, outcome
+
+try:
+    from hypothesis import HealthCheck, seed, settings, strategies as st
+    from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
+    WHY_NOT = ""
+except ImportError as missing:  # every test skips; run_tests.py then reports the suite skipped (77)
+    WHY_NOT = f"hypothesis cannot be imported ({missing}): pip install '.[test]'"
+
+if not WHY_NOT:
+    EXAMPLES = int(os.environ.get("PFX_PY_EXAMPLES") or 150)
+    SETTINGS = settings(max_examples=EXAMPLES, stateful_step_count=40, deadline=None, database=None,
+                        print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+
+    # A small alphabet makes long common prefixes likely; the largest token id is there too.
+    TOKENS = st.sampled_from([0, 1, 2, 2**31 - 1])
+    PROMPTS = st.lists(TOKENS, max_size=12)
+    # Small knobs reach every reason; a full-width one checks that nothing truncates it.
+    KEEP_MINS = st.one_of(st.integers(0, 5), st.sampled_from([2**32, 2**64 - 1]))
+    CHUNKS = st.one_of(st.integers(0, 4), st.sampled_from([2**32 + 1, 2**64 - 1]))
+
+
+    class MachineAgainstModel(RuleBasedStateMachine):
+        """pfx.Machine, every event at any moment (refused ones too), against the model."""
+
+        def __init__(self):
+            super().__init__()
+            self.machine, self.model = pfx.Machine(), Model()
+
+        def same(self, machine_call, model_answer):
+            answer = outcome(machine_call)
+            assert answer == model_answer, f"machine answered {answer!r}, the model {model_answer!r}"
+
+        @rule(enabled=st.booleans(), keep_min=KEEP_MINS, chunk=CHUNKS)
+        def configure(self, enabled, keep_min, chunk):
+            config = pfx.Config(enabled=enabled, keep_min=keep_min, chunk=chunk)  # chunk 0: the machine refuses it
+            self.same(lambda: self.machine.configure(config), self.model.configure(enabled, keep_min, chunk))
+
+        @rule(prompt=PROMPTS)
+        def query(self, prompt):
+            self.same(lambda: self.machine.query(prompt), self.model.query(prompt))
+
+        @rule(prompt=PROMPTS, granted=st.booleans(), other=st.integers(0, 13))
+        def begin(self, prompt, granted, other):
+            # The offset the rule grants (a lane's begin), or any other (refused unless it is 0).
+            offset = self.model.decide(prompt)[0] if granted else other
+            self.same(lambda: self.machine.begin(prompt, offset), self.model.begin(prompt, offset))
+
+        @rule(generated=st.lists(TOKENS, max_size=4), extends=st.booleans(), short=st.integers(0, 2))
+        def commit(self, generated, extends, short):
+            # The begun prompt plus generated tokens (a lane's commit), or ids that do not extend it.
+            begun = list(self.model.begun)
+            ids = begun + generated if extends else generated
+            canonical_end = max(len(begun) - short, 0) if extends else len(ids) + short
+            self.same(lambda: self.machine.commit(ids, canonical_end), self.model.commit(ids, canonical_end))
+
+        @rule()
+        def abort(self):
+            self.same(self.machine.abort, self.model.abort())
+
+        @rule(ids=PROMPTS, past=st.integers(0, 2))
+        def record(self, ids, past):
+            canonical_end = len(ids) - min(past, len(ids)) if past < 2 else len(ids) + 1
+            self.same(lambda: self.machine.record(ids, canonical_end), self.model.record(ids, canonical_end))
+
+        @rule()
+        def clear(self):
+            self.same(self.machine.clear, self.model.clear())
+
+        @invariant()
+        def whole_state_is_the_models(self):
+            machine = (self.machine.config, list(self.machine.ids), self.machine.canonical_end, self.machine.phase,
+                       self.machine.begin_offset)
+            assert machine == self.model.everything(), f"machine {machine!r} != model {self.model.everything()!r}"
+
+
+    class PromptPrefixAgainstModel(RuleBasedStateMachine):
+        """pfx.PromptPrefix (chunk 1, keep_min from pfx.KEEP_MIN at call time) against the same model."""
+
+        def __init__(self):
+            super().__init__()
+            self.saved_keep_min = pfx.KEEP_MIN
+            pfx.KEEP_MIN = 2
+            self.prefix, self.model = pfx.PromptPrefix(), Model()
+            self.model.configure(bool(pfx.TF_PREFIX_CACHE), 2, 1)
+
+        def teardown(self):
+            pfx.KEEP_MIN = self.saved_keep_min
+
+        @rule(keep_min=st.integers(0, 5))
+        def set_keep_min(self, keep_min):
+            pfx.KEEP_MIN = keep_min  # read at the next offset_for, as the original class reads it
+
+        @rule(prompt=PROMPTS)
+        def offset_for(self, prompt):
+            self.model.configure(self.model.enabled, pfx.KEEP_MIN, 1)
+            assert self.prefix.offset_for(prompt) == self.model.query(prompt)[0]
+
+        @rule(ids=PROMPTS, past=st.integers(0, 2))
+        def record(self, ids, past):
+            canonical_end = len(ids) - min(past, len(ids)) if past < 2 else len(ids) + 1
+            expected = self.model.record(ids, canonical_end)
+            try:
+                self.prefix.record(ids, canonical_end)
+                answer = None
+            except pfx.Refused as refused:
+                answer = refused.refusal
+            assert answer == expected, f"record answered {answer!r}, the model {expected!r}"
+
+        @rule()
+        def clear(self):
+            self.prefix.clear()
+            self.model.clear()
+
+        @rule(enabled=st.booleans())
+        def set_enabled(self, enabled):
+            self.prefix.enabled = enabled
+            self.model.configure(enabled, self.model.keep_min, 1)
+
+        @invariant()
+        def attributes_are_the_models(self):
+            held = (list(self.prefix.ids), self.prefix.canonical_end, self.prefix.enabled)
+            model = (self.model.ids, self.model.canonical_end, self.model.enabled)
+            assert held == model, f"PromptPrefix {held!r} != model {model!r}"
+
+
+
+
+@unittest.skipIf(bool(WHY_NOT), WHY_NOT)
+class StatefulTest(unittest.TestCase):
+    @verifies("PY-3 INV-1 INV-2 INV-3 INV-4 INV-5 INV-6 INV-7 INV-8 INV-9 INV-10")
+    def test_machine_follows_the_model_through_any_sequence_of_events(self):
+        run_state_machine_as_test(seed(SEED)(MachineAgainstModel), settings=SETTINGS)
+
+    @verifies("PY-1 SEED-1")
+    def test_prompt_prefix_follows_the_model_through_any_sequence_of_calls(self):
+        run_state_machine_as_test(seed(SEED)(PromptPrefixAgainstModel), settings=SETTINGS)
+
+
+if __name__ == "__main__":
+    unittest.main()
