@@ -281,8 +281,20 @@ PFX_PROPERTY(Sharded, ADivergentRecordOnOneRankMeansNoRankReuses, "SHARD-2 THM-1
   const Run run = run_ranks(shape, keep_min, layout.ranks, layout, 0.0, 1, plan, at, rank);
   HostReferenceEngine engine(shape);
   const std::size_t diverged = check_run(run, plan, engine);
-  // The divergent rank's record is its own one-token request, which no other rank holds.
-  if (!plan.prompts[at].empty()) RC_ASSERT(run.ranks[0][at].response.diverged);
+  // The divergent rank's record is its own request, [own, answer] up to canonical_end 1. The other
+  // ranks hold what the plan's previous step left, which is that very record when that step was the
+  // same one-token request with one new token (a short trace over a small vocabulary draws it): only
+  // then may nothing diverge. Decided from the records themselves, not from the digest under test.
+  if (!plan.prompts[at].empty()) {
+    const std::vector<token> own = {static_cast<token>((at + 1) % shape.vocab)};
+    std::vector<token> divergent = own;
+    divergent.push_back(pfx::test::cold_run(engine, capacity, own, 1).generated.at(0));
+    const std::size_t other = (rank + 1) % layout.ranks;
+    const pfx::Record others = at == 0 ? pfx::Record{} : run.ranks[other][at - 1].record;
+    const bool same_record = others.ids == divergent && others.canonical_end == 1;
+    RC_ASSERT(run.ranks[0][at].response.diverged == !same_record);
+    RC_CLASSIFY(same_record, "the previous step held the divergent record");
+  }
   for (std::size_t r = 0; r < layout.ranks; ++r) RC_ASSERT(run.divergences[r] == diverged);
   RC_CLASSIFY(diverged > 0, "diverged");
 }
