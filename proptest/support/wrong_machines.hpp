@@ -140,8 +140,10 @@ class PublishesPastTheBegunPrompt : public Forwarding {
   friend bool operator==(const PublishesPastTheBegunPrompt&, const PublishesPastTheBegunPrompt&) = default;
 };
 
-/// Accepts a commit whose ids differ from the begun prompt past the kept prefix, and records them:
-/// the rows hold the begun prompt (ghost: commit writes the begun prompt's rows; INV-11).
+/// Accepts a commit whose ids differ from the begun prompt past the kept prefix, and records them
+/// (the false record of issue 13): the rows hold the begun prompt (ghost: commit writes the begun
+/// prompt's rows; INV-11). Ids that break the kept prefix go to core's commit, so that only rows
+/// the write itself wrote are misnamed.
 class PublishesIdsOtherThanTheBegunPrompt : public Forwarding {
  public:
   static constexpr std::string_view name = "publishes ids other than the begun prompt";
@@ -149,7 +151,7 @@ class PublishesIdsOtherThanTheBegunPrompt : public Forwarding {
   Outcome apply(const Event& e) {
     const auto* c = std::get_if<events::Commit>(&e);
     if (c == nullptr || m_.phase() != Phase::writing || c->ids.size() < m_.begun().size() ||
-        c->canonical_end > m_.begun().size()) {
+        c->canonical_end > m_.begun().size() || common_prefix(c->ids, m_.held().ids) < m_.held().ids.size()) {
       return m_.apply(e);
     }
     // Commits what was begun followed by the caller's tail, then records the caller's ids.
