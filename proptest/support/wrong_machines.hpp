@@ -98,18 +98,20 @@ class OffersOneRowTooMany : public Forwarding {
   friend bool operator==(const OffersOneRowTooMany&, const OffersOneRowTooMany&) = default;
 };
 
-/// Puts back the record it held before a request when the request aborts, as if the aborted write
-/// had touched nothing (ghost: begin makes the rows from its offset unusable; INV-8).
+/// Puts back the record it held before a request when the request aborts (unless a clear came),
+/// as if a failed write had touched nothing (ghost: begin makes the rows from its offset unusable,
+/// and they stay so after an abort; INV-8).
 class RepublishesAfterAnAbort : public Forwarding {
  public:
   static constexpr std::string_view name = "republishes its old record after an abort";
   static constexpr CaughtBy caught_by{true, true, true};
   Outcome apply(const Event& e) {
     const Record before = m_.held();
+    const bool cleared = m_.tainted();
     const Outcome out = m_.apply(e);
     if (!out.accepted()) return out;
     if (std::holds_alternative<events::Begin>(e)) saved_ = before;
-    if (std::holds_alternative<events::Abort>(e)) (void)m_.record(saved_.ids, saved_.canonical_end);
+    if (std::holds_alternative<events::Abort>(e) && !cleared) (void)m_.record(saved_.ids, saved_.canonical_end);
     if (m_.phase() == Phase::idle) saved_ = {};
     return out;
   }
