@@ -101,8 +101,8 @@ struct Comparison {
 };
 
 /// Applies `e` to both, checks every invariant of the catalogue on the machine's step, and compares.
-template <MachineLike M>
-constexpr Comparison step_both(M& machine, spec::State& model, const spec::Event& e) {
+/// One function, not a template, so that callers may take its address (pfx audit's stepper).
+constexpr Comparison step_both(Machine& machine, spec::State& model, const spec::Event& e) {
   const spec::State before = to_spec(machine);
   const Outcome out = machine.apply(to_core(e));
   const spec::State after = to_spec(machine);
