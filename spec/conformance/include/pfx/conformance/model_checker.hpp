@@ -6,7 +6,10 @@
 /// between. On every reachable state it checks SAFE against the ghost (spec/ghost.hpp) for every
 /// prompt of the domain, and on every step the machine's answer and state against the reference
 /// model and every invariant of the catalogue. States are deduplicated, so the search ends and each
-/// state is checked once, at the fewest requests it is reached with.
+/// state is checked once, at the fewest requests it is reached with. It says whether the reachable
+/// set is closed (one more request reaches nothing new: what it checked holds after any number of
+/// requests), and counts per depth, so that a second search can show it explored all it claims
+/// (proptest/core/model_checker_test.cpp).
 
 #include <pfx/conformance/bridge.hpp>
 
