@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <variant>
@@ -58,33 +59,34 @@ inline std::vector<spec::Tokens> all_prompts(std::size_t alphabet, std::size_t n
 
 /// The state as numbers, each token t written as map(t).
 template <class Map>
-std::vector<std::int64_t> numbers(const spec::State& s, const spec::Ghost& g, Map map) {
-  std::vector<std::int64_t> v;
+std::vector<std::int32_t> numbers(const spec::State& s, const spec::Ghost& g, Map map) {
+  std::vector<std::int32_t> v;
+  v.reserve(256);
   const auto tokens = [&](const spec::Tokens& t) {
-    v.push_back(static_cast<std::int64_t>(t.size()));
+    v.push_back(static_cast<std::int32_t>(t.size()));
     for (const spec::Token x : t) v.push_back(map(x));
   };
   v.push_back(s.config.enabled);
-  v.push_back(static_cast<std::int64_t>(s.config.keep_min));
-  v.push_back(static_cast<std::int64_t>(s.config.chunk));
+  v.push_back(static_cast<std::int32_t>(s.config.keep_min));
+  v.push_back(static_cast<std::int32_t>(s.config.chunk));
   tokens(s.ids);
-  v.push_back(static_cast<std::int64_t>(s.canonical_end));
+  v.push_back(static_cast<std::int32_t>(s.canonical_end));
   v.push_back(s.writing);
-  v.push_back(static_cast<std::int64_t>(s.begin_offset));
+  v.push_back(static_cast<std::int32_t>(s.begin_offset));
   tokens(s.begun);
   v.push_back(s.tainted);
-  v.push_back(static_cast<std::int64_t>(g.grid));
+  v.push_back(static_cast<std::int32_t>(g.grid));
   v.push_back(g.writing);
   tokens(g.request);
-  v.push_back(static_cast<std::int64_t>(g.from_row));
+  v.push_back(static_cast<std::int32_t>(g.from_row));
   v.push_back(g.forgotten);
-  v.push_back(static_cast<std::int64_t>(g.rows.size()));
+  v.push_back(static_cast<std::int32_t>(g.rows.size()));
   for (const spec::Row& r : g.rows) {
-    v.push_back(static_cast<std::int64_t>(r.origin));
+    v.push_back(static_cast<std::int32_t>(r.origin));
     tokens(r.from);
-    v.push_back(static_cast<std::int64_t>(r.start));
-    v.push_back(static_cast<std::int64_t>(r.end));
-    v.push_back(static_cast<std::int64_t>(r.grid));
+    v.push_back(static_cast<std::int32_t>(r.start));
+    v.push_back(static_cast<std::int32_t>(r.end));
+    v.push_back(static_cast<std::int32_t>(r.grid));
     v.push_back(r.cold_basis);
   }
   return v;
@@ -94,9 +96,9 @@ std::vector<std::int64_t> numbers(const spec::State& s, const spec::Ghost& g, Ma
 /// the lesser of the two, as bytes.
 inline std::string identity(const Machine& m, const spec::Ghost& g, std::size_t alphabet) {
   const spec::State s = bridge::to_spec(m);
-  std::vector<std::int64_t> v = numbers(s, g, [](spec::Token t) { return std::int64_t{t}; });
-  if (alphabet == 2) v = std::min(v, numbers(s, g, [](spec::Token t) { return std::int64_t{1} - t; }));
-  return {reinterpret_cast<const char*>(v.data()), v.size() * sizeof(std::int64_t)};
+  std::vector<std::int32_t> v = numbers(s, g, [](spec::Token t) { return std::int32_t{t}; });
+  if (alphabet == 2) v = std::min(v, numbers(s, g, [](spec::Token t) { return std::int32_t{1} - t; }));
+  return {reinterpret_cast<const char*>(v.data()), v.size() * sizeof(std::int32_t)};
 }
 
 /// The events of the domain's alphabet applied to a state (docs/spec.md, the table of the domain).
@@ -162,7 +164,7 @@ inline IndependentCount count_independently(const proof::ModelDomain& d, std::si
   IndependentCount result;
   for (std::size_t depth = 0;; ++depth) {
     proof::DepthCount count;
-    std::vector<State> requested;
+    std::unordered_map<std::string, State> requested;  // one request on, by identity
     for (std::size_t i = 0; i < frontier.size(); ++i) {
       const State here = frontier[i];
       ++count.states;
@@ -174,21 +176,22 @@ inline IndependentCount count_independently(const proof::ModelDomain& d, std::si
       }
       for (const spec::Event& e : independent::alphabet_of(bridge::to_spec(here.machine), d, prompts)) {
         ++count.transitions;
-        State there = here;
-        const bool accepted = there.machine.apply(bridge::to_core(e)).accepted();
-        if (!accepted) continue;  // a refused event changes nothing (INV-10, checked elsewhere)
+        Machine machine = here.machine;
+        if (!machine.apply(bridge::to_core(e)).accepted()) continue;  // changes nothing (INV-10, checked elsewhere)
+        State there{std::move(machine), here.ghost};
         spec::follow(there.ghost, e, true);
+        std::string id = independent::identity(there.machine, there.ghost, d.alphabet);
         if (std::holds_alternative<spec::Begin>(e) || std::holds_alternative<spec::Record>(e)) {
-          requested.push_back(std::move(there));
-        } else if (seen.insert(independent::identity(there.machine, there.ghost, d.alphabet)).second) {
+          if (!seen.contains(id)) requested.try_emplace(std::move(id), std::move(there));
+        } else if (seen.insert(std::move(id)).second) {
           frontier.push_back(std::move(there));
         }
       }
     }
     result.depths.push_back(count);
     std::vector<State> next;
-    for (State& s : requested) {
-      if (seen.insert(independent::identity(s.machine, s.ghost, d.alphabet)).second) next.push_back(std::move(s));
+    for (auto& [id, s] : requested) {
+      if (seen.insert(id).second) next.push_back(std::move(s));
     }
     if (depth == max_depth || next.empty()) {
       result.beyond = depth == max_depth ? next.size() : 0;
