@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -160,4 +162,62 @@ PFX_PROPERTY(Rule, FullWidthSettingsAreNeverTruncated, "INV-4 INV-5", (Case k)) 
     RC_ASSERT(d.reason == (b.aligned == 0 ? pfx::Reason::nothing_reusable : pfx::Reason::below_keep_min));
     RC_ASSERT(m.config().keep_min == k.config.keep_min && m.config().chunk == k.config.chunk);
   }
+}
+
+// bounds() and decide() called directly, as the tools that explain a decision call them, on the
+// boundaries no prompt of the machine's tests reaches through a held record: the empty prompt, the
+// empty record, both, and a canonical_end at the top of the range.
+
+PFX_PROPERTY(Rule, BoundsAreEachBoundsDefinition, "INV-1 INV-2 INV-3 INV-5", (const Case& k)) {
+  const pfx::Config config = pfx::bridge::to_core(k.config);
+  const pfx::Bounds b = pfx::bounds(config, k.ids, k.canonical_end, k.prompt);
+  RC_ASSERT(b.common_prefix == pfx::spec::lcp(k.ids, k.prompt));
+  RC_ASSERT(b.canonical_end == k.canonical_end);
+  RC_ASSERT(b.one_token_left == (k.prompt.empty() ? 0 : k.prompt.size() - 1));
+  const std::size_t tightest = std::min({b.common_prefix, b.canonical_end, b.one_token_left});
+  RC_ASSERT(b.aligned == tightest - tightest % config.chunk);
+  RC_ASSERT(b.keep_min == config.keep_min);
+}
+
+TEST(Rule, BoundsAndDecideOnTheEmptyPromptAndTheEmptyRecord) {
+  pfx::test::verifies("INV-3 INV-6");
+  const std::vector<pfx::token> none;
+  const std::vector<pfx::token> held = {1, 2, 3};
+  const std::vector<pfx::token> prompt = {1, 2, 3, 4};
+  for (const pfx::Config config : {pfx::Config{true, 0, 1}, pfx::Config{true, 64, 2}, pfx::Config{false, 0, 1}}) {
+    for (const std::size_t canonical_end : {std::size_t{0}, std::size_t{3}, SIZE_MAX}) {
+      // The empty prompt: nothing to reuse, and no token to leave: the one-left bound is 0, not
+      // len(prompt) - 1 wrapped to 2^64 - 1.
+      for (const auto& ids : {none, held}) {
+        const pfx::Bounds b = pfx::bounds(config, ids, canonical_end, none);
+        EXPECT_EQ(b.common_prefix, 0U);
+        EXPECT_EQ(b.canonical_end, canonical_end);
+        EXPECT_EQ(b.one_token_left, 0U);
+        EXPECT_EQ(b.aligned, 0U);
+        EXPECT_EQ(b.tightest, pfx::Bound::common_prefix);
+        const pfx::Decision d = pfx::decide(config, ids, canonical_end, none);
+        EXPECT_EQ(d.offset, 0U);
+        EXPECT_EQ(d.common_prefix, 0U);
+        const pfx::Reason expected = !config.enabled ? pfx::Reason::disabled
+                                     : ids.empty()   ? pfx::Reason::empty_record
+                                                     : pfx::Reason::nothing_reusable;
+        EXPECT_EQ(d.reason, expected);
+        EXPECT_EQ(d.bound, ids.empty() || !config.enabled ? pfx::Bound::none : pfx::Bound::common_prefix);
+      }
+      // The empty record: decide answers before any bound (INV-6); bounds() still computes them.
+      const pfx::Bounds b = pfx::bounds(config, none, canonical_end, prompt);
+      EXPECT_EQ(b.common_prefix, 0U);
+      EXPECT_EQ(b.one_token_left, 3U);
+      EXPECT_EQ(b.aligned, 0U);
+      const pfx::Decision d = pfx::decide(config, none, canonical_end, prompt);
+      EXPECT_EQ(d.offset, 0U);
+      EXPECT_EQ(d.common_prefix, 0U);
+      EXPECT_EQ(d.reason, config.enabled ? pfx::Reason::empty_record : pfx::Reason::disabled);
+      EXPECT_EQ(d.bound, pfx::Bound::none);
+    }
+  }
+  // A one-token prompt leaves its token: the bound is 0, as for the empty one, named one token left.
+  const pfx::Bounds one = pfx::bounds({true, 0, 1}, held, 3, std::vector<pfx::token>{1});
+  EXPECT_EQ(one.one_token_left, 0U);
+  EXPECT_EQ(one.tightest, pfx::Bound::one_token_left);
 }

@@ -45,7 +45,10 @@ DRIVER_TESTS = ["driver_generation_test", "driver_request_test", "driver_fault_t
                 "driver_resume_test", "driver_cold_test"]
 CLI_TESTS = ["cli_replay_test", "cli_trace_test", "cli_explain_test", "cli_soak_test"]
 ENGINES_TESTS = ["reference_model_test", "engines_conformance_test"]
-TESTS_FOR = {"core/": CORE_TESTS + DRIVER_TESTS, "driver/": DRIVER_TESTS,
+# The verifier (spec/: the ghost, SAFE, the reference, the model checker) meets its catalogue of wrong
+# machines first, then the core tests that use it as their oracle.
+VERIFIER_TESTS = ["verifier_test", "model_checker_test", "false_record_test"]
+TESTS_FOR = {"core/": CORE_TESTS + DRIVER_TESTS, "driver/": DRIVER_TESTS, "spec/": VERIFIER_TESTS,
              "engines/": ENGINES_TESTS + DRIVER_TESTS, "conform/": ["conform_check_test"],
              "tools/pfx/": CLI_TESTS}
 

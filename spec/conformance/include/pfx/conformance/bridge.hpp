@@ -9,16 +9,36 @@
 #include <pfx/spec/model.hpp>
 #include <pfx/spec/reference.hpp>
 
+#include <concepts>
+#include <cstddef>
 #include <span>
 #include <variant>
 
 namespace pfx::bridge {
 
+/// What the bridge, the model checker and the property tests read of a machine: core's Machine, or
+/// any type with the same surface, such as the deliberately wrong machines that show the verifier
+/// can fail (proptest/support/wrong_machines.hpp). Checked at compile time, so that a machine that
+/// is not core's is plugged in without touching core.
+template <class M>
+concept MachineLike = std::copyable<M> && std::equality_comparable<M> &&
+                      requires(M& m, const M& c, const Event& e, std::span<const token> p) {
+                        { m.apply(e) } -> std::same_as<Outcome>;
+                        { c.query(p) } -> std::same_as<Outcome>;
+                        { c.config() } -> std::convertible_to<Config>;
+                        { c.held() } -> std::convertible_to<const Record&>;
+                        { c.phase() } -> std::convertible_to<Phase>;
+                        { c.begin_offset() } -> std::convertible_to<std::size_t>;
+                        { c.begun() } -> std::convertible_to<std::span<const token>>;
+                        { c.tainted() } -> std::convertible_to<bool>;
+                      };
+
 constexpr spec::Config to_spec(const Config& c) { return {c.enabled, c.keep_min, c.chunk}; }
 constexpr Config to_core(const spec::Config& c) { return {c.enabled, c.keep_min, c.chunk}; }
 
 /// The machine's whole state as the reference model writes it.
-constexpr spec::State to_spec(const Machine& m) {
+template <MachineLike M>
+constexpr spec::State to_spec(const M& m) {
   spec::State s;
   s.config = to_spec(m.config());
   s.ids = spec::Tokens(m.held().ids.begin(), m.held().ids.end());
@@ -81,6 +101,7 @@ struct Comparison {
 };
 
 /// Applies `e` to both, checks every invariant of the catalogue on the machine's step, and compares.
+/// One function, not a template, so that callers may take its address (pfx audit's stepper).
 constexpr Comparison step_both(Machine& machine, spec::State& model, const spec::Event& e) {
   const spec::State before = to_spec(machine);
   const Outcome out = machine.apply(to_core(e));

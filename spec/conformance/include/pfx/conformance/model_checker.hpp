@@ -6,7 +6,10 @@
 /// between. On every reachable state it checks SAFE against the ghost (spec/ghost.hpp) for every
 /// prompt of the domain, and on every step the machine's answer and state against the reference
 /// model and every invariant of the catalogue. States are deduplicated, so the search ends and each
-/// state is checked once, at the fewest requests it is reached with.
+/// state is checked once, at the fewest requests it is reached with. It says whether the reachable
+/// set is closed (one more request reaches nothing new: what it checked holds after any number of
+/// requests), and counts per depth, so that a second search can show it explored all it claims
+/// (proptest/core/model_checker_test.cpp).
 
 #include <pfx/conformance/bridge.hpp>
 
@@ -44,15 +47,45 @@ struct ModelDomain {
 /// The domain the test and `pfx audit` check (docs/spec.md argues why it is enough).
 inline constexpr ModelDomain model_domain{};
 
+/// What one judgment of the checker found: how many checks it failed, the first failure, and the
+/// events that led to it from the initial state.
+struct Finding {
+  std::size_t count = 0;
+  std::string what;               ///< "" when nothing failed
+  std::vector<spec::Event> path;  ///< ends with the event (or the query) that failed
+};
+
+/// What the search saw at one depth: the states first reached with that many requests (the fewest
+/// any path needs), the events applied to them, and the offers SAFE judged on them.
+struct DepthCount {
+  std::size_t states = 0;
+  std::size_t transitions = 0;
+  std::size_t offers = 0;
+  std::size_t nonzero_offers = 0;
+  friend constexpr bool operator==(const DepthCount&, const DepthCount&) = default;
+};
+
 /// What the search saw, and the first violation with the path that reached it.
 struct ModelReport {
   std::size_t states = 0;          ///< distinct reachable states checked
   std::size_t transitions = 0;     ///< events applied (every one compared and checked)
   std::size_t offers = 0;          ///< (state, prompt) queries whose offer SAFE checked
   std::size_t nonzero_offers = 0;  ///< of which offered a non-zero offset
-  std::size_t failed = 0;
+  std::size_t failed = 0;          ///< checks failed, all judgments together
   std::string violation;           ///< what failed first ("" when nothing did)
   std::vector<spec::Event> path;   ///< the events that led to it, from the initial state
+  /// Each judgment on its own, so that a test can show which one catches a wrong machine: SAFE
+  /// against the ghost; the machine's answer and state against the reference protocol; the
+  /// catalogue's invariants on each step and offer.
+  Finding safe;
+  Finding reference;
+  Finding invariant;
+  /// The counts above by depth (the number of requests), 0..max_requests: their sums are the totals.
+  std::vector<DepthCount> depths;
+  /// True when no request from a state at the deepest level reaches a state not already checked: the
+  /// reachable set of the domain is closed under every event of its alphabet, so what was checked
+  /// holds after any number of requests, not only max_requests (docs/spec.md).
+  bool closed = false;
 };
 
 namespace detail {
@@ -75,8 +108,9 @@ inline std::vector<spec::Tokens> sequences(std::size_t alphabet, std::size_t max
   return all;
 }
 
+template <class M>
 struct Node {
-  Machine machine;
+  M machine;
   spec::Ghost ghost;
   std::size_t requests = 0;
   std::size_t parent = 0;  ///< index of the node it was reached from (the root is its own parent)
@@ -95,7 +129,8 @@ struct KeyWriter {
   }
 };
 
-inline std::string key_with(const Machine& m, const spec::Ghost& g, spec::Token flip) {
+template <bridge::MachineLike M>
+std::string key_with(const M& m, const spec::Ghost& g, spec::Token flip) {
   KeyWriter w{{}, flip};
   w.key.reserve(512);
   w.put(m.config().enabled);
@@ -107,6 +142,12 @@ inline std::string key_with(const Machine& m, const spec::Ghost& g, spec::Token 
   w.put(m.begin_offset());
   w.put(m.begun());
   w.put(m.tainted());
+  // A machine with state beyond what the bridge reads (a wrong machine that remembers a record
+  // across a request) says so, so that two of its states the bridge cannot tell apart stay two.
+  if constexpr (requires { m.hidden(); }) {
+    w.put(std::span<const token>(m.hidden().ids));
+    w.put(m.hidden().canonical_end);
+  }
   w.put(g.grid);
   w.put(g.writing);
   w.put(g.request);
@@ -128,7 +169,8 @@ inline std::string key_with(const Machine& m, const spec::Ghost& g, spec::Token 
 /// letters, swapping them maps every event of the domain to another event of the domain and changes
 /// no answer (the machine, the model and the ghost only compare tokens for equality), so a state and
 /// its swapped image share one key: the lesser of the two.
-inline std::string key_of(const Machine& m, const spec::Ghost& g, std::size_t alphabet) {
+template <bridge::MachineLike M>
+std::string key_of(const M& m, const spec::Ghost& g, std::size_t alphabet) {
   std::string key = key_with(m, g, 0);
   if (alphabet == 2) key = std::min(key, key_with(m, g, 1));
   return key;
@@ -136,9 +178,17 @@ inline std::string key_of(const Machine& m, const spec::Ghost& g, std::size_t al
 
 }  // namespace detail
 
-/// Explores the domain and checks everything on the way.
-inline ModelReport check_model(const ModelDomain& d) {
+/// Explores the domain and checks everything on the way. `M` is the machine checked: core's
+/// Machine, or a deliberately wrong one (the tests show each judgment catches one). The search goes
+/// depth by depth, a depth being the number of requests: it closes a depth under every event that is
+/// not a request before it looks at the states one more request reaches, so each state is counted at
+/// the fewest requests any path to it needs, whatever the order of the events (a second count can
+/// then reproduce the figures per depth). A step the reference does not make is reported and its
+/// state explored all the same, so that SAFE is judged on a wrong machine's own states.
+template <bridge::MachineLike M = Machine>
+ModelReport check_model(const ModelDomain& d) {
   ModelReport report;
+  report.depths.resize(d.max_requests + 1);
   const std::vector<spec::Tokens> prompts = detail::sequences(d.alphabet, d.max_prompt);
   const std::vector<spec::Tokens> generated = detail::sequences(d.alphabet, d.max_generated);
   // keep_min is not consulted while reuse is off, and configure sets every knob at once: the
@@ -149,12 +199,12 @@ inline ModelReport check_model(const ModelDomain& d) {
     configs.push_back({false, 0, c});
   }
 
-  std::vector<detail::Node> nodes;
-  std::unordered_set<std::string> seen;
-  std::vector<std::vector<std::size_t>> levels(d.max_requests + 1);
+  using Node = detail::Node<M>;
+  std::vector<Node> nodes;
+  std::unordered_set<std::string> seen;  // every state of the depths explored so far
+  std::vector<std::size_t> level{0};     // the states of the depth being explored
   nodes.push_back({});
   seen.insert(detail::key_of(nodes[0].machine, nodes[0].ghost, d.alphabet));
-  levels[0].push_back(0);
 
   const auto path_to = [&](std::size_t index, const spec::Event& last) {
     std::vector<spec::Event> path{last};
@@ -164,18 +214,27 @@ inline ModelReport check_model(const ModelDomain& d) {
     }
     return path;
   };
-  const auto fail = [&](std::size_t index, const spec::Event& last, std::string what) {
+  const auto fail = [&](Finding& judgment, std::size_t index, const spec::Event& last, std::string what) {
+    if (judgment.count++ == 0) {
+      judgment.what = what;
+      judgment.path = path_to(index, last);
+    }
     if (report.failed++ == 0) {
       report.violation = std::move(what);
       report.path = path_to(index, last);
     }
   };
 
-  for (std::size_t level = 0; level <= d.max_requests; ++level) {
-    for (std::size_t at = 0; at < levels[level].size(); ++at) {
-      const std::size_t index = levels[level][at];
-      ++report.states;
-      const Machine machine = nodes[index].machine;
+  for (std::size_t depth = 0; depth <= d.max_requests; ++depth) {
+    DepthCount& count = report.depths[depth];
+    // The states one more request reaches, by key: kept for the next depth unless this depth
+    // reaches them too.
+    std::vector<std::pair<std::string, Node>> next;
+    std::unordered_set<std::string> next_keys;
+    for (std::size_t at = 0; at < level.size(); ++at) {
+      const std::size_t index = level[at];
+      ++count.states;
+      const M machine = nodes[index].machine;
       const spec::Ghost ghost = nodes[index].ghost;
       const spec::State state = bridge::to_spec(machine);
 
@@ -186,12 +245,14 @@ inline ModelReport check_model(const ModelDomain& d) {
           const Outcome out = machine.query(prompt);
           const spec::Output says = bridge::to_spec(out, query);
           const spec::Step step{state.config, state, query, says, state};
-          ++report.offers;
-          if (out.decision.offset != 0) ++report.nonzero_offers;
-          if (!ghost.safe(prompt, out.decision.offset)) fail(index, query, "SAFE");
-          if (says != spec::reference_decision(state, prompt)) fail(index, query, "reference");
+          ++count.offers;
+          if (out.decision.offset != 0) ++count.nonzero_offers;
+          if (!ghost.safe(prompt, out.decision.offset)) fail(report.safe, index, query, "SAFE");
+          if (says != spec::reference_decision(state, prompt)) {
+            fail(report.reference, index, query, "machine differs from the reference");
+          }
           const std::string_view broken = spec::first_violation(step);
-          if (!broken.empty()) fail(index, query, std::string(broken));
+          if (!broken.empty()) fail(report.invariant, index, query, std::string(broken));
         }
       }
 
@@ -232,32 +293,54 @@ inline ModelReport check_model(const ModelDomain& d) {
 
       for (const spec::Event& event : events) {
         // bridge::step_both, reusing the state before (already translated).
-        ++report.transitions;
-        Machine next = machine;
+        ++count.transitions;
+        M after_machine = machine;
         spec::State model = state;
-        const spec::Output says = bridge::to_spec(next.apply(bridge::to_core(event)), event);
+        const spec::Output says = bridge::to_spec(after_machine.apply(bridge::to_core(event)), event);
         const spec::Output reference = spec::apply(model, event);
-        const bool unchanged = next == machine;
-        const spec::State after = unchanged ? state : bridge::to_spec(next);
+        const bool unchanged = after_machine == machine;
+        const spec::State after = unchanged ? state : bridge::to_spec(after_machine);
         const spec::Step step{state.config, state, event, says, after};
         const std::string_view broken = spec::first_violation(step);
-        if (says != reference || after != model || !broken.empty()) {
-          fail(index, event, broken.empty() ? std::string("machine differs from the reference")
-                                            : std::string(broken));
+        if (says != reference || after != model) {
+          fail(report.reference, index, event, "machine differs from the reference");
+        }
+        if (!broken.empty()) fail(report.invariant, index, event, std::string(broken));
+        if (!says.accepted() && unchanged) continue;  // INV-10: the state is the one already seen
+        spec::Ghost ghost_after = ghost;
+        spec::follow(ghost_after, event, says.accepted());
+        std::string key = detail::key_of(after_machine, ghost_after, d.alphabet);
+        if (seen.contains(key)) continue;
+        const bool request =
+            says.accepted() && (std::holds_alternative<spec::Begin>(event) || std::holds_alternative<spec::Record>(event));
+        Node node{std::move(after_machine), std::move(ghost_after), depth + (request ? 1 : 0), index, event};
+        if (request) {
+          if (next_keys.insert(key).second) next.emplace_back(std::move(key), std::move(node));
           continue;
         }
-        if (!says.accepted()) continue;  // INV-10 held: the state is the one already seen
-        spec::Ghost ghost_after = ghost;
-        spec::follow(ghost_after, event, true);
-        const bool request =
-            std::holds_alternative<spec::Begin>(event) || std::holds_alternative<spec::Record>(event);
-        const std::size_t requests = nodes[index].requests + (request ? 1 : 0);
-        if (requests > d.max_requests) continue;
-        if (!seen.insert(detail::key_of(next, ghost_after, d.alphabet)).second) continue;
-        nodes.push_back({std::move(next), std::move(ghost_after), requests, index, event});
-        levels[requests].push_back(nodes.size() - 1);
+        seen.insert(std::move(key));
+        nodes.push_back(std::move(node));
+        level.push_back(nodes.size() - 1);
       }
     }
+    // The depth is closed: what one more request reaches and this depth did not is the next depth.
+    level.clear();
+    if (depth == d.max_requests) {
+      // Past the bound: the reachable set is closed when one more request reaches nothing new.
+      report.closed = std::all_of(next.begin(), next.end(), [&](const auto& n) { return seen.contains(n.first); });
+      break;
+    }
+    for (auto& [key, node] : next) {
+      if (!seen.insert(key).second) continue;
+      nodes.push_back(std::move(node));
+      level.push_back(nodes.size() - 1);
+    }
+  }
+  for (const DepthCount& c : report.depths) {
+    report.states += c.states;
+    report.transitions += c.transitions;
+    report.offers += c.offers;
+    report.nonzero_offers += c.nonzero_offers;
   }
   return report;
 }
