@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <random>
 #include <set>
@@ -18,24 +20,71 @@
 namespace pfx::conform {
 namespace {
 
-/// What a run leaves: rows [0, n) of the KV state (KvState::copy_rows's layout) and the last row's logits.
+/// What a run leaves: rows [0, n) of the KV state, where they can be read, and the last row's logits.
+/// A state in pfx's memory is read whole (KvState::copy_rows's layout, as bytes); an engine's own
+/// cache row by row, each row's bytes in the engine's format, so that a difference names its row
+/// whatever the engine's layout.
 struct Run {
-  std::vector<float> rows;
+  std::vector<std::byte> rows;
+  std::vector<std::size_t> row_ends;  ///< an engine's own cache: where each row's bytes end in `rows`
   std::vector<float> logits;
 };
 
+/// Rows [0, n) of `kv` into `run` (nothing where the state cannot be read). Waits for the engine's writes.
+void read_rows(const driver::KvState& kv, std::size_t n, Run& run) {
+  run.rows.clear();
+  run.row_ends.clear();
+  if (!kv.readable()) return;
+  if (kv.owns_rows()) {
+    run.rows = kv.read_rows(0, n);
+    return;
+  }
+  for (std::size_t row = 0; row < n; ++row) {
+    const std::vector<std::byte> bytes = kv.read_rows(row, row + 1);
+    run.rows.insert(run.rows.end(), bytes.begin(), bytes.end());
+    run.row_ends.push_back(run.rows.size());
+  }
+}
+
+float float_at(const std::vector<std::byte>& bytes, std::size_t index) noexcept {
+  float x = 0;
+  std::memcpy(&x, bytes.data() + index * sizeof(float), sizeof x);
+  return x;
+}
+
 bool same_bits(float a, float b) noexcept { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }
 
-/// The lowest row of [0, rows) that differs in any layer or plane, and its first differing float there.
-std::optional<Difference> first_row_difference(const std::vector<float>& got, const std::vector<float>& expected,
-                                               std::size_t rows, const driver::KvShape& shape) {
+/// The lowest row of [0, rows) that differs in any layer or plane, and its first differing float there
+/// (a state in pfx's memory), or its first differing byte (an engine's own cache).
+std::optional<Difference> first_row_difference(const Run& got_run, const Run& expected_run, std::size_t rows,
+                                               const driver::KvShape& shape) {
+  const std::vector<std::byte>& got_bytes = got_run.rows;
+  const std::vector<std::byte>& expected_bytes = expected_run.rows;
+  if (got_bytes == expected_bytes && got_run.row_ends == expected_run.row_ends) return std::nullopt;
+  if (!expected_run.row_ends.empty() || !got_run.row_ends.empty()) {
+    std::size_t begin = 0;
+    for (std::size_t row = 0; row < rows; ++row) {
+      const std::size_t got_end = got_run.row_ends.at(row);
+      const std::size_t expected_end = expected_run.row_ends.at(row);
+      for (std::size_t i = begin; i < std::max(got_end, expected_end); ++i) {
+        const float a = i < got_end ? static_cast<float>(std::to_integer<unsigned>(got_bytes[i])) : -1.0f;
+        const float b = i < expected_end ? static_cast<float>(std::to_integer<unsigned>(expected_bytes[i])) : -1.0f;
+        if (a != b) {
+          return Difference{.where = Difference::Where::row_bytes, .row = row, .index = i - begin, .got = a,
+                            .expected = b};
+        }
+      }
+      begin = got_end;  // equal rows have equal ends
+    }
+    return std::nullopt;
+  }
   for (std::size_t row = 0; row < rows; ++row) {
     for (std::size_t layer = 0; layer < shape.layers; ++layer) {
       for (const driver::Plane plane : {driver::Plane::key, driver::Plane::value}) {
         const std::size_t begin = ((layer * 2 + static_cast<std::size_t>(plane)) * rows + row) * shape.width;
         for (std::size_t column = 0; column < shape.width; ++column) {
-          const float a = got[begin + column];
-          const float b = expected[begin + column];
+          const float a = float_at(got_bytes, begin + column);
+          const float b = float_at(expected_bytes, begin + column);
           if (!same_bits(a, b)) {
             return Difference{.where = Difference::Where::row, .row = row, .layer = layer, .plane = plane,
                               .index = column, .got = a, .expected = b};
@@ -58,8 +107,25 @@ std::optional<Difference> first_logit_difference(const std::vector<float>& got, 
 
 /// Where `got` first differs from `expected`: a KV row first, then the logits.
 std::optional<Difference> compare(const Run& got, const Run& expected, std::size_t rows, const driver::KvShape& shape) {
-  if (auto row = first_row_difference(got.rows, expected.rows, rows, shape)) return row;
+  if (auto row = first_row_difference(got, expected, rows, shape)) return row;
   return first_logit_difference(got.logits, expected.logits);
+}
+
+/// The bytes of `row` of a run of `rows` rows: a state in pfx's memory interleaves its rows by layer
+/// and plane (KvShape's layout), an engine's own cache was read row by row.
+std::vector<std::byte> row_bytes(const Run& run, std::size_t row, std::size_t rows, const driver::KvShape& shape) {
+  if (!run.row_ends.empty()) {
+    const std::size_t begin = row == 0 ? 0 : run.row_ends[row - 1];
+    return {run.rows.begin() + static_cast<std::ptrdiff_t>(begin),
+            run.rows.begin() + static_cast<std::ptrdiff_t>(run.row_ends[row])};
+  }
+  std::vector<std::byte> out;
+  const std::size_t row_size = shape.width * sizeof(float);
+  for (std::size_t plane = 0; plane < shape.layers * 2; ++plane) {
+    const auto begin = run.rows.begin() + static_cast<std::ptrdiff_t>((plane * rows + row) * row_size);
+    out.insert(out.end(), begin, begin + static_cast<std::ptrdiff_t>(row_size));
+  }
+  return out;
 }
 
 /// The offsets a prompt of n tokens is resumed at on grid g: the multiples of g in [g, n - 1]; all of
@@ -101,8 +167,18 @@ class Checker {
     report_.lengths = prompt_lengths(grids);
     capacity_ = report_.lengths.back() + report_.chunk;  // the longest held: n - 1 tokens and a tail of chunk
     random_.seed(budget.seed);
+    // Two states made once: cold runs share one (each forgets it from 0), resumes the other.
     resume_kv_ = engine_.make_kv_state(capacity_);
+    cold_kv_ = engine_.make_kv_state(capacity_);
+    cold_end_ = capacity_;  // whatever a new state holds is given up before its first run
     shape_ = resume_kv_->shape();
+
+    report_.premise_failure = check_premises();
+    if (report_.premise_failure) {
+      decide(report_);
+      report_.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return std::move(report_);
+    }
 
     const std::size_t total = report_.lengths.size() * budget.prompts;
     for (const std::size_t n : report_.lengths) {
@@ -123,13 +199,88 @@ class Checker {
     return out;
   }
 
+  /// A cold run on the shared cold state: forgotten (and, in pfx's memory, poisoned) from 0, so it
+  /// is as fresh as a new one and nothing an earlier run wrote can be read.
   Run cold_run(const std::vector<token>& prompt) {
-    const std::unique_ptr<driver::KvState> kv = engine_.make_kv_state(capacity_);
-    Run run{.rows = {}, .logits = std::vector<float>(report_.vocab)};
-    driver::prefill_on_grid(engine_, *kv, prompt, 0, run.logits);
-    run.rows = kv->copy_rows(0, prompt.size());  // waits for the engine's writes
+    driver::forget_rows(*cold_kv_, 0, cold_end_, true);
+    cold_end_ = prompt.size();
+    Run run{.rows = {}, .row_ends = {}, .logits = std::vector<float>(report_.vocab)};
+    driver::prefill_on_grid(engine_, *cold_kv_, prompt, 0, run.logits);
+    read_rows(*cold_kv_, prompt.size(), run);
     report_.prefilled_tokens += prompt.size();
     return run;
+  }
+
+  /// A cold run that checks every chunk's logits, for the premises.
+  Run premise_run(const std::vector<token>& prompt, std::optional<PremiseFailure>& failure) {
+    driver::forget_rows(*cold_kv_, 0, cold_end_, true);
+    cold_end_ = prompt.size();
+    Run run{.rows = {}, .row_ends = {}, .logits = std::vector<float>(report_.vocab)};
+    const auto finite = [&](std::size_t end) {
+      if (failure || driver::all_finite(run.logits)) return;
+      failure = PremiseFailure{.premise = Premise::finite_logits,
+                               .detail = "the logits of the prefill chunk ending at position " + std::to_string(end) +
+                                         " of a " + std::to_string(prompt.size()) + "-token cold run are not finite"};
+    };
+    driver::prefill_on_grid(engine_, *cold_kv_, prompt, 0, run.logits, [&](std::size_t begin, std::size_t) {
+      if (begin > 0) finite(begin);
+    });
+    finite(prompt.size());
+    read_rows(*cold_kv_, prompt.size(), run);
+    report_.prefilled_tokens += prompt.size();
+    return run;
+  }
+
+  /// The premises (docs/conform.md, "Premises"), on two cold runs of the longest length: a random
+  /// prompt, and one that differs from it in every token. Their rows, where the state can be read,
+  /// must all be written (no float of a state in pfx's memory still the NaN it was poisoned with) and
+  /// differ row by row; their logits must be finite and differ. With a vocabulary of one token no
+  /// second prompt exists: only the poison and finiteness are checked.
+  std::optional<PremiseFailure> check_premises() {
+    std::mt19937_64 random(options_.budget.seed ^ 0x9e3779b97f4a7c15ULL);  // leaves the check's own draws as they were
+    const std::size_t n = report_.lengths.back();
+    std::vector<token> first(n);
+    for (token& t : first) t = static_cast<token>(random() % report_.vocab);
+    std::vector<token> second = first;
+    for (token& t : second) t = static_cast<token>((static_cast<std::size_t>(t) + 1) % report_.vocab);
+    std::optional<PremiseFailure> failure;
+    const std::string which = "a " + std::to_string(n) + "-token prompt";
+    const Run a = premise_run(first, failure);
+    if (failure) return failure;
+    if (cold_kv_->owns_rows()) {
+      for (std::size_t row = 0; row < n; ++row) {
+        const std::vector<std::byte> bytes = row_bytes(a, row, n, shape_);
+        for (std::size_t i = 0; i + sizeof(float) <= bytes.size(); i += sizeof(float)) {
+          float x = 0;
+          std::memcpy(&x, bytes.data() + i, sizeof x);
+          if (std::isnan(x)) {
+            return PremiseFailure{.premise = Premise::rows_written,
+                                  .detail = "row " + std::to_string(row) + " of " + which +
+                                            " still holds the NaN it was poisoned with after its cold run: prefill "
+                                            "did not write it"};
+          }
+        }
+      }
+    }
+    if (report_.vocab < 2) return std::nullopt;
+    const Run b = premise_run(second, failure);
+    if (failure) return failure;
+    if (cold_kv_->readable()) {
+      for (std::size_t row = 0; row < n; ++row) {
+        if (row_bytes(a, row, n, shape_) == row_bytes(b, row, n, shape_)) {
+          return PremiseFailure{.premise = Premise::rows_written,
+                                .detail = "row " + std::to_string(row) + " is the same after cold runs of two " +
+                                          std::to_string(n) + "-token prompts that differ in every token: prefill "
+                                          "did not write it, or wrote what does not depend on the tokens"};
+        }
+      }
+    }
+    if (!first_logit_difference(a.logits, b.logits)) {
+      return PremiseFailure{.premise = Premise::logits_depend_on_tokens,
+                            .detail = "two " + std::to_string(n) + "-token prompts that differ in every token gave "
+                                      "the same logits, bit for bit"};
+    }
+    return std::nullopt;
   }
 
   /// The tokens whose cold run the lane holds when it resumes `prompt` at `offset`: the prompt's
@@ -159,14 +310,19 @@ class Checker {
     }
     report_.cold_runs += options_.budget.cold_runs;
 
-    Run resumed{.rows = {}, .logits = std::vector<float>(report_.vocab)};
+    Run resumed{.rows = {}, .row_ends = {}, .logits = std::vector<float>(report_.vocab)};
     for (GridResult& g : report_.grids) {
       if (g.mismatch) continue;  // one counterexample per grid is enough
       for (const std::size_t offset : offsets(n, g.grid, options_.budget, random_)) {
         const std::vector<token> held = held_for(prompt, offset);
+        // As a lane does: the held run from 0, then the rows past the offset given up before the resume.
+        // Not poisoned: in pfx's memory they keep what earlier runs wrote, as in a lane without
+        // poisoning, so that an engine that reads rows past its chunk is seen to depend on them.
+        resume_kv_->forget(0);
         driver::prefill_on_grid(engine_, *resume_kv_, held, 0, resumed.logits);
+        resume_kv_->forget(offset);
         driver::prefill_on_grid(engine_, *resume_kv_, prompt, offset, resumed.logits);
-        resumed.rows = resume_kv_->copy_rows(0, n);
+        read_rows(*resume_kv_, n, resumed);
         report_.prefilled_tokens += held.size() + n - offset;
         ++g.resumes;
         const std::optional<Difference> found = compare(resumed, cold, n, shape_);
@@ -185,6 +341,8 @@ class Checker {
   std::size_t capacity_ = 0;
   std::mt19937_64 random_;
   std::unique_ptr<driver::KvState> resume_kv_;
+  std::unique_ptr<driver::KvState> cold_kv_;
+  std::size_t cold_end_ = 0;  ///< rows of cold_kv_ that may hold something (capacity_ once made)
   driver::KvShape shape_;
 };
 
