@@ -3,6 +3,7 @@
 
 #include <pfx/cli/conform.hpp>
 
+#include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/lane_options.hpp>
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
@@ -123,7 +124,15 @@ json conform_json(const conform::Report& r) {
   j["exit_status"] = conform::exit_status(r.verdict);
   j["prefilled_tokens"] = r.prefilled_tokens;
   j["elapsed_s"] = r.elapsed_s;
+  j["comparisons"] = comparisons(r);
   return j;
+}
+
+std::size_t comparisons(const conform::Report& r) {
+  std::size_t resumes = 0;
+  for (const conform::GridResult& g : r.grids) resumes += g.resumes;
+  // Every cold run after a prompt's first is compared with the first.
+  return resumes + (r.cold_runs > r.prompts ? r.cold_runs - r.prompts : 0);
 }
 
 namespace {
@@ -143,17 +152,54 @@ int run_conform(const ConformOptions& o, const Streams& streams) {
   const conform::Budget& b = check.budget;
   const std::size_t prompts =
       conform::prompt_lengths(conform::candidate_grids(b, o.chunk, o.rule_chunk.value_or(o.chunk))).size() * b.prompts;
-  ProgressBar progress(streams.err, streams.err_is_terminal && !o.no_progress && !o.json, prompts);
-  check.progress = [&progress](std::size_t done, std::size_t) { progress.update(done); };
-  const conform::Report report = conform::check(*engine.engine, check);
+  ProgressBar progress(streams.err, streams.err_is_terminal && !o.no_progress && !o.json, prompts, "prompts");
+  std::size_t done = 0;
+  check.progress = [&progress, &done](std::size_t prompts_done, std::size_t) {
+    done = prompts_done;
+    progress.update(prompts_done);
+    stop_if_interrupted();  // between two prompts: conform::check unwinds, nothing half-judged is reported
+  };
+  std::optional<conform::Report> report;
+  try {
+    report = conform::check(*engine.engine, check);
+  } catch (const Interrupted&) {
+    progress.erase();
+    const int signal = interrupted_by();
+    if (o.json) {
+      streams.out << json{{"type", "interrupted"}, {"signal", signal}, {"prompts", done}, {"of", prompts},
+                          {"verdict", nullptr}, {"ok", false}}.dump()
+                  << "\n";
+    } else {
+      streams.out << fmt::format("pfx conform: {} of {} prompts checked; no verdict\n{}\n", done, prompts,
+                                 describe_interruption(signal, done, "prompts"));
+    }
+    streams.out.flush();
+    return interrupted_status(signal);
+  }
   progress.erase();
+  const std::size_t compared = comparisons(*report);
   if (o.json) {
-    streams.out << conform_json(report).dump() << "\n";
+    streams.out << conform_json(*report).dump() << "\n";
   } else {
-    streams.out << conform::to_text(report);
+    streams.out << conform::to_text(*report)
+                << fmt::format("compared: {} runs with their cold run, bit for bit\n", compared);
   }
   streams.out.flush();
-  return conform::exit_status(report.verdict);
+  const int status = conform::exit_status(report->verdict);
+  // A verdict that compared nothing vouches for nothing (conform::check never gives one: defence in depth).
+  if (compared == 0 && status == exit_ok) {
+    streams.err << "pfx conform: FAILED: no run was compared with a cold run: the check compared nothing\n";
+    return exit_mismatch;
+  }
+  if (interrupted_by() != 0) {  // arrived after the last prompt: the report is whole, but the run was asked to stop
+    const int signal = interrupted_by();
+    streams.out << (o.json ? json{{"type", "interrupted"}, {"signal", signal}, {"prompts", done}, {"of", prompts},
+                                  {"verdict", nullptr}, {"ok", false}}.dump()
+                           : describe_interruption(signal, done, "prompts"))
+                << "\n" << std::flush;
+    return interrupted_status(signal);
+  }
+  return status;
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cerrno>
 #include <cstring>
@@ -48,6 +49,15 @@ int parse_and_run(std::span<const std::string> arguments, const Streams& streams
     return app.exit(e, streams.out, streams.err);
   } catch (const CLI::ParseError& e) {
     // CLI11's own statuses differ per kind of error; every bad option is exit_bad_input here.
+    if (app.get_subcommands().empty() && !arguments.empty() && !arguments.front().starts_with('-')) {
+      // CLI11 would say "A subcommand is required": name the word it did not know instead.
+      std::vector<std::string> names;
+      const CLI::App& all = app;
+      for (const CLI::App* sub : all.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+      streams.err << fmt::format("pfx: unknown command '{}'; the commands are {}\nRun pfx --help for what each does.\n",
+                                 arguments.front(), fmt::join(names, ", "));
+      return exit_bad_input;
+    }
     streams.err << fmt::format("{}: {}\nRun with --help for the options.\n", command(), e.what());
     return exit_bad_input;
   } catch (const InputError& e) {

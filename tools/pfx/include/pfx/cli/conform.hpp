@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -18,8 +19,12 @@ namespace pfx::cli {
 /// The engines `pfx conform --engine` names: reference, cuda, blocked-attention, nondeterministic.
 [[nodiscard]] std::vector<std::string> conform_engine_names();
 
-/// The report as one JSON object (docs/conform.md, "JSON").
+/// The report as one JSON object (docs/conform.md, "JSON"; docs/schemas/conform.schema.json).
 [[nodiscard]] nlohmann::ordered_json conform_json(const conform::Report& report);
+
+/// How many runs the check compared with a cold run bit for bit: every resume, and every repeated
+/// cold run. The summary states it; a safe verdict with none would vouch for nothing.
+[[nodiscard]] std::size_t comparisons(const conform::Report& report);
 
 void add_conform_command(CLI::App& app, const Streams& streams, int& status);
 
