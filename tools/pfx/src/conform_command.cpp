@@ -67,73 +67,9 @@ NamedEngine make_engine(const ConformOptions& o) {
   throw InputError(fmt::format("--engine {}: unknown engine", o.engine));  // CLI11 checked the name
 }
 
-json bits(float x) { return fmt::format("0x{:08x}", std::bit_cast<std::uint32_t>(x)); }
-
-json difference_json(const conform::Difference& d) {
-  json j;
-  if (d.where == conform::Difference::Where::logits) {
-    j["where"] = "logits";
-    j["logit"] = d.index;
-  } else {
-    j["where"] = "row";
-    j["row"] = d.row;
-    j["layer"] = d.layer;
-    j["plane"] = d.plane == driver::Plane::key ? "key" : "value";
-    j["column"] = d.index;
-  }
-  j["got"] = d.got;
-  j["expected"] = d.expected;
-  j["got_bits"] = bits(d.got);
-  j["expected_bits"] = bits(d.expected);
-  return j;
-}
-
 }  // namespace
 
 std::vector<std::string> conform_engine_names() { return {"reference", "cuda", "blocked-attention", "nondeterministic"}; }
-
-json conform_json(const conform::Report& r) {
-  json grids = json::array();
-  for (const conform::GridResult& g : r.grids) {
-    json grid{{"grid", g.grid}, {"resumes", g.resumes}, {"exact", g.exact()}};
-    if (g.mismatch) {
-      const conform::Mismatch& m = *g.mismatch;
-      grid["mismatch"] = {{"prompt_number", m.prompt_number}, {"prompt", m.prompt}, {"held", m.held},
-                          {"offset", m.offset}, {"difference", difference_json(m.difference)}};
-    }
-    grids.push_back(grid);
-  }
-  json j{{"type", "conform"}, {"engine", r.engine}, {"chunk", r.chunk}, {"rule_chunk", r.rule_chunk},
-         {"vocab", r.vocab}};
-  j["budget"] = {{"prompts", r.budget.prompts}, {"max_grid", r.budget.max_grid},
-                 {"exhaustive_up_to", r.budget.exhaustive_up_to}, {"sampled_offsets", r.budget.sampled_offsets},
-                 {"cold_runs", r.budget.cold_runs}, {"seed", r.budget.seed}};
-  j["lengths"] = r.lengths;
-  j["prompts"] = r.prompts;
-  j["cold_runs"] = r.cold_runs;
-  j["deterministic"] = !r.cold_disagreement.has_value();
-  if (r.cold_disagreement) {
-    const conform::ColdDisagreement& d = *r.cold_disagreement;
-    j["cold_disagreement"] = {{"prompt_number", d.prompt_number}, {"prompt", d.prompt}, {"run", d.run},
-                              {"difference", difference_json(d.difference)}};
-  }
-  j["grids"] = grids;
-  j["recommended"] = r.recommended ? json(*r.recommended) : json(nullptr);
-  j["verdict"] = conform::to_string(r.verdict);
-  j["explanation"] = r.explanation();
-  j["exit_status"] = conform::exit_status(r.verdict);
-  j["prefilled_tokens"] = r.prefilled_tokens;
-  j["elapsed_s"] = r.elapsed_s;
-  j["comparisons"] = comparisons(r);
-  return j;
-}
-
-std::size_t comparisons(const conform::Report& r) {
-  std::size_t resumes = 0;
-  for (const conform::GridResult& g : r.grids) resumes += g.resumes;
-  // Every cold run after a prompt's first is compared with the first.
-  return resumes + (r.cold_runs > r.prompts ? r.cold_runs - r.prompts : 0);
-}
 
 namespace {
 
