@@ -220,6 +220,28 @@ TEST(NewUser, TheProgressBarCountsWhatTheRunCounts) {
   EXPECT_EQ(off.str(), "");
 }
 
+TEST(NewUser, TheAuditDrawsAProgressLineOnATerminalOnly) {
+  pfx::test::verifies("CLI-3");
+  const std::vector<std::string> arguments = {"audit", "--seed", "1", "--cases", "20", "--protocol-length", "1"};
+  std::ostringstream out;
+  std::ostringstream terminal;
+  EXPECT_EQ(pfx::cli::run(arguments, out, terminal, true), pfx::cli::exit_ok) << out.str();
+  for (const char* phase : {"audit: rule (1/5)", "audit: protocol (2/5)", "audit: configure (3/5)",
+                            "audit: random runs (4/5)", "audit: model checker (5/5)"}) {
+    EXPECT_TRUE(has(terminal.str(), phase)) << phase << ": " << terminal.str();
+  }
+  EXPECT_TRUE(terminal.str().ends_with("\r\033[K")) << "the line is erased before the report";
+  EXPECT_FALSE(has(out.str(), "\033[K"));
+  std::ostringstream quiet;
+  std::vector<std::string> no_progress = arguments;
+  no_progress.emplace_back("--no-progress");
+  EXPECT_EQ(pfx::cli::run(no_progress, out, quiet, true), pfx::cli::exit_ok);
+  EXPECT_EQ(quiet.str(), "");
+  std::ostringstream piped;
+  EXPECT_EQ(pfx::cli::run(arguments, out, piped, false), pfx::cli::exit_ok);
+  EXPECT_EQ(piped.str(), "");
+}
+
 // ---- 6. Behaviours a seeded mistake would break unseen ---------------------------------------------
 
 /// Reads, during the first prefill chunk only, the row just past it (poisoned: NaN) into a logit;
