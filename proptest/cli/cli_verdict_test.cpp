@@ -66,6 +66,9 @@ TEST(Interrupt, EveryCommandStopsBeforeItsNextUnitOfWorkAndExitsWithTheSignal) {
   EXPECT_EXIT(run_pfx_signalled("replay --requests 40 --engine none --vocab 512 --capacity 1024 --json", SIGTERM,
                                 before_the_run),
               ::testing::ExitedWithCode(143), "\"interrupted\":true,\"ok\":false");
+  // explain has no loop: its output is whole, yet a signal that came during it is not a success.
+  EXPECT_EXIT(run_pfx_signalled("explain --record [1,2,3] --prompt [1,2,4]", SIGINT, before_the_run),
+              ::testing::ExitedWithCode(130), "offset [0-9]+(.|\n)*pfx explain: INTERRUPTED by SIGINT: what was printed is whole");
 }
 
 TEST(Interrupt, AnInterruptedSummaryNeverSaysOkOrPassed) {

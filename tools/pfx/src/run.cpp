@@ -5,6 +5,7 @@
 
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/conform.hpp>
+#include <pfx/cli/interrupt.hpp>
 #include <pfx/driver/errors.hpp>
 #include <pfx/version.hpp>
 
@@ -69,6 +70,14 @@ int parse_and_run(std::span<const std::string> arguments, const Streams& streams
   } catch (const std::exception& e) {
     streams.err << fmt::format("{}: internal error: {}\n", command(), e.what());
     return exit_internal;
+  }
+  // A command with no loop of its own (explain), or one whose last unit of work ended as the signal
+  // came: a success is not reported after a signal asked the run to stop. Failures keep their status.
+  if (const int signal = interrupted_by(); signal != 0 && status == exit_ok) {
+    streams.err << fmt::format("{}: INTERRUPTED by {}: what was printed is whole, but the run did not pass (exit "
+                               "status {})\n",
+                               command(), signal_name(signal), interrupted_status(signal));
+    return interrupted_status(signal);
   }
   return status;
 }

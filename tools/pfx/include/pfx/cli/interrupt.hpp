@@ -24,6 +24,9 @@ void install_interrupt_handlers() noexcept;
 /// The exit status of a run the signal stopped: 128 + signal.
 [[nodiscard]] inline int interrupted_status(int signal) noexcept { return 128 + signal; }
 
+/// "SIGINT", "SIGTERM", or "a signal".
+[[nodiscard]] std::string_view signal_name(int signal) noexcept;
+
 /// "INTERRUPTED by SIGINT after N requests: ..." for the summary; `unit` names what was counted.
 [[nodiscard]] std::string describe_interruption(int signal, std::size_t done, std::string_view unit = "requests");
 
