@@ -248,6 +248,12 @@ TEST(CliAudit, ATestThatFailedInTheResultsFailsTheAuditAndIsNamed) {
   EXPECT_EQ(missing.status, pfx::cli::exit_mismatch);
   EXPECT_NE(missing.out.find("INV-8: no test of the results passed"), std::string::npos) << missing.out;
 
+  options.results = fixture("skipped_inv_8");  // INV-8's only test was skipped: it vouches for nothing
+  const Result skipped = audit(options);
+  EXPECT_EQ(skipped.status, pfx::cli::exit_mismatch) << skipped.out;
+  EXPECT_NE(skipped.out.find("INV-8: no test of the results passed"), std::string::npos) << skipped.out;
+  EXPECT_NE(skipped.out.find("ran: 0 passed, 0 failed, 1 skipped"), std::string::npos) << skipped.out;
+
   options.results = fixture("no_such_folder");
   EXPECT_THROW((void)audit(options), pfx::cli::InputError);
 }

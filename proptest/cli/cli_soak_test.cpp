@@ -275,8 +275,9 @@ TEST(SoakCommand, ReplayAndSoakSummariesWriteTheSameCountersAndKeepTheirFields) 
     head.insert(head.end(), tail.begin(), tail.end());
     return head;
   };
-  EXPECT_EQ(keys(s), then({"type"}, {"injected", "verified", "memory", "elapsed_s", "ok", "settings"}));
-  EXPECT_EQ(keys(r), then({"type"}, {"divergences", "elapsed_s", "ok", "settings"}));  // divergences: sharded ranks
+  // "interrupted" before "ok": the verdict is read last; "unchecked" only appears when nothing was checked.
+  EXPECT_EQ(keys(s), then({"type"}, {"injected", "verified", "memory", "elapsed_s", "interrupted", "ok", "settings"}));
+  EXPECT_EQ(keys(r), then({"type"}, {"divergences", "elapsed_s", "interrupted", "ok", "settings"}));  // divergences: sharded ranks
   EXPECT_EQ(keys(s["settings"]), (std::vector<std::string>{"engine", "chunk", "vocab", "capacity", "reuse", "keep_min",
                                                             "faults", "seed", "fault_seed", "verify_every", "warmup",
                                                             "rss_tolerance"}));

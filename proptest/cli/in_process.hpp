@@ -4,10 +4,16 @@
 /// `pfx <command line>` run in-process through pfx::cli::run, the function the program's main calls,
 /// so that a test sees what a shell would: the output, the errors and the exit status.
 
+#include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/run.hpp>
 
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace pfx::test {
@@ -31,6 +37,27 @@ inline PfxRun run_pfx(const std::string& command_line) {
   ran.out = out.str();
   ran.err = err.str();
   return ran;
+}
+
+/// For a death test's child: runs `pfx <command_line>` with the interrupt handlers installed and
+/// `signal` raised `after` the start (0: before the run begins), writes its output and errors to
+/// stderr (where EXPECT_EXIT matches), and exits with its status, or with 99 when the output holds
+/// `forbidden` (what an interrupted run must never print, such as "every check passed").
+[[noreturn]] inline void run_pfx_signalled(const std::string& command_line, int signal, std::chrono::milliseconds after,
+                                           const std::string& forbidden = "") {
+  cli::install_interrupt_handlers();
+  if (after.count() == 0) {
+    (void)std::raise(signal);
+  } else {
+    std::thread([signal, after] {
+      std::this_thread::sleep_for(after);
+      (void)std::raise(signal);  // the handler only sets the flag the run reads
+    }).detach();
+  }
+  const PfxRun ran = run_pfx(command_line);
+  std::fputs((ran.out + ran.err).c_str(), stderr);
+  std::fflush(stderr);
+  std::_Exit(!forbidden.empty() && ran.out.find(forbidden) != std::string::npos ? 99 : ran.status);
 }
 
 }  // namespace pfx::test

@@ -15,13 +15,14 @@ from ._native import Decision, Machine, Phase
 class Write:
     """One request being written into the KV state (between begin and commit or abort)."""
 
-    __slots__ = ("_machine", "_prompt", "_offset", "_open", "decision")
+    __slots__ = ("_machine", "_prompt", "_offset", "_open", "_begun_at", "decision")
 
     def __init__(self, machine: Machine, prompt, offset) -> None:
         self._machine = machine
         self._prompt = prompt
         self._offset = offset
         self._open = False
+        self._begun_at: int | None = None  # the offset begin granted: readable after commit too
         self.decision: Decision | None = None  # set by __enter__: the rule's answer for the prompt
 
     def __enter__(self) -> "Write":
@@ -32,15 +33,17 @@ class Write:
             offset = self._machine.query(self._prompt).offset
         self.decision = self._machine.begin(self._prompt, offset)  # pfx.Refused: nothing changed
         self._prompt = None  # not kept alive for the length of the request
+        self._begun_at = self._machine.begin_offset
         self._open = True
         return self
 
     @property
     def offset(self) -> int:
-        """Where the request began: prefill prompt[offset:]; rows [0, offset) are reused."""
-        if not self._open:
-            raise RuntimeError("the write is not open: use it inside its with block")
-        return self._machine.begin_offset
+        """Where the request began: prefill prompt[offset:]; rows [0, offset) are reused. Readable
+        once the block has begun, after commit too (the offset does not change)."""
+        if self._begun_at is None:
+            raise RuntimeError("the write has not begun: read offset inside its with block")
+        return self._begun_at
 
     def commit(self, ids, canonical_end) -> None:
         """Publish ids = prompt + generated, canonical_end = len(prompt). Refused (pfx.Refused, and

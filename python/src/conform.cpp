@@ -4,6 +4,8 @@
 #include "conform.hpp"
 #include "python_engine.hpp"
 
+#include <pfx/cli/conform_json.hpp>
+
 #include <pfx/conform/check.hpp>
 
 #include <pybind11/stl.h>
@@ -46,7 +48,12 @@ void add_conform(py::module_& m) {
       .def_readonly("prompt", &Mismatch::prompt)
       .def_readonly("held", &Mismatch::held, "the tokens whose cold run the resume started from")
       .def_readonly("offset", &Mismatch::offset)
-      .def_readonly("difference", &Mismatch::difference);
+      .def_readonly("difference", &Mismatch::difference)
+      .def("__repr__", [](const Mismatch& mm) {
+        return "<ConformMismatch prompt " + std::to_string(mm.prompt_number) + " (" + std::to_string(mm.prompt.size()) +
+               " tokens), offset " + std::to_string(mm.offset) + ", after " + std::to_string(mm.held.size()) +
+               " held tokens: " + mm.difference.describe() + ">";
+      });
   py::class_<conform::ColdDisagreement>(m, "ConformColdDisagreement", "Two cold runs of one prompt that differ.")
       .def_readonly("prompt_number", &conform::ColdDisagreement::prompt_number)
       .def_readonly("prompt", &conform::ColdDisagreement::prompt)
@@ -90,6 +97,9 @@ void add_conform(py::module_& m) {
         return found == nullptr ? std::nullopt : std::optional<GridResult>(*found);
       }, py::arg("grid"), "The result for one grid, or None when it was not a candidate.")
       .def("__str__", &conform::to_text)
+      .def(
+          "to_json", [](const Report& r) { return pfx::cli::conform_json(r).dump(); },
+          "The report as the JSON text `pfx conform --json` prints: the same fields, the same shape.")
       .def("__repr__", [](const Report& r) {
         return "<ConformReport verdict=" + std::string(conform::to_string(r.verdict)) + " recommended=" +
                (r.recommended ? std::to_string(*r.recommended) : std::string("None")) + ">";

@@ -19,7 +19,9 @@
 
 #include <cstring>
 #include <optional>
+#include <new>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -267,7 +269,24 @@ Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
           },
           py::arg("config"), "Change the knobs. Idle only; turning reuse off or changing chunk forgets what is held.")
       .def(
-          "reserve", [](Lane& self, py::handle tokens) { unexported(self).machine.reserve(count(tokens, "tokens")); },
+          "reserve",
+          [](Lane& self, py::handle tokens) {
+            const std::size_t n = count(tokens, "tokens");
+            Machine& machine = unexported(self).machine;
+            // std::vector's own messages ("vector::reserve", a bare MemoryError) name neither the
+            // call nor the capacity.
+            try {
+              machine.reserve(n);
+            } catch (const std::length_error&) {
+              throw py::value_error("Machine.reserve(" + std::to_string(n) + "): a capacity of " + std::to_string(n) +
+                                    " tokens is past the largest a machine can hold; nothing changed");
+            } catch (const std::bad_alloc&) {
+              PyErr_SetString(PyExc_MemoryError, ("Machine.reserve(" + std::to_string(n) + "): cannot allocate room for " +
+                                                  std::to_string(n) + " tokens (4 bytes each); nothing changed")
+                                                     .c_str());
+              throw py::error_already_set();
+            }
+          },
           py::arg("tokens"), "Keep room for this many ids, so that records within it never allocate.")
       .def_property_readonly("config", [](const Lane& self) { return self.machine.config(); }, "A copy of the knobs.")
       .def_property_readonly(

@@ -1,7 +1,9 @@
 // pfx audit: the invariant catalogue checked at run time, and the traceability table.
 
 #include <pfx/cli/audit.hpp>
+#include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/options.hpp>
+#include <pfx/cli/progress.hpp>
 
 #include <pfx/conformance/exhaustive_proof.hpp>
 #include <pfx/conformance/model_checker.hpp>
@@ -15,6 +17,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -75,11 +78,14 @@ std::string replay_command(const AuditOptions& options) {
 }
 
 /// The random runs' result; a failure is told with the events of its case, so that it can be read
-/// without replaying.
-Check random_runs(const AuditOptions& options) {
-  const RandomRunsReport r = run_random_cases(options.seed, options.cases, audit_events_per_case, options.step);
+/// without replaying. `before_case` may stop the runs between two cases (a signal).
+Check random_runs(const AuditOptions& options, const CaseHook& before_case) {
+  const RandomRunsReport r =
+      run_random_cases(options.seed, options.cases, audit_events_per_case, options.step, before_case);
   Check check{"random",
-              fmt::format("{} runs of {} events, seed {}", options.cases, audit_events_per_case, options.seed),
+              r.stopped ? fmt::format("{} of {} runs of {} events, seed {} (interrupted)", r.cases, options.cases,
+                                      audit_events_per_case, options.seed)
+                        : fmt::format("{} runs of {} events, seed {}", options.cases, audit_events_per_case, options.seed),
               r.steps,
               r.failed,
               random_ranges(),
@@ -165,7 +171,17 @@ std::string build_description() {
   return out;
 }
 
-std::vector<Check> run_checks(const AuditOptions& options) {
+/// The checks that ran; fewer than all five when a signal stopped the audit between two of them (or
+/// between two random cases: that check is then the last, and partial).
+std::vector<Check> run_checks(const AuditOptions& options, ProgressBar& progress) {
+  std::vector<Check> checks;
+  constexpr std::size_t phases = 5;
+  // Before each check: draw which one runs, and stop if a signal arrived.
+  const auto next = [&](const char* name) {
+    progress.restart(phases, "checks", fmt::format("audit: {} ({}/{})", name, checks.size() + 1, phases));
+    progress.update(checks.size());
+    return interrupted_by() == 0;
+  };
   const proof::Domain rule = proof::run_time_rule_domain;
   const proof::Domain protocol{options.protocol_length, proof::run_time_protocol_domain.max_keep_min,
                                proof::run_time_protocol_domain.max_chunk};
@@ -173,14 +189,23 @@ std::vector<Check> run_checks(const AuditOptions& options) {
     return fmt::format("alphabet {{0,1}}, length <= {}, keep_min 0..{}, chunk 1..{}, enabled and not", d.max_length,
                        d.max_keep_min, d.max_chunk);
   };
-  std::vector<Check> checks;
+  if (!next("rule")) return checks;
   checks.push_back(exhaustive("rule", domain(rule), proof::prove_rule_over(rule)));
+  if (!next("protocol")) return checks;
   checks.push_back(exhaustive("protocol", domain(protocol), proof::prove_protocol_over(protocol)));
+  if (!next("configure")) return checks;
   checks.push_back(exhaustive("configure", "keep_min 0..2, chunk 0..4, enabled and not", proof::prove_configure(4)));
-  checks.push_back(random_runs(options));
+  if (!next("random runs")) return checks;
+  progress.restart(options.cases, "cases", fmt::format("audit: random runs (4/{})", phases));
+  checks.push_back(random_runs(options, [&progress](std::size_t done) {
+    progress.update(done);
+    return interrupted_by() == 0;
+  }));
+  if (!next("model checker")) return checks;
   proof::ModelDomain model = proof::model_domain;
   model.max_requests = options.protocol_length;
   checks.push_back(model_check(model));
+  progress.erase();
   return checks;
 }
 
@@ -213,9 +238,10 @@ RanById read_results(const AuditOptions& options) {
   return by_id;
 }
 
+/// `interrupted`: the signal that stopped the audit before its last check, or 0.
 void print_text(std::ostream& out, const AuditOptions& options, const std::vector<Check>& checks,
                 const std::vector<TraceabilityEntry>& table, const RanById& ran,
-                const std::vector<std::string>& problems) {
+                const std::vector<std::string>& problems, int interrupted) {
   out << fmt::format("pfx audit, seed {} (replay: {})\n", options.seed, replay_command(options));
   out << fmt::format("built with {}\n\n", build_description());
   out << "Invariant checks: every step compared with the reference model and checked against INV-1..11;\n"
@@ -254,7 +280,11 @@ void print_text(std::ostream& out, const AuditOptions& options, const std::vecto
     for (const std::string& p : e.problems()) out << fmt::format("  MISSING: {}\n", p);
   }
 
-  if (problems.empty()) {
+  if (interrupted != 0) {
+    out << fmt::format("\npfx audit: {} of 5 checks ran; not passed\n{}\n", checks.size(),
+                       describe_interruption(interrupted, checks.size(), "checks"));
+    for (const std::string& p : problems) out << "  " << p << '\n';
+  } else if (problems.empty()) {
     out << fmt::format("\npfx audit: every check passed; {} IDs, each with a row and a test\n", table.size());
   } else {
     out << "\npfx audit: FAILED\n";
@@ -264,7 +294,7 @@ void print_text(std::ostream& out, const AuditOptions& options, const std::vecto
 
 void print_json(std::ostream& out, const AuditOptions& options, const std::vector<Check>& checks,
                 const std::vector<TraceabilityEntry>& table, const RanById& ran,
-                const std::vector<std::string>& problems) {
+                const std::vector<std::string>& problems, int interrupted) {
   json report;
   report["seed"] = options.seed;
   report["cases"] = options.cases;
@@ -298,7 +328,8 @@ void print_json(std::ostream& out, const AuditOptions& options, const std::vecto
   }
   report["results"] = options.results.empty() ? json(nullptr) : json(options.results);
   report["problems"] = problems;
-  report["ok"] = problems.empty();
+  report["interrupted"] = interrupted != 0 ? json(interrupted) : json(nullptr);  // the signal, or null
+  report["ok"] = problems.empty() && interrupted == 0;
   out << report.dump(2) << '\n';
 }
 
@@ -312,7 +343,19 @@ std::vector<RequirementId> audited_ids() {
 }
 
 int run_audit(const AuditOptions& options, const Streams& streams) {
-  const std::vector<Check> checks = run_checks(options);
+  // A bound that checks nothing would report ok having checked nothing.
+  if (options.protocol_length == 0) {
+    throw InputError("--protocol-length 0 checks no protocol state (the exhaustive protocol proof and the model "
+                     "checker would run no request): give 1..3");
+  }
+  if (options.cases == 0) {
+    throw InputError("--cases 0 runs no random case, so that check would compare nothing: give at least 1");
+  }
+  ProgressBar progress(streams.err, streams.err_is_terminal && !options.no_progress && !options.json, 5, "checks",
+                       std::chrono::milliseconds(0));
+  const std::vector<Check> checks = run_checks(options, progress);
+  progress.erase();
+  const int interrupted = interrupted_by();
   const std::vector<RequirementId> ids = audited_ids();
   const std::vector<TraceabilityEntry> table = traceability_table(ids, options.traced);
 
@@ -339,10 +382,11 @@ int run_audit(const AuditOptions& options, const Streams& streams) {
   }
 
   if (options.json) {
-    print_json(streams.out, options, checks, table, ran, problems);
+    print_json(streams.out, options, checks, table, ran, problems, interrupted);
   } else {
-    print_text(streams.out, options, checks, table, ran, problems);
+    print_text(streams.out, options, checks, table, ran, problems, interrupted);
   }
+  if (interrupted != 0) return interrupted_status(interrupted);
   return problems.empty() ? exit_ok : exit_mismatch;
 }
 
@@ -360,8 +404,9 @@ void add_audit_command(CLI::App& app, const Streams& streams, int& status) {
                     "Longest sequence of the exhaustive protocol domain (2 is the compile-time proofs' domain), "
                     "and requests deep of the model checker")
       ->capture_default_str()
-      ->check(CLI::Range(std::size_t{0}, std::size_t{3}));
+      ->check(CLI::Range(std::size_t{0}, std::size_t{3}));  // 0 is refused by run_audit, with why
   audit->add_flag("--json", options->json, "Write the report as JSON");
+  audit->add_flag("--no-progress", options->no_progress, "No progress line, even on a terminal");
   audit->add_option("--results", options->results,
                     "Folder of the suite's test reports (build/default/proptest/results after ctest): say which tests "
                     "ran and passed for each ID, and fail when one failed or none passed");

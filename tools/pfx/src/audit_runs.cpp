@@ -106,10 +106,14 @@ std::string random_ranges() {
 }
 
 RandomRunsReport run_random_cases(std::uint64_t seed, std::size_t cases, std::size_t events_per_case,
-                                  const Stepper& step) {
+                                  const Stepper& step, const CaseHook& before_case) {
   RandomRunsReport report;
   std::mt19937_64 random(seed);
   for (std::size_t c = 0; c < cases; ++c) {
+    if (before_case && !before_case(c)) {  // asked to stop: every case so far is whole
+      report.stopped = true;
+      break;
+    }
     ++report.cases;
     EventSource source(random);
     Machine machine;

@@ -3,6 +3,7 @@
 
 #include <pfx/cli/conform.hpp>
 
+#include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/lane_options.hpp>
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
@@ -66,65 +67,9 @@ NamedEngine make_engine(const ConformOptions& o) {
   throw InputError(fmt::format("--engine {}: unknown engine", o.engine));  // CLI11 checked the name
 }
 
-json bits(float x) { return fmt::format("0x{:08x}", std::bit_cast<std::uint32_t>(x)); }
-
-json difference_json(const conform::Difference& d) {
-  json j;
-  if (d.where == conform::Difference::Where::logits) {
-    j["where"] = "logits";
-    j["logit"] = d.index;
-  } else {
-    j["where"] = "row";
-    j["row"] = d.row;
-    j["layer"] = d.layer;
-    j["plane"] = d.plane == driver::Plane::key ? "key" : "value";
-    j["column"] = d.index;
-  }
-  j["got"] = d.got;
-  j["expected"] = d.expected;
-  j["got_bits"] = bits(d.got);
-  j["expected_bits"] = bits(d.expected);
-  return j;
-}
-
 }  // namespace
 
 std::vector<std::string> conform_engine_names() { return {"reference", "cuda", "blocked-attention", "nondeterministic"}; }
-
-json conform_json(const conform::Report& r) {
-  json grids = json::array();
-  for (const conform::GridResult& g : r.grids) {
-    json grid{{"grid", g.grid}, {"resumes", g.resumes}, {"exact", g.exact()}};
-    if (g.mismatch) {
-      const conform::Mismatch& m = *g.mismatch;
-      grid["mismatch"] = {{"prompt_number", m.prompt_number}, {"prompt", m.prompt}, {"held", m.held},
-                          {"offset", m.offset}, {"difference", difference_json(m.difference)}};
-    }
-    grids.push_back(grid);
-  }
-  json j{{"type", "conform"}, {"engine", r.engine}, {"chunk", r.chunk}, {"rule_chunk", r.rule_chunk},
-         {"vocab", r.vocab}};
-  j["budget"] = {{"prompts", r.budget.prompts}, {"max_grid", r.budget.max_grid},
-                 {"exhaustive_up_to", r.budget.exhaustive_up_to}, {"sampled_offsets", r.budget.sampled_offsets},
-                 {"cold_runs", r.budget.cold_runs}, {"seed", r.budget.seed}};
-  j["lengths"] = r.lengths;
-  j["prompts"] = r.prompts;
-  j["cold_runs"] = r.cold_runs;
-  j["deterministic"] = !r.cold_disagreement.has_value();
-  if (r.cold_disagreement) {
-    const conform::ColdDisagreement& d = *r.cold_disagreement;
-    j["cold_disagreement"] = {{"prompt_number", d.prompt_number}, {"prompt", d.prompt}, {"run", d.run},
-                              {"difference", difference_json(d.difference)}};
-  }
-  j["grids"] = grids;
-  j["recommended"] = r.recommended ? json(*r.recommended) : json(nullptr);
-  j["verdict"] = conform::to_string(r.verdict);
-  j["explanation"] = r.explanation();
-  j["exit_status"] = conform::exit_status(r.verdict);
-  j["prefilled_tokens"] = r.prefilled_tokens;
-  j["elapsed_s"] = r.elapsed_s;
-  return j;
-}
 
 namespace {
 
@@ -143,17 +88,54 @@ int run_conform(const ConformOptions& o, const Streams& streams) {
   const conform::Budget& b = check.budget;
   const std::size_t prompts =
       conform::prompt_lengths(conform::candidate_grids(b, o.chunk, o.rule_chunk.value_or(o.chunk))).size() * b.prompts;
-  ProgressBar progress(streams.err, streams.err_is_terminal && !o.no_progress && !o.json, prompts);
-  check.progress = [&progress](std::size_t done, std::size_t) { progress.update(done); };
-  const conform::Report report = conform::check(*engine.engine, check);
+  ProgressBar progress(streams.err, streams.err_is_terminal && !o.no_progress && !o.json, prompts, "prompts");
+  std::size_t done = 0;
+  check.progress = [&progress, &done](std::size_t prompts_done, std::size_t) {
+    done = prompts_done;
+    progress.update(prompts_done);
+    stop_if_interrupted();  // between two prompts: conform::check unwinds, nothing half-judged is reported
+  };
+  std::optional<conform::Report> report;
+  try {
+    report = conform::check(*engine.engine, check);
+  } catch (const Interrupted&) {
+    progress.erase();
+    const int signal = interrupted_by();
+    if (o.json) {
+      streams.out << json{{"type", "interrupted"}, {"signal", signal}, {"prompts", done}, {"of", prompts},
+                          {"verdict", nullptr}, {"ok", false}}.dump()
+                  << "\n";
+    } else {
+      streams.out << fmt::format("pfx conform: {} of {} prompts checked; no verdict\n{}\n", done, prompts,
+                                 describe_interruption(signal, done, "prompts"));
+    }
+    streams.out.flush();
+    return interrupted_status(signal);
+  }
   progress.erase();
+  const std::size_t compared = comparisons(*report);
   if (o.json) {
-    streams.out << conform_json(report).dump() << "\n";
+    streams.out << conform_json(*report).dump() << "\n";
   } else {
-    streams.out << conform::to_text(report);
+    streams.out << conform::to_text(*report)
+                << fmt::format("compared: {} runs with their cold run, bit for bit\n", compared);
   }
   streams.out.flush();
-  return conform::exit_status(report.verdict);
+  const int status = conform::exit_status(report->verdict);
+  // A verdict that compared nothing vouches for nothing (conform::check never gives one: defence in depth).
+  if (compared == 0 && status == exit_ok) {
+    streams.err << "pfx conform: FAILED: no run was compared with a cold run: the check compared nothing\n";
+    return exit_mismatch;
+  }
+  if (interrupted_by() != 0) {  // arrived after the last prompt: the report is whole, but the run was asked to stop
+    const int signal = interrupted_by();
+    streams.out << (o.json ? json{{"type", "interrupted"}, {"signal", signal}, {"prompts", done}, {"of", prompts},
+                                  {"verdict", nullptr}, {"ok", false}}.dump()
+                           : describe_interruption(signal, done, "prompts"))
+                << "\n" << std::flush;
+    return interrupted_status(signal);
+  }
+  return status;
 }
 
 }  // namespace

@@ -47,7 +47,10 @@ json parse(std::string_view option, std::string_view argument, Source& source) {
     // A directory opens as a stream on Linux and reads as empty text: say what it is instead.
     if (std::filesystem::is_directory(std::string(argument), ec)) source.fail("", "cannot read the file: it is a directory");
     std::ifstream in{std::string(argument)};
-    if (!in) source.fail("", fmt::format("cannot read the file ({})", std::strerror(errno)));
+    if (!in) {
+      source.fail("", fmt::format("cannot read the file ({}); inline JSON starts with [ or {{, such as [1,2,3]",
+                                  std::strerror(errno)));
+    }
     std::ostringstream all;
     all << in.rdbuf();
     if (in.bad()) source.fail("", fmt::format("cannot read the file ({})", std::strerror(errno)));

@@ -20,10 +20,15 @@ void install_interrupt_handlers() noexcept {
 
 int interrupted_by() noexcept { return static_cast<int>(received); }
 
-std::string describe_interruption(int signal, std::size_t requests) {
-  const char* name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
-  return fmt::format("INTERRUPTED by {} after {} requests: the summary covers only what ran (exit status {})", name,
-                     requests, interrupted_status(signal));
+std::string_view signal_name(int signal) noexcept {
+  return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
+}
+
+std::string describe_interruption(int signal, std::size_t done, std::string_view unit) {
+  const std::string_view name = signal_name(signal);
+  return fmt::format("INTERRUPTED by {} after {} {}: the summary covers only what ran, and the run did not pass "
+                     "(exit status {})",
+                     name, done, unit, interrupted_status(signal));
 }
 
 }  // namespace pfx::cli

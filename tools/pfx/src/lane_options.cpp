@@ -18,8 +18,11 @@ namespace pfx::cli {
 void add_model_options(CLI::App& command, const ModelFields& fields) {
   command.add_option("--chunk", fields.chunk, "Prefill chunk of the reference engine, and so the rule's chunk")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))->capture_default_str();
-  command.add_option("--vocab", fields.vocab, "Vocabulary of the reference engine: token ids are 0 .. vocab - 1")
-      ->check(CLI::Range(std::size_t{1}, static_cast<std::size_t>(std::numeric_limits<token>::max())))
+  // At least 2: the reference engine refuses a vocabulary of one token (and 0 holds no token id).
+  command.add_option("--vocab", fields.vocab,
+                     "Vocabulary of the reference engine: token ids are 0 .. vocab - 1 (at most 2^24 with the "
+                     "reference engine)")
+      ->check(CLI::Range(std::size_t{2}, static_cast<std::size_t>(std::numeric_limits<token>::max())))
       ->capture_default_str();
   command.add_option("--capacity", fields.capacity, "KV rows of the lane, allocated once")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 26))->capture_default_str();

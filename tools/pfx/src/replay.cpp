@@ -5,6 +5,8 @@
 #include <pfx/driver/errors.hpp>
 #include <pfx/engines/faulty_engine.hpp>
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -32,6 +34,14 @@ std::string difference(const driver::Lane& resumed, const driver::Response& r, c
 }
 
 }  // namespace
+
+std::string ReplaySummary::unchecked(bool verify) const {
+  if (requests > 0 && failures == requests) {
+    return fmt::format("every request failed ({} of {}): nothing was served, so nothing was checked", failures, requests);
+  }
+  if (verify && verified == 0) return "no response was compared with a cold run: the check compared nothing";
+  return "";
+}
 
 Replayer::Replayer(driver::Engine& engine, const ReplaySettings& settings)
     : start_(std::chrono::steady_clock::now()), fault_rate_(settings.fault_rate), seed_(settings.seed) {

@@ -114,6 +114,10 @@ Input read_input(const ReplayOptions& options) {
     throw InputError(message);
   }
   if (count_requests(trace.items) == 0) {
+    if (!trace.items.empty()) {  // clears only: not empty, but nothing to serve
+      throw InputError(fmt::format("{} holds no request, only {} clear{}: nothing to replay", source, trace.items.size(),
+                                   trace.items.size() == 1 ? "" : "s"));
+    }
     throw InputError(fmt::format("{} holds no request (it is empty or blank): nothing to replay", source));
   }
   return {source, std::move(trace.items)};
@@ -199,13 +203,16 @@ json request_json(const RequestReport& r) {
   return j;
 }
 
+/// `interrupted`: a signal stopped the run, which then did not pass whatever it found so far.
 json summary_json(const ReplaySummary& s, const ReplayOptions& o, const driver::LaneOptions& lane,
-                  const Input& input, const std::string& engine) {
+                  const Input& input, const std::string& engine, bool interrupted) {
   json j{{"type", "summary"}};
   add_summary_counters(j, s);
   j["divergences"] = s.divergences;
   j["elapsed_s"] = s.elapsed_s;
-  j["ok"] = s.ok();
+  j["interrupted"] = interrupted;
+  if (const std::string why = s.unchecked(o.verify); !why.empty()) j["unchecked"] = why;
+  j["ok"] = !interrupted && s.passed(o.verify);
   json settings{{"trace", input.source}};
   add_lane_settings(settings, engine, o.model.chunk, o.model.vocab, lane);
   settings["rule_chunk"] = lane.rule_chunk != 0 ? lane.rule_chunk : o.model.chunk;
@@ -251,7 +258,7 @@ std::string table_row(const RequestReport& r, bool verify) {
   return row;
 }
 
-std::string summary_text(const ReplaySummary& s, bool verify) {
+std::string summary_text(const ReplaySummary& s, bool verify, bool interrupted) {
   std::string text = fmt::format(
       "{} requests ({} failed{}), {} clears; {} prompt tokens: {} reused ({}), {} prefilled; {:.1f} s\n", s.requests,
       s.failures, s.stale_reads > 0 ? fmt::format(", {} by a stale-row read", s.stale_reads) : "", s.clears,
@@ -270,6 +277,8 @@ std::string summary_text(const ReplaySummary& s, bool verify) {
                         s.mismatches, first.request, first.line, first.label.empty() ? "" : ", " + escaped(first.label), first.what);
   }
   if (s.stale_reads > 0) text += "FAILED: the engine read poisoned KV rows (exit status 1)\n";
+  // An interrupted run is judged by its own line (exit 130/143); it did not get to compare the rest.
+  if (const std::string why = s.unchecked(verify); !why.empty() && !interrupted) text += "FAILED: " + why + " (exit status 1)\n";
   return text;
 }
 
@@ -338,7 +347,7 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
                 << table_header(options.verify) << "\n"
                 << std::flush;
   }
-  ProgressBar progress(streams.err, streams.err_is_terminal && !options.no_progress, requests);
+  ProgressBar progress(streams.err, streams.err_is_terminal && !options.no_progress, requests, "requests");
   ReplayListener listener;
   listener.request = [&](const RequestReport& r) {
     progress.erase();
@@ -352,12 +361,13 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
   };
   const ReplaySummary summary = replay(input.items, *engine.engine, settings, listener);
   progress.erase();
+  const int signal = interrupted_by();
   if (options.json) {
-    streams.out << summary_json(summary, options, lane, input, engine.description).dump() << "\n";
+    streams.out << summary_json(summary, options, lane, input, engine.description, signal != 0).dump() << "\n";
   } else {
-    streams.out << summary_text(summary, options.verify);
+    streams.out << summary_text(summary, options.verify, signal != 0);
   }
-  if (const int signal = interrupted_by(); signal != 0) {
+  if (signal != 0) {
     streams.out << (options.json ? nlohmann::ordered_json{{"type", "interrupted"}, {"signal", signal},
                                                           {"requests", summary.requests}}.dump() + "\n"
                                  : describe_interruption(signal, summary.requests) + "\n");
@@ -365,7 +375,7 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
     return interrupted_status(signal);
   }
   streams.out.flush();
-  return summary.ok() ? exit_ok : exit_mismatch;
+  return summary.passed(options.verify) ? exit_ok : exit_mismatch;
 }
 
 }  // namespace
@@ -431,8 +441,17 @@ void add_workload_command(CLI::App& app, const Streams& streams, int& status) {
   command->add_option("--requests", options->requests, "Requests to generate")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}))->capture_default_str();
   command->callback([options, &streams, &status] {
+    std::size_t written = 0;
     for (const TraceItem& item : embedded_workload(workload_options(options->model, options->seed, options->requests))) {
+      if (const int signal = interrupted_by(); signal != 0) {
+        // Standard output is a trace: the note goes to standard error, and the trace stops at a whole line.
+        streams.out.flush();
+        streams.err << "pfx workload: " << describe_interruption(signal, written, "lines") << "\n";
+        status = interrupted_status(signal);
+        return;
+      }
       streams.out << to_trace_line(item) << "\n";
+      ++written;
     }
     streams.out.flush();
     status = exit_ok;

@@ -5,11 +5,13 @@
 
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/conform.hpp>
+#include <pfx/cli/interrupt.hpp>
 #include <pfx/driver/errors.hpp>
 #include <pfx/version.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cerrno>
 #include <cstring>
@@ -48,6 +50,15 @@ int parse_and_run(std::span<const std::string> arguments, const Streams& streams
     return app.exit(e, streams.out, streams.err);
   } catch (const CLI::ParseError& e) {
     // CLI11's own statuses differ per kind of error; every bad option is exit_bad_input here.
+    if (app.get_subcommands().empty() && !arguments.empty() && !arguments.front().starts_with('-')) {
+      // CLI11 would say "A subcommand is required": name the word it did not know instead.
+      std::vector<std::string> names;
+      const CLI::App& all = app;
+      for (const CLI::App* sub : all.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+      streams.err << fmt::format("pfx: unknown command '{}'; the commands are {}\nRun pfx --help for what each does.\n",
+                                 arguments.front(), fmt::join(names, ", "));
+      return exit_bad_input;
+    }
     streams.err << fmt::format("{}: {}\nRun with --help for the options.\n", command(), e.what());
     return exit_bad_input;
   } catch (const InputError& e) {
@@ -59,6 +70,14 @@ int parse_and_run(std::span<const std::string> arguments, const Streams& streams
   } catch (const std::exception& e) {
     streams.err << fmt::format("{}: internal error: {}\n", command(), e.what());
     return exit_internal;
+  }
+  // A command with no loop of its own (explain), or one whose last unit of work ended as the signal
+  // came: a success is not reported after a signal asked the run to stop. Failures keep their status.
+  if (const int signal = interrupted_by(); signal != 0 && status == exit_ok) {
+    streams.err << fmt::format("{}: INTERRUPTED by {}: what was printed is whole, but the run did not pass (exit "
+                               "status {})\n",
+                               command(), signal_name(signal), interrupted_status(signal));
+    return interrupted_status(signal);
   }
   return status;
 }

@@ -94,7 +94,8 @@ SoakSummary soak(driver::Engine& engine, const SoakSettings& settings, const Soa
     const std::optional<TraceItem> item = stream.next();
     if (!item) break;
     const bool is_request = std::holds_alternative<TraceRequest>(*item);
-    const bool verify = is_request && (last_failed || (served + 1) % settings.verify_every == 0);
+    const bool last = served + 1 == settings.workload.requests;  // compared whatever verify_every says
+    const bool verify = is_request && (last_failed || last || (served + 1) % settings.verify_every == 0);
     replayer.serve(*item, on_request, verify);
     if (!is_request) continue;
     ++served;

@@ -51,7 +51,7 @@ std::string memory_text(const SoakSummary& s, const SoakSettings& settings) {
                             tolerance);
 }
 
-std::string summary_text(const SoakSummary& s, const SoakSettings& settings) {
+std::string summary_text(const SoakSummary& s, const SoakSettings& settings, bool interrupted) {
   const ReplaySummary& r = s.replay;
   std::string text = fmt::format("requests: {} ({} failed: {} injected, {} by a stale-row read), {} clears\n",
                                  r.requests, r.failures, s.injected, r.stale_reads, r.clears);
@@ -63,11 +63,14 @@ std::string summary_text(const SoakSummary& s, const SoakSettings& settings) {
   if (r.mismatches > 0) text += "MISMATCH: some responses differ from their cold run (exit status 1)\n";
   if (r.stale_reads > 0) text += "FAILED: the engine read poisoned KV rows (exit status 1)\n";
   if (!s.memory_flat()) text += "FAILED: resident memory grew past the tolerance after the warm-up (exit status 1)\n";
+  if (interrupted) return text;  // judged by the INTERRUPTED line that follows: the run did not finish
+  if (const std::string why = r.unchecked(true); !why.empty()) text += "FAILED: " + why + " (exit status 1)\n";
   if (s.ok()) text += "pfx soak: every check passed\n";
   return text;
 }
 
-json summary_json(const SoakSummary& s, const SoakOptions& o, const driver::LaneOptions& lane, const std::string& engine) {
+json summary_json(const SoakSummary& s, const SoakOptions& o, const driver::LaneOptions& lane, const std::string& engine,
+                  bool interrupted) {
   const ReplaySummary& r = s.replay;
   json samples = json::array();
   for (const MemorySample& sample : s.samples) samples.push_back({{"requests", sample.requests}, {"kib", sample.kib}});
@@ -85,7 +88,9 @@ json summary_json(const SoakSummary& s, const SoakOptions& o, const driver::Lane
   j["verified"] = r.verified;
   j["memory"] = memory;
   j["elapsed_s"] = r.elapsed_s;
-  j["ok"] = s.ok();
+  j["interrupted"] = interrupted;
+  if (const std::string why = r.unchecked(true); !why.empty()) j["unchecked"] = why;
+  j["ok"] = !interrupted && s.ok();
   json settings;
   add_lane_settings(settings, engine, o.chunk, o.settings.workload.vocab, lane);
   settings["faults"] = o.settings.replay.fault_rate;
@@ -126,14 +131,15 @@ int run_soak(SoakOptions& options, const Streams& streams) {
     streams.out << fmt::format("pfx soak: {} requests of the embedded workload (seed {}), faults {} per engine call\n",
                                requests, settings.workload.seed, settings.replay.fault_rate)
                 << fmt::format("lane: {}\n", describe_lane(description, lane))
-                << fmt::format("verify: every {}th request and every request after a failure, against a cold run\n",
+                << fmt::format("verify: every {}th request, every request after a failure and the last, against a "
+                               "cold run\n",
                                settings.verify_every)
                 << fmt::format("memory: baseline after {} requests, then a sample every {}; tolerance {}\n",
                                settings.warmup, settings.memory_every, settings.tolerance.describe())
                 << std::flush;
   }
 
-  ProgressBar progress(streams.err, streams.err_is_terminal && !options.no_progress, requests);
+  ProgressBar progress(streams.err, streams.err_is_terminal && !options.no_progress, requests, "requests");
   std::size_t failed_checks = 0;
   SoakListener listener;
   listener.request = [&](const RequestReport& r) {
@@ -146,13 +152,14 @@ int run_soak(SoakOptions& options, const Streams& streams) {
   };
   const SoakSummary summary = soak(*engine, settings, listener);
   progress.erase();
+  const int signal = interrupted_by();
   if (options.json) {
-    streams.out << summary_json(summary, options, lane, description).dump() << "\n";
+    streams.out << summary_json(summary, options, lane, description, signal != 0).dump() << "\n";
   } else {
     if (failed_checks > shown_failures) streams.out << fmt::format("... and {} more\n", failed_checks - shown_failures);
-    streams.out << summary_text(summary, settings);
+    streams.out << summary_text(summary, settings, signal != 0);
   }
-  if (const int signal = interrupted_by(); signal != 0) {
+  if (signal != 0) {
     streams.out << (options.json ? nlohmann::ordered_json{{"type", "interrupted"}, {"signal", signal},
                                                           {"requests", summary.replay.requests}}.dump() + "\n"
                                  : describe_interruption(signal, summary.replay.requests) + "\n");

@@ -33,6 +33,7 @@ struct AuditOptions {
   /// model_checker_test.cpp; 2 is the compile-time proofs' domain and much faster.
   std::size_t protocol_length = 3;
   bool json = false;
+  bool no_progress = false;  ///< no progress line on a terminal
   /// The folder of the suite's test reports (build/<preset>/proptest/results after ctest); when
   /// given, the audit says for each ID which tests ran and passed, and fails when one failed or none
   /// passed. Empty: not read.

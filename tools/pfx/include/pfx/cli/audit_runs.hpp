@@ -38,16 +38,22 @@ struct RandomRunFailure {
 };
 
 struct RandomRunsReport {
-  std::size_t cases = 0;
+  std::size_t cases = 0;   ///< cases run
+  bool stopped = false;    ///< the hook stopped the runs before the last case
   std::size_t steps = 0;
   std::size_t failed = 0;  ///< failing steps; each case stops at its first
   std::optional<RandomRunFailure> first;  ///< the first failure, if any
 };
 
+/// Called before each case with the cases done so far (a progress bar); false stops the runs there
+/// (a signal: `pfx audit` stops between two cases).
+using CaseHook = std::function<bool(std::size_t)>;
+
 /// `cases` runs of `events_per_case` random events each, all drawn from `seed`: the same seed and
 /// counts give the same events, so a failure is replayed by running again with that seed.
 [[nodiscard]] RandomRunsReport run_random_cases(std::uint64_t seed, std::size_t cases,
-                                                std::size_t events_per_case, const Stepper& step);
+                                                std::size_t events_per_case, const Stepper& step,
+                                                const CaseHook& before_case = {});
 
 /// The tokens as "[0,1,1]".
 [[nodiscard]] std::string describe(const spec::Tokens& tokens);

@@ -6,9 +6,8 @@
 /// is on an exact grid, 1 it is not (the safe one is printed), 3 no grid is exact, 2 bad input.
 
 #include <pfx/cli/command.hpp>
+#include <pfx/cli/conform_json.hpp>  // conform_json, comparisons
 #include <pfx/conform/report.hpp>
-
-#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -17,9 +16,6 @@ namespace pfx::cli {
 
 /// The engines `pfx conform --engine` names: reference, cuda, blocked-attention, nondeterministic.
 [[nodiscard]] std::vector<std::string> conform_engine_names();
-
-/// The report as one JSON object (docs/conform.md, "JSON").
-[[nodiscard]] nlohmann::ordered_json conform_json(const conform::Report& report);
 
 void add_conform_command(CLI::App& app, const Streams& streams, int& status);
 

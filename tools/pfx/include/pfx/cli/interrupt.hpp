@@ -1,12 +1,16 @@
 #pragma once
 
 /// \file
-/// SIGINT and SIGTERM during `pfx replay` or `pfx soak`: the signal only raises a flag, the loops stop
-/// between two requests, print the summary of what ran marked interrupted, and the program exits with
-/// 128 + the signal (130, 143), as a shell reports a process killed by it (docs/cli.md).
+/// SIGINT and SIGTERM during any `pfx` command: the signal only raises a flag, the loops stop between
+/// two units of work (a request of replay or soak, a prompt of conform, a case or a check of audit),
+/// print the summary of what ran marked interrupted (never "ok" or "passed": the run did not finish),
+/// and the program exits with 128 + the signal (130, 143), as a shell reports a process killed by it
+/// (docs/cli.md, "Interrupting a run").
 
 #include <cstddef>
+#include <exception>
 #include <string>
+#include <string_view>
 
 namespace pfx::cli {
 
@@ -20,7 +24,22 @@ void install_interrupt_handlers() noexcept;
 /// The exit status of a run the signal stopped: 128 + signal.
 [[nodiscard]] inline int interrupted_status(int signal) noexcept { return 128 + signal; }
 
-/// "interrupted by SIGINT after N requests" for the summary.
-[[nodiscard]] std::string describe_interruption(int signal, std::size_t requests);
+/// "SIGINT", "SIGTERM", or "a signal".
+[[nodiscard]] std::string_view signal_name(int signal) noexcept;
+
+/// "INTERRUPTED by SIGINT after N requests: ..." for the summary; `unit` names what was counted.
+[[nodiscard]] std::string describe_interruption(int signal, std::size_t done, std::string_view unit = "requests");
+
+/// Thrown from inside a loop the program does not own (conform's progress callback) to stop it
+/// between two units of work once a signal has arrived; the command catches it.
+class Interrupted : public std::exception {
+ public:
+  [[nodiscard]] const char* what() const noexcept override { return "interrupted by a signal"; }
+};
+
+/// Throws Interrupted when a signal has arrived.
+inline void stop_if_interrupted() {
+  if (interrupted_by() != 0) throw Interrupted();
+}
 
 }  // namespace pfx::cli

@@ -7,14 +7,16 @@
 #include <chrono>
 #include <cstddef>
 #include <iosfwd>
+#include <string>
 
 namespace pfx::cli {
 
 class ProgressBar {
  public:
   /// Draws on `terminal` when `enabled` (the caller checked that it is a terminal), once the run has
-  /// lasted `delay`: short runs never show a bar.
-  ProgressBar(std::ostream& terminal, bool enabled, std::size_t total,
+  /// lasted `delay`: short runs never show a bar. `unit` names what is counted ("requests",
+  /// "prompts", "cases"); `label`, when not empty, says which part of the run is counting.
+  ProgressBar(std::ostream& terminal, bool enabled, std::size_t total, std::string unit = "requests",
               std::chrono::milliseconds delay = std::chrono::milliseconds(500));
   ~ProgressBar();
   ProgressBar(const ProgressBar&) = delete;
@@ -24,12 +26,16 @@ class ProgressBar {
   void update(std::size_t done);
   /// Erases the bar, if drawn, so that the caller can print a line; the next update draws it again.
   void erase();
+  /// Counts `total` of `unit` from now on, under `label` (a new phase of the run).
+  void restart(std::size_t total, std::string unit, std::string label);
 
  private:
   using Clock = std::chrono::steady_clock;
   std::ostream& terminal_;
   bool enabled_;
   std::size_t total_;
+  std::string unit_;
+  std::string label_;
   Clock::time_point start_;
   Clock::time_point last_draw_{};
   std::chrono::milliseconds delay_;

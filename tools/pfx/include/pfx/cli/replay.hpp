@@ -90,8 +90,15 @@ struct ReplaySummary {
   double cold_ttft_ms = 0;
   double elapsed_s = 0;
 
-  /// Whether every check passed: no mismatch, no stale read.
+  /// Whether no check failed: no mismatch, no stale read. A run that checked nothing fails no check:
+  /// see unchecked().
   [[nodiscard]] bool ok() const noexcept { return mismatches == 0 && stale_reads == 0; }
+  /// Why the run vouches for nothing though no check failed, or "" when it does: every request
+  /// failed (nothing was served), or, with verification, no response was compared with a cold run.
+  /// Such a run does not pass (exit status 1): a check that compared nothing is no check.
+  [[nodiscard]] std::string unchecked(bool verify) const;
+  /// ok() and not unchecked(verify): what a finished run that passed is.
+  [[nodiscard]] bool passed(bool verify) const { return ok() && unchecked(verify).empty(); }
 };
 
 struct ReplayListener {

@@ -1,0 +1,88 @@
+// conform::Report as the JSON object of `pfx conform --json` and of pfx.ConformReport.to_json()
+// (docs/conform.md, "JSON"; docs/schemas/conform.schema.json): one writer for both. Compiled into the
+// pfx program and into the Python module, so it uses the standard library and nlohmann_json alone.
+
+#include <pfx/cli/conform_json.hpp>
+
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace pfx::cli {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json bits(float x) {
+  std::array<char, 16> text{};
+  (void)std::snprintf(text.data(), text.size(), "0x%08x", static_cast<unsigned>(std::bit_cast<std::uint32_t>(x)));
+  return std::string(text.data());
+}
+
+json difference_json(const conform::Difference& d) {
+  json j;
+  if (d.where == conform::Difference::Where::logits) {
+    j["where"] = "logits";
+    j["logit"] = d.index;
+  } else {
+    j["where"] = "row";
+    j["row"] = d.row;
+    j["layer"] = d.layer;
+    j["plane"] = d.plane == driver::Plane::key ? "key" : "value";
+    j["column"] = d.index;
+  }
+  j["got"] = d.got;
+  j["expected"] = d.expected;
+  j["got_bits"] = bits(d.got);
+  j["expected_bits"] = bits(d.expected);
+  return j;
+}
+
+}  // namespace
+
+json conform_json(const conform::Report& r) {
+  json grids = json::array();
+  for (const conform::GridResult& g : r.grids) {
+    json grid{{"grid", g.grid}, {"resumes", g.resumes}, {"exact", g.exact()}};
+    if (g.mismatch) {
+      const conform::Mismatch& m = *g.mismatch;
+      grid["mismatch"] = {{"prompt_number", m.prompt_number}, {"prompt", m.prompt}, {"held", m.held},
+                          {"offset", m.offset}, {"difference", difference_json(m.difference)}};
+    }
+    grids.push_back(grid);
+  }
+  json j{{"type", "conform"}, {"engine", r.engine}, {"chunk", r.chunk}, {"rule_chunk", r.rule_chunk},
+         {"vocab", r.vocab}};
+  j["budget"] = {{"prompts", r.budget.prompts}, {"max_grid", r.budget.max_grid},
+                 {"exhaustive_up_to", r.budget.exhaustive_up_to}, {"sampled_offsets", r.budget.sampled_offsets},
+                 {"cold_runs", r.budget.cold_runs}, {"seed", r.budget.seed}};
+  j["lengths"] = r.lengths;
+  j["prompts"] = r.prompts;
+  j["cold_runs"] = r.cold_runs;
+  j["deterministic"] = !r.cold_disagreement.has_value();
+  if (r.cold_disagreement) {
+    const conform::ColdDisagreement& d = *r.cold_disagreement;
+    j["cold_disagreement"] = {{"prompt_number", d.prompt_number}, {"prompt", d.prompt}, {"run", d.run},
+                              {"difference", difference_json(d.difference)}};
+  }
+  j["grids"] = grids;
+  j["recommended"] = r.recommended ? json(*r.recommended) : json(nullptr);
+  j["verdict"] = conform::to_string(r.verdict);
+  j["explanation"] = r.explanation();
+  j["exit_status"] = conform::exit_status(r.verdict);
+  j["prefilled_tokens"] = r.prefilled_tokens;
+  j["elapsed_s"] = r.elapsed_s;
+  j["comparisons"] = comparisons(r);
+  return j;
+}
+
+std::size_t comparisons(const conform::Report& r) {
+  std::size_t resumes = 0;
+  for (const conform::GridResult& g : r.grids) resumes += g.resumes;
+  // Every cold run after a prompt's first is compared with the first.
+  return resumes + (r.cold_runs > r.prompts ? r.cold_runs - r.prompts : 0);
+}
+
+}  // namespace pfx::cli
