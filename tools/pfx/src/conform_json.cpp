@@ -26,6 +26,11 @@ json difference_json(const conform::Difference& d) {
   if (d.where == conform::Difference::Where::logits) {
     j["where"] = "logits";
     j["logit"] = d.index;
+  } else if (d.where == conform::Difference::Where::row_bytes) {
+    // A cache the engine owns is compared as bytes in its own format: a row and a byte, no layer.
+    j["where"] = "row bytes";
+    j["row"] = d.row;
+    j["byte"] = d.index;
   } else {
     j["where"] = "row";
     j["row"] = d.row;
@@ -69,6 +74,9 @@ json conform_json(const conform::Report& r) {
   }
   j["grids"] = grids;
   j["recommended"] = r.recommended ? json(*r.recommended) : json(nullptr);
+  j["premise_failure"] = r.premise_failure ? json{{"premise", conform::to_string(r.premise_failure->premise)},
+                                                    {"detail", r.premise_failure->detail}}
+                                             : json(nullptr);
   j["verdict"] = conform::to_string(r.verdict);
   j["explanation"] = r.explanation();
   j["exit_status"] = conform::exit_status(r.verdict);
