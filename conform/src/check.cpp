@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstring>
 #include <cstdint>
 #include <random>
 #include <set>
@@ -18,24 +19,71 @@
 namespace pfx::conform {
 namespace {
 
-/// What a run leaves: rows [0, n) of the KV state (KvState::copy_rows's layout) and the last row's logits.
+/// What a run leaves: rows [0, n) of the KV state, where they can be read, and the last row's logits.
+/// A state in pfx's memory is read whole (KvState::copy_rows's layout, as bytes); an engine's own
+/// cache row by row, each row's bytes in the engine's format, so that a difference names its row
+/// whatever the engine's layout.
 struct Run {
-  std::vector<float> rows;
+  std::vector<std::byte> rows;
+  std::vector<std::size_t> row_ends;  ///< an engine's own cache: where each row's bytes end in `rows`
   std::vector<float> logits;
 };
 
+/// Rows [0, n) of `kv` into `run` (nothing where the state cannot be read). Waits for the engine's writes.
+void read_rows(const driver::KvState& kv, std::size_t n, Run& run) {
+  run.rows.clear();
+  run.row_ends.clear();
+  if (!kv.readable()) return;
+  if (kv.owns_rows()) {
+    run.rows = kv.read_rows(0, n);
+    return;
+  }
+  for (std::size_t row = 0; row < n; ++row) {
+    const std::vector<std::byte> bytes = kv.read_rows(row, row + 1);
+    run.rows.insert(run.rows.end(), bytes.begin(), bytes.end());
+    run.row_ends.push_back(run.rows.size());
+  }
+}
+
+float float_at(const std::vector<std::byte>& bytes, std::size_t index) noexcept {
+  float x = 0;
+  std::memcpy(&x, bytes.data() + index * sizeof(float), sizeof x);
+  return x;
+}
+
 bool same_bits(float a, float b) noexcept { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }
 
-/// The lowest row of [0, rows) that differs in any layer or plane, and its first differing float there.
-std::optional<Difference> first_row_difference(const std::vector<float>& got, const std::vector<float>& expected,
-                                               std::size_t rows, const driver::KvShape& shape) {
+/// The lowest row of [0, rows) that differs in any layer or plane, and its first differing float there
+/// (a state in pfx's memory), or its first differing byte (an engine's own cache).
+std::optional<Difference> first_row_difference(const Run& got_run, const Run& expected_run, std::size_t rows,
+                                               const driver::KvShape& shape) {
+  const std::vector<std::byte>& got_bytes = got_run.rows;
+  const std::vector<std::byte>& expected_bytes = expected_run.rows;
+  if (got_bytes == expected_bytes && got_run.row_ends == expected_run.row_ends) return std::nullopt;
+  if (!expected_run.row_ends.empty() || !got_run.row_ends.empty()) {
+    std::size_t begin = 0;
+    for (std::size_t row = 0; row < rows; ++row) {
+      const std::size_t got_end = got_run.row_ends.at(row);
+      const std::size_t expected_end = expected_run.row_ends.at(row);
+      for (std::size_t i = begin; i < std::max(got_end, expected_end); ++i) {
+        const float a = i < got_end ? static_cast<float>(std::to_integer<unsigned>(got_bytes[i])) : -1.0f;
+        const float b = i < expected_end ? static_cast<float>(std::to_integer<unsigned>(expected_bytes[i])) : -1.0f;
+        if (a != b) {
+          return Difference{.where = Difference::Where::row_bytes, .row = row, .index = i - begin, .got = a,
+                            .expected = b};
+        }
+      }
+      begin = got_end;  // equal rows have equal ends
+    }
+    return std::nullopt;
+  }
   for (std::size_t row = 0; row < rows; ++row) {
     for (std::size_t layer = 0; layer < shape.layers; ++layer) {
       for (const driver::Plane plane : {driver::Plane::key, driver::Plane::value}) {
         const std::size_t begin = ((layer * 2 + static_cast<std::size_t>(plane)) * rows + row) * shape.width;
         for (std::size_t column = 0; column < shape.width; ++column) {
-          const float a = got[begin + column];
-          const float b = expected[begin + column];
+          const float a = float_at(got_bytes, begin + column);
+          const float b = float_at(expected_bytes, begin + column);
           if (!same_bits(a, b)) {
             return Difference{.where = Difference::Where::row, .row = row, .layer = layer, .plane = plane,
                               .index = column, .got = a, .expected = b};
@@ -58,7 +106,7 @@ std::optional<Difference> first_logit_difference(const std::vector<float>& got, 
 
 /// Where `got` first differs from `expected`: a KV row first, then the logits.
 std::optional<Difference> compare(const Run& got, const Run& expected, std::size_t rows, const driver::KvShape& shape) {
-  if (auto row = first_row_difference(got.rows, expected.rows, rows, shape)) return row;
+  if (auto row = first_row_difference(got, expected, rows, shape)) return row;
   return first_logit_difference(got.logits, expected.logits);
 }
 
@@ -101,7 +149,10 @@ class Checker {
     report_.lengths = prompt_lengths(grids);
     capacity_ = report_.lengths.back() + report_.chunk;  // the longest held: n - 1 tokens and a tail of chunk
     random_.seed(budget.seed);
+    // Two states made once: cold runs share one (each forgets it from 0), resumes the other.
     resume_kv_ = engine_.make_kv_state(capacity_);
+    cold_kv_ = engine_.make_kv_state(capacity_);
+    cold_end_ = capacity_;  // whatever a new state holds is given up before its first run
     shape_ = resume_kv_->shape();
 
     const std::size_t total = report_.lengths.size() * budget.prompts;
@@ -123,11 +174,14 @@ class Checker {
     return out;
   }
 
+  /// A cold run on the shared cold state: forgotten (and, in pfx's memory, poisoned) from 0, so it
+  /// is as fresh as a new one and nothing an earlier run wrote can be read.
   Run cold_run(const std::vector<token>& prompt) {
-    const std::unique_ptr<driver::KvState> kv = engine_.make_kv_state(capacity_);
-    Run run{.rows = {}, .logits = std::vector<float>(report_.vocab)};
-    driver::prefill_on_grid(engine_, *kv, prompt, 0, run.logits);
-    run.rows = kv->copy_rows(0, prompt.size());  // waits for the engine's writes
+    driver::forget_rows(*cold_kv_, 0, cold_end_, true);
+    cold_end_ = prompt.size();
+    Run run{.rows = {}, .row_ends = {}, .logits = std::vector<float>(report_.vocab)};
+    driver::prefill_on_grid(engine_, *cold_kv_, prompt, 0, run.logits);
+    read_rows(*cold_kv_, prompt.size(), run);
     report_.prefilled_tokens += prompt.size();
     return run;
   }
@@ -159,14 +213,19 @@ class Checker {
     }
     report_.cold_runs += options_.budget.cold_runs;
 
-    Run resumed{.rows = {}, .logits = std::vector<float>(report_.vocab)};
+    Run resumed{.rows = {}, .row_ends = {}, .logits = std::vector<float>(report_.vocab)};
     for (GridResult& g : report_.grids) {
       if (g.mismatch) continue;  // one counterexample per grid is enough
       for (const std::size_t offset : offsets(n, g.grid, options_.budget, random_)) {
         const std::vector<token> held = held_for(prompt, offset);
+        // As a lane does: the held run from 0, then the rows past the offset given up before the resume.
+        // Not poisoned: in pfx's memory they keep what earlier runs wrote, as in a lane without
+        // poisoning, so that an engine that reads rows past its chunk is seen to depend on them.
+        resume_kv_->forget(0);
         driver::prefill_on_grid(engine_, *resume_kv_, held, 0, resumed.logits);
+        resume_kv_->forget(offset);
         driver::prefill_on_grid(engine_, *resume_kv_, prompt, offset, resumed.logits);
-        resumed.rows = resume_kv_->copy_rows(0, n);
+        read_rows(*resume_kv_, n, resumed);
         report_.prefilled_tokens += held.size() + n - offset;
         ++g.resumes;
         const std::optional<Difference> found = compare(resumed, cold, n, shape_);
@@ -185,6 +244,8 @@ class Checker {
   std::size_t capacity_ = 0;
   std::mt19937_64 random_;
   std::unique_ptr<driver::KvState> resume_kv_;
+  std::unique_ptr<driver::KvState> cold_kv_;
+  std::size_t cold_end_ = 0;  ///< rows of cold_kv_ that may hold something (capacity_ once made)
   driver::KvShape shape_;
 };
 

@@ -41,6 +41,11 @@ std::string grid_list(const Report& report, bool exact_ones) {
 
 std::string Difference::describe() const {
   if (where == Where::logits) return "logit " + std::to_string(index) + ": " + exact(got) + " vs " + exact(expected);
+  if (where == Where::row_bytes) {
+    const auto byte = [](float x) { return x < 0 ? std::string("none") : std::to_string(static_cast<unsigned>(x)); };
+    return "row " + std::to_string(row) + " (in the engine's format), byte " + std::to_string(index) + ": " +
+           byte(got) + " vs " + byte(expected);
+  }
   return "row " + std::to_string(row) + " (layer " + std::to_string(layer) + ", " +
          (plane == driver::Plane::key ? "key" : "value") + ", column " + std::to_string(index) + "): " + exact(got) +
          " vs " + exact(expected);

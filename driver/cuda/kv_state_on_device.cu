@@ -102,6 +102,9 @@ KvStateOnDevice::~KvStateOnDevice() = default;
 
 const KvShape& KvStateOnDevice::shape() const noexcept { return impl_->shape; }
 
+// Nothing to drop: the rows are pfx's (forget_rows poisons them where poisoning is on).
+void KvStateOnDevice::forget(std::size_t from) { check_rows(impl_->shape, from, impl_->shape.capacity, "KvStateOnDevice::forget"); }
+
 void KvStateOnDevice::fill(std::size_t from, std::size_t to, float value) {
   check_rows(impl_->shape, from, to, "KvStateOnDevice::fill");
   impl_->queue_fill(from, to, value);

@@ -17,6 +17,7 @@ struct KvStateOnDevice::Impl {};
 KvStateOnDevice::KvStateOnDevice(const KvShape&) { throw CudaError(reason); }
 KvStateOnDevice::~KvStateOnDevice() = default;
 const KvShape& KvStateOnDevice::shape() const noexcept { static const KvShape none{}; return none; }
+void KvStateOnDevice::forget(std::size_t) { throw CudaError(reason); }
 void KvStateOnDevice::fill(std::size_t, std::size_t, float) { throw CudaError(reason); }
 std::vector<float> KvStateOnDevice::copy_rows(std::size_t, std::size_t) const { throw CudaError(reason); }
 void KvStateOnDevice::synchronize() { throw CudaError(reason); }

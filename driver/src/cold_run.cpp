@@ -2,7 +2,6 @@
 #include <pfx/driver/errors.hpp>
 #include <pfx/driver/generation.hpp>
 
-#include <limits>
 #include <string>
 
 namespace pfx::driver {
@@ -17,7 +16,7 @@ ColdRun run_cold(Engine& engine, KvState& kv, std::span<const token> prompt, std
                        std::to_string(max_new_tokens) + " new tokens do not fit the KV state's " +
                        std::to_string(capacity) + " rows");
   }
-  kv.fill(0, capacity, std::numeric_limits<float>::quiet_NaN());  // fresh: nothing earlier is readable
+  forget_rows(kv, 0, capacity, true);  // fresh: nothing earlier is readable
 
   ColdRun cold;
   cold.logits.resize(engine.vocab());

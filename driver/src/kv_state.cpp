@@ -1,10 +1,36 @@
 #include <pfx/driver/kv_state.hpp>
 
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
 
 namespace pfx::driver {
+
+void KvState::fill(std::size_t from, std::size_t to, float) {
+  check_rows(shape(), from, to, "KvState::fill");
+  throw std::logic_error("KvState::fill: this KV state is a view of a cache its engine owns; pfx cannot write its rows");
+}
+
+std::vector<float> KvState::copy_rows(std::size_t from, std::size_t to) const {
+  check_rows(shape(), from, to, "KvState::copy_rows");
+  throw std::logic_error("KvState::copy_rows: this KV state is a view of a cache its engine owns; read_rows reads its "
+                         "rows in the engine's format where readable()");
+}
+
+std::vector<std::byte> KvState::read_rows(std::size_t from, std::size_t to) const {
+  check_rows(shape(), from, to, "KvState::read_rows");
+  if (!owns_rows()) throw std::logic_error("KvState::read_rows: this KV state's rows cannot be read (readable() is false)");
+  const std::vector<float> floats = copy_rows(from, to);
+  std::vector<std::byte> bytes(floats.size() * sizeof(float));
+  if (!floats.empty()) std::memcpy(bytes.data(), floats.data(), bytes.size());
+  return bytes;
+}
+
+void forget_rows(KvState& kv, std::size_t from, std::size_t end, bool poison) {
+  kv.forget(from);
+  if (poison && kv.owns_rows() && from < end) kv.fill(from, end, std::numeric_limits<float>::quiet_NaN());
+}
 
 void check_shape(const KvShape& shape, const char* what) {
   if (shape.capacity == 0 || shape.layers == 0 || shape.width == 0) {

@@ -2,7 +2,6 @@
 #include <pfx/driver/generation.hpp>
 #include <pfx/driver/lane.hpp>
 
-#include <limits>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -44,8 +43,9 @@ Lane::Lane(Engine& engine, const LaneOptions& options) : engine_(engine), option
   if (kv_ == nullptr || kv_->shape().capacity != options.capacity) {
     throw ConfigError("Lane: the engine's KV state does not have the requested capacity");
   }
-  // Rows never written read like poisoned ones, whatever the KV state starts with.
-  if (options.poison) kv_->fill(0, options.capacity, std::numeric_limits<float>::quiet_NaN());
+  // A cache the engine owns may hold rows of an earlier user: the lane starts from none. Rows never
+  // written read like poisoned ones, whatever a state in pfx's memory starts with.
+  forget_rows(*kv_, 0, options.capacity, options.poison);
 }
 
 void Lane::check_request(std::span<const token> prompt, std::size_t max_new_tokens) const {
@@ -94,9 +94,9 @@ void Lane::write(std::span<const token> prompt, std::size_t max_new_tokens, Resp
                  Clock::time_point start) {
   const std::size_t offset = response.decision.offset;
   Clock::time_point t = Clock::now();
-  if (options_.poison && offset < written_end_) {
-    kv_->fill(offset, written_end_, std::numeric_limits<float>::quiet_NaN());
-  }
+  // INV-8's one-way flow: rows past the offset are given up before the engine writes again (an
+  // engine's own cache drops them, so that its next write continues rows [0, offset)).
+  if (offset < written_end_) forget_rows(*kv_, offset, written_end_, options_.poison);
   written_end_ = offset;  // rows past the offset no longer hold anything this lane vouches for
   response.timings.poison = since(t);
 

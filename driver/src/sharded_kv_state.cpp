@@ -50,6 +50,19 @@ void ShardedKvState::for_each_run(std::size_t from, std::size_t to, Step&& step)
   }
 }
 
+void ShardedKvState::forget(std::size_t from) {
+  check_rows(shape_, from, shape_.capacity, "ShardedKvState::forget");
+  // On each shard, the rows of positions below `from` are its first ones: whole cycles of the layout,
+  // then the part of the last cycle's block that lies below `from`.
+  const std::size_t cycle = layout_.interleave * layout_.ranks;
+  for (std::size_t rank = 0; rank < layout_.ranks; ++rank) {
+    const std::size_t block_start = rank * layout_.interleave;
+    const std::size_t into_cycle = from % cycle;
+    const std::size_t partial = into_cycle <= block_start ? 0 : std::min(into_cycle - block_start, layout_.interleave);
+    shards_[rank]->forget(from / cycle * layout_.interleave + partial);
+  }
+}
+
 void ShardedKvState::fill(std::size_t from, std::size_t to, float value) {
   check_rows(shape_, from, to, "ShardedKvState::fill");
   for_each_run(from, to, [&](std::size_t owner, std::size_t local_from, std::size_t local_to, std::size_t) {

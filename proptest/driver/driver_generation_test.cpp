@@ -25,6 +25,8 @@ class RecordingKvState final : public pfx::driver::KvState {
  public:
   RecordingKvState(std::size_t capacity, std::vector<std::string>& log) : shape_{capacity, 1, 1}, log_(log) {}
   const pfx::driver::KvShape& shape() const noexcept override { return shape_; }
+  void forget(std::size_t from) override { log_.push_back("forget " + std::to_string(from)); }
+  bool owns_rows() const noexcept override { return true; }
   void fill(std::size_t from, std::size_t to, float) override {
     pfx::driver::check_rows(shape_, from, to, "RecordingKvState::fill");
     log_.push_back("fill " + std::to_string(from) + " " + std::to_string(to));
@@ -128,7 +130,7 @@ TEST(Lane, PoisonsBeforeTheEngineRunsAndWaitsForTheDeviceBeforeItCommits) {
   pfx::driver::Lane lane(engine, {.capacity = 32, .enabled = true, .keep_min = 0, .poison = true});
   bool writing_at_synchronize = false;
   engine.last_kv->on_synchronize = [&] { writing_at_synchronize = lane.machine().phase() == pfx::Phase::writing; };
-  EXPECT_EQ(engine.log, (std::vector<std::string>{"fill 0 32"}));  // a new state is poisoned
+  EXPECT_EQ(engine.log, (std::vector<std::string>{"forget 0", "fill 0 32"}));  // a new state is given up, poisoned
 
   const std::vector<token> first = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
   engine.log.clear();
@@ -146,7 +148,8 @@ TEST(Lane, PoisonsBeforeTheEngineRunsAndWaitsForTheDeviceBeforeItCommits) {
   engine.log.clear();
   const pfx::driver::Response two = lane.serve(second, 1);
   EXPECT_EQ(two.decision.offset, 8U);  // canonical_end 10, rounded down to the grid of 4
-  EXPECT_EQ(engine.log, (std::vector<std::string>{"fill 8 12", "prefill 8 12", "prefill 12 15", "synchronize"}));
+  EXPECT_EQ(engine.log,
+            (std::vector<std::string>{"forget 8", "fill 8 12", "prefill 8 12", "prefill 12 15", "synchronize"}));
 }
 
 }  // namespace

@@ -17,14 +17,16 @@
 namespace pfx::conform {
 
 /// The first place where two runs of one prompt differ: a KV row (the lowest row that differs in any
-/// layer or plane, and there the first float), or, when every row agrees, the last row's logits.
+/// layer or plane, and there the first float), or, when every row agrees, the last row's logits. Rows
+/// of a cache the engine owns are compared as bytes in its own format: row_bytes names the row and
+/// the first byte that differs (got and expected hold the bytes' values, -1 past a shorter row).
 struct Difference {
-  enum class Where { row, logits };
+  enum class Where { row, logits, row_bytes };
   Where where = Where::row;
   std::size_t row = 0;     ///< Where::row: the row (position) that differs
   std::size_t layer = 0;   ///< Where::row
   driver::Plane plane = driver::Plane::key;  ///< Where::row
-  std::size_t index = 0;   ///< the float within the row (column), or the logit's index
+  std::size_t index = 0;   ///< the float within the row (column), the logit's index, or the byte within the row
   float got = 0;           ///< the resumed (or repeated) run's value
   float expected = 0;      ///< the cold run's value
 

@@ -31,6 +31,8 @@ class KvStateOnDevice final : public KvState {
   ~KvStateOnDevice() override;
 
   [[nodiscard]] const KvShape& shape() const noexcept override;
+  void forget(std::size_t from) override;
+  [[nodiscard]] bool owns_rows() const noexcept override { return true; }
   void fill(std::size_t from, std::size_t to, float value) override;
   [[nodiscard]] std::vector<float> copy_rows(std::size_t from, std::size_t to) const override;
   void synchronize() override;

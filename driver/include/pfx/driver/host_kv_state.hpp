@@ -19,6 +19,9 @@ class HostKvState final : public KvState {
   explicit HostKvState(const KvShape& shape);
 
   [[nodiscard]] const KvShape& shape() const noexcept override { return shape_; }
+  /// Nothing to drop: the rows are pfx's (forget_rows poisons them where poisoning is on).
+  void forget(std::size_t from) override { check_rows(shape_, from, shape_.capacity, "HostKvState::forget"); }
+  [[nodiscard]] bool owns_rows() const noexcept override { return true; }
   void fill(std::size_t from, std::size_t to, float value) override;
   [[nodiscard]] std::vector<float> copy_rows(std::size_t from, std::size_t to) const override;
   void synchronize() override {}

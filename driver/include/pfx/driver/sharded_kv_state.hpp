@@ -60,6 +60,9 @@ class ShardedKvState final : public KvState {
   [[nodiscard]] KvState& shard(std::size_t rank) { return *shards_.at(rank); }
   [[nodiscard]] const KvState& shard(std::size_t rank) const { return *shards_.at(rank); }
 
+  /// Forgets, on every shard, the rows of positions at or past `from`.
+  void forget(std::size_t from) override;
+  [[nodiscard]] bool owns_rows() const noexcept override { return true; }
   /// Fills rows [from, to) on their owners.
   void fill(std::size_t from, std::size_t to, float value) override;
   /// Rows [from, to) gathered from their owners in position order, in KvState's layout.

@@ -33,6 +33,8 @@ class RowlessKvState final : public KvState {
   explicit RowlessKvState(std::size_t capacity) : shape_{.capacity = capacity, .layers = 0, .width = 0} {}
 
   [[nodiscard]] const KvShape& shape() const noexcept override { return shape_; }
+  void forget(std::size_t from) override { check_rows(shape_, from, shape_.capacity, "RowlessKvState::forget"); }
+  [[nodiscard]] bool owns_rows() const noexcept override { return true; }
   void fill(std::size_t from, std::size_t to, float value) override;
   [[nodiscard]] std::vector<float> copy_rows(std::size_t from, std::size_t to) const override;
   void synchronize() override {}
