@@ -34,9 +34,10 @@ void initialize_backend() {
 template <class Params>
 void set_flash_attention(Params& params, FlashAttention value) {
   if constexpr (requires { params.flash_attn_type; }) {
-    params.flash_attn_type = value == FlashAttention::on    ? LLAMA_FLASH_ATTN_TYPE_ENABLED
-                             : value == FlashAttention::off ? LLAMA_FLASH_ATTN_TYPE_DISABLED
-                                                            : LLAMA_FLASH_ATTN_TYPE_AUTO;
+    // llama_flash_attn_type: AUTO -1, DISABLED 0, ENABLED 1 (named by value: the enum does not exist
+    // in the versions with a bool, and this branch must compile against them too).
+    using Type = decltype(params.flash_attn_type);
+    params.flash_attn_type = static_cast<Type>(value == FlashAttention::on ? 1 : value == FlashAttention::off ? 0 : -1);
   } else {
     // No "auto" here: llama.cpp's default stands (off in the versions with a bool).
     if (value != FlashAttention::automatic) params.flash_attn = value == FlashAttention::on;
