@@ -15,7 +15,7 @@
 # A second call finds the stamp of a finished install and returns in well under a second.
 set -euo pipefail
 
-version=0.3.16 # llama-cpp-python; its vendor/llama.cpp is what gets built
+version=0.3.36 # llama-cpp-python; its vendor/llama.cpp is what gets built
 root="${PFX_LLAMA_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/pfx}/llama.cpp-$version"
 prefix="$root/install"
 python=0
@@ -75,7 +75,7 @@ if [ ! -f "$prefix/.complete" ]; then
         -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" \
         -DBUILD_SHARED_LIBS=ON -DCMAKE_INSTALL_RPATH="$prefix/lib" \
         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
-        -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_CURL=OFF -DGGML_CCACHE=OFF \
+        -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DGGML_CCACHE=OFF \
         -DGGML_NATIVE=OFF -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=OFF \
         "${launcher[@]}"
     quietly build cmake --build "$root/build" -j "$jobs"

@@ -11,7 +11,6 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <utility>
 
 namespace pfx::llama {
@@ -43,6 +42,9 @@ void set_flash_attention(Params& params, FlashAttention value) {
     if (value != FlashAttention::automatic) params.flash_attn = value == FlashAttention::on;
   }
 }
+
+/// What newer llama.cpp writes first in a sequence's state (llama-context.cpp, io_magic).
+constexpr std::uint32_t sequence_state_magic = 0xaf143cd8;
 
 /// The bytes of a state's sequence, read in order; every read checks that the bytes are there.
 class Reader {
@@ -187,7 +189,9 @@ Engine::Engine(Settings settings) : settings_(std::move(settings)) {
                                 " is larger than the chunk " + std::to_string(settings_.chunk) +
                                 " (llama.cpp's n_ubatch is at most its n_batch)");
   }
-  if (settings_.threads == 0) settings_.threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 4);
+  // One thread unless asked: on a busy machine ggml's thread barriers spin, and a tiny model's
+  // prefill took 30 times longer on two threads than on one (docs/engines.md).
+  if (settings_.threads == 0) settings_.threads = 1;
   const std::string& path = settings_.model;
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw ModelError("cannot read the model " + path + ": it is a directory");
@@ -234,12 +238,13 @@ void Engine::decode(driver::KvState& kv, token next, std::size_t position, std::
 std::string Engine::describe() const {
   return "llama.cpp " + settings_.model + " (vocab " + std::to_string(vocab_) + ", " + std::to_string(layers_) +
          " layers, chunk " + std::to_string(settings_.chunk) + ", ubatch " + std::to_string(settings_.ubatch) + ", " +
-         std::to_string(settings_.threads) + " threads, flash attention " + to_string(settings_.flash_attention) +
+         std::to_string(settings_.threads) + (settings_.threads == 1 ? " thread" : " threads") + ", flash attention " + to_string(settings_.flash_attention) +
          ", KV " + to_string(settings_.kv_type) + ")";
 }
 
 std::vector<std::byte> rows_of_sequence_state(std::span<const std::byte> state, std::size_t from, std::size_t to) {
-  // The format of llama_kv_cache_unified::state_write: the number of streams; per stream the cells'
+  // The format of llama_kv_cache(_unified)::state_write, after llama_context's header where there is
+  // one (a magic number and the sequence): the number of streams; per stream the cells'
   // count, each cell's position and sequences, then each layer's key rows, then each layer's value
   // rows, or, for a transposed value cache, each value column across the cells.
   struct Plane {
@@ -251,7 +256,11 @@ std::vector<std::byte> rows_of_sequence_state(std::span<const std::byte> state, 
   std::map<std::size_t, std::size_t> cell_of;  // position -> cell, in the one stream that holds rows
   std::vector<Plane> planes;                   // every layer's keys, then every layer's values
   std::size_t cells = 0;
-  const auto streams = in.read<std::uint32_t>();
+  auto streams = in.read<std::uint32_t>();
+  if (streams == sequence_state_magic) {  // newer llama.cpp: the magic, the sequence, then the cache
+    (void)in.read<std::int32_t>();
+    streams = in.read<std::uint32_t>();
+  }
   for (std::uint32_t s = 0; s < streams; ++s) {
     const auto count = in.read<std::uint32_t>();
     if (count == 0) continue;

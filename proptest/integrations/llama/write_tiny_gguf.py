@@ -21,9 +21,9 @@ import numpy as np
 
 try:
     import gguf
-except ImportError:  # the tests skip with this reason
+except ImportError:
     sys.stderr.write("write_tiny_gguf.py: the Python package gguf is not installed (pip install gguf)\n")
-    sys.exit(77)
+    sys.exit(1)
 
 
 def write(path: str, *, layers: int = 2, embd: int = 128, heads: int = 4, kv_heads: int = 2, ff: int = 256,

@@ -25,7 +25,7 @@ void add_llama_options(CLI::App& command, LlamaOptions& options) {
   command.add_option("--model", options.model, "--engine llama: the GGUF model file");
   command.add_option("--ubatch", options.ubatch, "--engine llama: llama.cpp's n_ubatch, at most --chunk (default: --chunk)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
-  command.add_option("--threads", options.threads, "--engine llama: threads (default: min(4, the hardware's))")
+  command.add_option("--threads", options.threads, "--engine llama: threads (default 1: results do not depend on it, speed on a busy machine does)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
   command.add_option("--flash-attn", options.flash_attention, "--engine llama: flash attention on, off or auto")
       ->check(CLI::IsMember({"on", "off", "auto"}))->capture_default_str();

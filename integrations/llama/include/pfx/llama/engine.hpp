@@ -33,7 +33,7 @@ struct Settings {
   std::string model;           ///< path of a GGUF file
   std::size_t chunk = 64;      ///< tokens of one prefill call: llama.cpp's n_batch, the rule's chunk
   std::size_t ubatch = 0;      ///< llama.cpp's n_ubatch, at most chunk; 0: the chunk
-  std::size_t threads = 0;     ///< 0: min(4, the hardware's threads)
+  std::size_t threads = 0;     ///< 0: one (ggml's barriers spin on a busy machine; raise it for a large model)
   FlashAttention flash_attention = FlashAttention::automatic;
   KvType kv_type = KvType::f16;
 };

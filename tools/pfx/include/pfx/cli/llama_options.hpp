@@ -21,7 +21,7 @@ namespace pfx::cli {
 struct LlamaOptions {
   std::string model;          ///< --model: a GGUF file
   std::size_t ubatch = 0;     ///< --ubatch: llama.cpp's n_ubatch; 0: the chunk
-  std::size_t threads = 0;    ///< --threads; 0: min(4, the hardware's threads)
+  std::size_t threads = 0;    ///< --threads; 0: one
   std::string flash_attention = "auto";
   std::string kv_type = "f16";
 };
