@@ -7,8 +7,8 @@
 #
 #   scripts/llama.sh [--python] [--print-prefix]
 #
-#   --python        also installs llama-cpp-python itself (for pfx.integrations.llama_cpp), built
-#                   from the same sdist through the same ccache
+#   --python        also installs llama-cpp-python itself (for pfx.integrations.llama_cpp), from the
+#                   same sdist, without building llama.cpp again: it loads the library built here
 #   --print-prefix  prints the install prefix and exits (nothing is built)
 #
 # The prefix is ${PFX_LLAMA_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/pfx}/llama.cpp-<version>/install.
@@ -83,15 +83,15 @@ if [ ! -f "$prefix/.complete" ]; then
     touch "$prefix/.complete"
 fi
 
-if [ "$python" = 1 ] && ! python3 -c 'import llama_cpp' 2> /dev/null; then
+installed_python() { # whether llama-cpp-python of this version is installed (it imports only with the library)
+    python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('llama-cpp-python') != '$version')" 2> /dev/null
+}
+if [ "$python" = 1 ] && ! installed_python; then
     fetch_sdist
-    # The wheel builds the same sources again, in pip's own temporary folders (ccache's compile
-    # cache does not carry over from the build above: its paths differ): minutes on two cores.
-    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DGGML_CCACHE=OFF ${launcher[*]}" \
-        CMAKE_BUILD_PARALLEL_LEVEL="$jobs" \
-        python3 -m pip install --quiet --no-deps --no-build-isolation "$sdist" 2> /dev/null ||
-        CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DGGML_CCACHE=OFF ${launcher[*]}" \
-            CMAKE_BUILD_PARALLEL_LEVEL="$jobs" python3 -m pip install --quiet "$sdist"
+    # The Python package alone (LLAMA_BUILD=OFF: no second build of llama.cpp, seconds instead of
+    # minutes): pfx.integrations.llama_cpp points it at the library built above, of the same
+    # version, through LLAMA_CPP_LIB_PATH.
+    CMAKE_ARGS="-DLLAMA_BUILD=OFF" quietly python-install python3 -m pip install "$sdist"
 fi
 
 echo "$prefix"
