@@ -58,7 +58,7 @@ class CMakeBuild(build_ext):
 os.makedirs(SCRATCH, exist_ok=True)
 setup(
     version=version(),
-    packages=["pfx"],
+    packages=["pfx", "pfx.integrations"],
     package_dir={"": "python"},
     package_data={"pfx": ["py.typed", "*.pyi"]},
     ext_modules=[Extension("pfx._native", sources=[])],

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <cstdint>
 #include <random>
@@ -110,6 +111,23 @@ std::optional<Difference> compare(const Run& got, const Run& expected, std::size
   return first_logit_difference(got.logits, expected.logits);
 }
 
+/// The bytes of `row` of a run of `rows` rows: a state in pfx's memory interleaves its rows by layer
+/// and plane (KvShape's layout), an engine's own cache was read row by row.
+std::vector<std::byte> row_bytes(const Run& run, std::size_t row, std::size_t rows, const driver::KvShape& shape) {
+  if (!run.row_ends.empty()) {
+    const std::size_t begin = row == 0 ? 0 : run.row_ends[row - 1];
+    return {run.rows.begin() + static_cast<std::ptrdiff_t>(begin),
+            run.rows.begin() + static_cast<std::ptrdiff_t>(run.row_ends[row])};
+  }
+  std::vector<std::byte> out;
+  const std::size_t row_size = shape.width * sizeof(float);
+  for (std::size_t plane = 0; plane < shape.layers * 2; ++plane) {
+    const auto begin = run.rows.begin() + static_cast<std::ptrdiff_t>((plane * rows + row) * row_size);
+    out.insert(out.end(), begin, begin + static_cast<std::ptrdiff_t>(row_size));
+  }
+  return out;
+}
+
 /// The offsets a prompt of n tokens is resumed at on grid g: the multiples of g in [g, n - 1]; all of
 /// them for a short prompt, else the first, the last and random others, budget.sampled_offsets in all.
 std::vector<std::size_t> offsets(std::size_t n, std::size_t g, const Budget& budget, std::mt19937_64& random) {
@@ -155,6 +173,13 @@ class Checker {
     cold_end_ = capacity_;  // whatever a new state holds is given up before its first run
     shape_ = resume_kv_->shape();
 
+    report_.premise_failure = check_premises();
+    if (report_.premise_failure) {
+      decide(report_);
+      report_.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return std::move(report_);
+    }
+
     const std::size_t total = report_.lengths.size() * budget.prompts;
     for (const std::size_t n : report_.lengths) {
       for (std::size_t k = 0; k < budget.prompts; ++k) {
@@ -184,6 +209,78 @@ class Checker {
     read_rows(*cold_kv_, prompt.size(), run);
     report_.prefilled_tokens += prompt.size();
     return run;
+  }
+
+  /// A cold run that checks every chunk's logits, for the premises.
+  Run premise_run(const std::vector<token>& prompt, std::optional<PremiseFailure>& failure) {
+    driver::forget_rows(*cold_kv_, 0, cold_end_, true);
+    cold_end_ = prompt.size();
+    Run run{.rows = {}, .row_ends = {}, .logits = std::vector<float>(report_.vocab)};
+    const auto finite = [&](std::size_t end) {
+      if (failure || driver::all_finite(run.logits)) return;
+      failure = PremiseFailure{.premise = Premise::finite_logits,
+                               .detail = "the logits of the prefill chunk ending at position " + std::to_string(end) +
+                                         " of a " + std::to_string(prompt.size()) + "-token cold run are not finite"};
+    };
+    driver::prefill_on_grid(engine_, *cold_kv_, prompt, 0, run.logits, [&](std::size_t begin, std::size_t) {
+      if (begin > 0) finite(begin);
+    });
+    finite(prompt.size());
+    read_rows(*cold_kv_, prompt.size(), run);
+    report_.prefilled_tokens += prompt.size();
+    return run;
+  }
+
+  /// The premises (docs/conform.md, "Premises"), on two cold runs of the longest length: a random
+  /// prompt, and one that differs from it in every token. Their rows, where the state can be read,
+  /// must all be written (no float of a state in pfx's memory still the NaN it was poisoned with) and
+  /// differ row by row; their logits must be finite and differ. With a vocabulary of one token no
+  /// second prompt exists: only the poison and finiteness are checked.
+  std::optional<PremiseFailure> check_premises() {
+    std::mt19937_64 random(options_.budget.seed ^ 0x9e3779b97f4a7c15ULL);  // leaves the check's own draws as they were
+    const std::size_t n = report_.lengths.back();
+    std::vector<token> first(n);
+    for (token& t : first) t = static_cast<token>(random() % report_.vocab);
+    std::vector<token> second = first;
+    for (token& t : second) t = static_cast<token>((static_cast<std::size_t>(t) + 1) % report_.vocab);
+    std::optional<PremiseFailure> failure;
+    const std::string which = "a " + std::to_string(n) + "-token prompt";
+    const Run a = premise_run(first, failure);
+    if (failure) return failure;
+    if (cold_kv_->owns_rows()) {
+      for (std::size_t row = 0; row < n; ++row) {
+        const std::vector<std::byte> bytes = row_bytes(a, row, n, shape_);
+        for (std::size_t i = 0; i + sizeof(float) <= bytes.size(); i += sizeof(float)) {
+          float x = 0;
+          std::memcpy(&x, bytes.data() + i, sizeof x);
+          if (std::isnan(x)) {
+            return PremiseFailure{.premise = Premise::rows_written,
+                                  .detail = "row " + std::to_string(row) + " of " + which +
+                                            " still holds the NaN it was poisoned with after its cold run: prefill "
+                                            "did not write it"};
+          }
+        }
+      }
+    }
+    if (report_.vocab < 2) return std::nullopt;
+    const Run b = premise_run(second, failure);
+    if (failure) return failure;
+    if (cold_kv_->readable()) {
+      for (std::size_t row = 0; row < n; ++row) {
+        if (row_bytes(a, row, n, shape_) == row_bytes(b, row, n, shape_)) {
+          return PremiseFailure{.premise = Premise::rows_written,
+                                .detail = "row " + std::to_string(row) + " is the same after cold runs of two " +
+                                          std::to_string(n) + "-token prompts that differ in every token: prefill "
+                                          "did not write it, or wrote what does not depend on the tokens"};
+        }
+      }
+    }
+    if (!first_logit_difference(a.logits, b.logits)) {
+      return PremiseFailure{.premise = Premise::logits_depend_on_tokens,
+                            .detail = "two " + std::to_string(n) + "-token prompts that differ in every token gave "
+                                      "the same logits, bit for bit"};
+    }
+    return std::nullopt;
   }
 
   /// The tokens whose cold run the lane holds when it resumes `prompt` at `offset`: the prompt's

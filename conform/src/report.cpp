@@ -57,6 +57,16 @@ const char* to_string(Verdict verdict) noexcept {
     case Verdict::unsafe: return "unsafe";
     case Verdict::nondeterministic: return "nondeterministic";
     case Verdict::no_exact_grid: return "no exact grid";
+    case Verdict::degenerate: return "degenerate";
+  }
+  return "?";
+}
+
+const char* to_string(Premise premise) noexcept {
+  switch (premise) {
+    case Premise::rows_written: return "rows written";
+    case Premise::finite_logits: return "finite logits";
+    case Premise::logits_depend_on_tokens: return "logits depend on tokens";
   }
   return "?";
 }
@@ -68,6 +78,10 @@ const GridResult* Report::find(std::size_t grid) const noexcept {
 
 void decide(Report& report) {
   report.recommended.reset();
+  if (report.premise_failure) {
+    report.verdict = Verdict::degenerate;
+    return;
+  }
   if (report.cold_disagreement) {
     report.verdict = Verdict::nondeterministic;
     return;
@@ -92,6 +106,7 @@ int exit_status(Verdict verdict) noexcept {
     case Verdict::unsafe: return 1;
     case Verdict::nondeterministic:
     case Verdict::no_exact_grid: return 3;
+    case Verdict::degenerate: return 4;
   }
   return 3;
 }
@@ -126,6 +141,11 @@ std::string Report::explanation() const {
              "candidate grid. Its results depend on something other than a chunk's tokens, its start and the rows "
              "before it (rows past the chunk, what the KV state held before, the number of calls), or its own grid "
              "is larger than the grids tried (raise max_grid).";
+    case Verdict::degenerate:
+      return "The engine is DEGENERATE: the premise \"" + std::string(to_string(premise_failure->premise)) +
+             "\" failed: " + premise_failure->detail + ". No grid was judged: a resume that equals its cold run "
+             "proves nothing when neither computed anything. Check the adapter: that prefill writes the rows of its "
+             "chunk and returns the logits of its last token.";
   }
   return "";
 }
@@ -137,7 +157,15 @@ std::string to_text(const Report& r) {
           std::to_string(r.lengths.back()) + " tokens (" + std::to_string(r.lengths.size()) + " lengths), " +
           std::to_string(r.budget.cold_runs) + " cold runs each, grids up to " + std::to_string(r.budget.max_grid) +
           ", seed " + std::to_string(r.budget.seed) + "\n";
-  if (r.cold_disagreement) {
+  if (r.premise_failure) {
+    text += "premises: FAILED: " + std::string(to_string(r.premise_failure->premise)) + ": " + r.premise_failure->detail +
+            "\n";
+  } else {
+    text += "premises: rows written, finite logits, logits depend on tokens\n";
+  }
+  if (r.premise_failure) {
+    text += "cold runs and grids: not run (a premise failed)\n";
+  } else if (r.cold_disagreement) {
     const ColdDisagreement& d = *r.cold_disagreement;
     text += "cold runs: DIFFER: prompt " + std::to_string(d.prompt_number) + " (" + std::to_string(d.prompt.size()) +
             " tokens " + tokens(d.prompt) + "), run " + std::to_string(d.run + 1) + " vs run 1: " +
@@ -146,6 +174,7 @@ std::string to_text(const Report& r) {
     text += "cold runs: " + std::to_string(r.cold_runs) + ", every repeat identical to the first (deterministic)\n";
   }
   for (const GridResult& g : r.grids) {
+    if (r.premise_failure) break;
     std::string name = "grid " + std::to_string(g.grid);
     std::string roles;
     if (g.grid == r.chunk) roles += "prefill chunk";
@@ -163,7 +192,7 @@ std::string to_text(const Report& r) {
       text += "not resumed (no offset on this grid)\n";
     }
   }
-  text += "exact grids: " + grid_list(r, true) + "\n";
+  if (!r.premise_failure) text += "exact grids: " + grid_list(r, true) + "\n";
   if (r.recommended) text += "recommended rule chunk: " + std::to_string(*r.recommended) + "\n";
   text += std::string("verdict: ") + to_string(r.verdict) + "\n" + r.explanation() + "\n";
   char seconds[32];

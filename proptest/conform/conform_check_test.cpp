@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -308,6 +310,95 @@ TEST(Conform, TheTextReportNamesTheVerdictAndTheGridToUse) {
   EXPECT_NE(text.find("recommended rule chunk: 4"), std::string::npos) << text;
   EXPECT_NE(text.find("verdict: unsafe"), std::string::npos) << text;
   EXPECT_NE(text.find("Configure the rule's chunk to 4"), std::string::npos) << text;
+}
+
+// Degenerate engines (docs/conform.md, "Premises"): each breaks one premise, and the check says which
+// instead of certifying it. Each is otherwise as good as can be: deterministic, and a resume equals
+// its cold run on every grid (there is nothing to differ), so that a check without premises would
+// call it safe on grid 1.
+class DegenerateEngine final : public pfx::driver::Engine {
+ public:
+  enum class Fault { writes_no_rows, writes_constant_rows, constant_logits, nan_logits, owned_cache_writes_nothing };
+  explicit DegenerateEngine(Fault fault) : fault_(fault) {}
+  std::size_t chunk() const noexcept override { return 4; }
+  std::size_t vocab() const noexcept override { return 16; }
+  std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override {
+    if (fault_ == Fault::owned_cache_writes_nothing) return std::make_unique<ZeroCache>(capacity);
+    return std::make_unique<HostKvState>(pfx::driver::KvShape{.capacity = capacity, .layers = 1, .width = 2});
+  }
+  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position, std::span<float> logits) override {
+    if (fault_ != Fault::writes_no_rows && fault_ != Fault::owned_cache_writes_nothing) {
+      auto& rows = dynamic_cast<HostKvState&>(kv);
+      for (std::size_t i = 0; i < tokens.size(); ++i) {
+        const float value = fault_ == Fault::writes_constant_rows ? 1.0F : static_cast<float>(tokens[i]);
+        for (const Plane plane : {Plane::key, Plane::value}) {
+          rows.row(0, plane, position + i)[0] = value;
+          rows.row(0, plane, position + i)[1] = 0.5F;
+        }
+      }
+    }
+    for (std::size_t j = 0; j < logits.size(); ++j) {
+      logits[j] = fault_ == Fault::constant_logits ? 0.25F
+                  : fault_ == Fault::nan_logits    ? std::nanf("")
+                                                   : static_cast<float>(j * static_cast<std::size_t>(tokens.back()));
+    }
+  }
+  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override {
+    prefill(kv, std::span(&next, 1), position, logits);
+  }
+
+ private:
+  /// A cache the engine owns and never writes: every row reads as zeros.
+  class ZeroCache final : public KvState {
+   public:
+    explicit ZeroCache(std::size_t capacity) : shape_{.capacity = capacity, .layers = 0, .width = 0} {}
+    const pfx::driver::KvShape& shape() const noexcept override { return shape_; }
+    void forget(std::size_t) override {}
+    void synchronize() override {}
+    bool readable() const noexcept override { return true; }
+    std::vector<std::byte> read_rows(std::size_t from, std::size_t to) const override {
+      return std::vector<std::byte>((to - from) * 8);
+    }
+
+   private:
+    pfx::driver::KvShape shape_;
+  };
+  Fault fault_;
+};
+
+TEST(Conform, ADegenerateEngineIsRefusedNamingThePremiseThatFailed) {
+  pfx::test::verifies("CONF-4");
+  using Fault = DegenerateEngine::Fault;
+  using pfx::conform::Premise;
+  const std::vector<std::pair<Fault, Premise>> cases = {
+      {Fault::writes_no_rows, Premise::rows_written},
+      {Fault::writes_constant_rows, Premise::rows_written},
+      {Fault::owned_cache_writes_nothing, Premise::rows_written},
+      {Fault::constant_logits, Premise::logits_depend_on_tokens},
+      {Fault::nan_logits, Premise::finite_logits},
+  };
+  for (const auto& [fault, premise] : cases) {
+    DegenerateEngine engine(fault);
+    const Report report = check(engine);
+    SCOPED_TRACE(pfx::conform::to_string(premise));
+    ASSERT_TRUE(report.premise_failure.has_value());
+    EXPECT_EQ(report.premise_failure->premise, premise) << report.premise_failure->detail;
+    EXPECT_EQ(report.verdict, Verdict::degenerate);
+    EXPECT_EQ(pfx::conform::exit_status(report.verdict), 4);
+    EXPECT_EQ(report.recommended, std::nullopt);
+    EXPECT_EQ(report.cold_runs, 0U) << "no grid is judged on a degenerate engine";
+    for (const pfx::conform::GridResult& g : report.grids) EXPECT_EQ(g.resumes, 0U);
+    const std::string text = pfx::conform::to_text(report);
+    EXPECT_NE(text.find("verdict: degenerate"), std::string::npos) << text;
+    EXPECT_NE(text.find(std::string("premises: FAILED: ") + pfx::conform::to_string(premise)), std::string::npos) << text;
+    EXPECT_EQ(text.find("exact grids"), std::string::npos) << text;
+  }
+  // An engine that computes meets every premise.
+  pfx::driver::HostReferenceEngine reference(model(4));
+  const Report good = check(reference);
+  EXPECT_EQ(good.premise_failure, std::nullopt);
+  EXPECT_NE(pfx::conform::to_text(good).find("premises: rows written, finite logits, logits depend on tokens"),
+            std::string::npos);
 }
 
 }  // namespace

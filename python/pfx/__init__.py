@@ -3,7 +3,8 @@
 ``PromptPrefix`` is a drop-in for the original Python class of the same name; ``Machine`` is the
 whole protocol (query, begin, commit, abort, record, clear, configure) of pfx::core, and
 ``Machine.write`` the same protocol as a context manager; ``conform`` checks an engine written in
-Python (docs/conform.md). Token ids are integers in 0..2147483647;
+Python (docs/conform.md); ``Lane`` serves requests on one through the C++ lane, and ``verify`` checks
+it end to end (adapters for engines people run: ``pfx.integrations``). Token ids are integers in 0..2147483647;
 token sequences are lists, any iterable of integers, or buffers of integers (array.array, numpy
 arrays, memoryview: read in place). ``ids`` are read-only views (``Ids``). See docs/python.md.
 
@@ -19,8 +20,9 @@ import os as _os
 import collections.abc as _abc
 
 from ._native import (Bound, Config, ConfigError, ConformColdDisagreement, ConformDifference, ConformGrid,
-                      ConformMismatch, ConformReport, Decision, Ids, Machine, Phase, Reason, Refused,
-                      common_prefix, conform, decide)
+                      ConformMismatch, ConformPremiseFailure, ConformReport, Decision, Ids, Lane, Machine, Phase,
+                      Reason, Refused, Response, VerifyMismatch, VerifyReport, common_prefix, conform, decide,
+                      verify)
 from ._native import apply_environment as _apply_environment
 from ._write import Write, write as _write
 
@@ -38,9 +40,9 @@ Machine.__reduce__ = lambda self: (_restore_machine, (self.__getstate__(),))
 _abc.Sequence.register(Ids)
 
 __all__ = ["Bound", "Config", "ConfigError", "ConformColdDisagreement", "ConformDifference", "ConformGrid",
-           "ConformMismatch", "ConformReport", "Decision", "Ids", "Machine", "Phase", "PromptPrefix", "Reason",
-           "Refused", "Write", "common_prefix", "config_from_environment", "decide", "KEEP_MIN",
-           "TF_PREFIX_CACHE"]
+           "ConformMismatch", "ConformPremiseFailure", "ConformReport", "Decision", "Ids", "Lane", "Machine", "Phase",
+           "PromptPrefix", "Reason", "Refused", "Response", "VerifyMismatch", "VerifyReport", "Write", "common_prefix",
+           "config_from_environment", "conform", "decide", "verify", "KEEP_MIN", "TF_PREFIX_CACHE"]
 
 
 def config_from_environment(environ=None) -> Config:

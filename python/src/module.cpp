@@ -4,6 +4,7 @@
 // it; a refused event raises pfx.Refused and, as in the core, changes nothing.
 
 #include "conform.hpp"
+#include "serving.hpp"
 #include "convert.hpp"
 #include "ids_view.hpp"
 
@@ -336,4 +337,5 @@ Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
       " a malformed value raises pfx.ConfigError naming the variable.");
 
   add_conform(m);
+  add_serving(m);
 }

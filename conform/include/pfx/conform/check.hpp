@@ -26,15 +26,21 @@ struct CheckOptions {
   std::function<void(std::size_t, std::size_t)> progress;
 };
 
-/// Checks `engine` (docs/conform.md, "What a resume is"). For each prompt of each length of
+/// Checks `engine` (docs/conform.md, "What a resume is"). First the premises (docs/conform.md,
+/// "Premises"): two cold runs of prompts that differ in every token must write their rows (none left
+/// poisoned; rows that differ, where the state can be read) and give finite logits that differ;
+/// when one fails the report says which, its verdict is degenerate and nothing else is run. Then,
+/// for each prompt of each length of
 /// prompt_lengths(candidate_grids(...)), budget.prompts of them, random tokens below engine.vocab():
-///  - cold runs: prefill_on_grid from 0 on a fresh KV state, budget.cold_runs times; every run after
+///  - cold runs: prefill_on_grid from 0 on one KV state made once and forgotten from 0 (and, in pfx's
+///    memory, poisoned) before each run, budget.cold_runs times; every run after
 ///    the first must equal the first, rows [0, n) and logits, bit for bit;
 ///  - for each candidate grid g and each offset o, a multiple of g in [g, n - 1] (all of them, or a
 ///    sample for a long prompt): on one KV state that the resumes share, a cold run of `held` (the
 ///    prompt's first o tokens, then a random tail of 0 .. chunk tokens that does not continue the
-///    prompt), then prefill_on_grid of the prompt from o; rows [0, n) and the logits must equal the
-///    first cold run's, bit for bit. A grid stops being resumed at its first mismatch.
+///    prompt), forget(o), then prefill_on_grid of the prompt from o; rows [0, n), where the state can
+///    be read (as bytes in the engine's format), and the logits must equal the first cold run's, bit
+///    for bit. A grid stops being resumed at its first mismatch.
 /// Throws std::invalid_argument for a bad budget, an engine whose chunk or vocabulary is 0, or a
 /// rule chunk of 0; whatever the engine throws passes through.
 [[nodiscard]] Report check(driver::Engine& engine, const CheckOptions& options);

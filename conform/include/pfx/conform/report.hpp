@@ -62,14 +62,33 @@ struct GridResult {
   [[nodiscard]] bool exact() const noexcept { return resumes > 0 && !mismatch; }
 };
 
+/// What the check establishes of an engine before it judges any grid (docs/conform.md, "Premises"):
+/// without them a resume could equal its cold run because neither computed anything.
+enum class Premise {
+  rows_written,             ///< the rows a prefill is asked to write differ from the poison and from what was there
+  finite_logits,            ///< every chunk's logits are finite
+  logits_depend_on_tokens,  ///< two prompts that differ in every token give different logits
+};
+
+/// "rows written", "finite logits", "logits depend on tokens".
+[[nodiscard]] const char* to_string(Premise premise) noexcept;
+
+/// A premise that failed, and how.
+struct PremiseFailure {
+  Premise premise = Premise::rows_written;
+  std::string detail;  ///< what was seen, e.g. "row 3 of a 9-token prompt is still poisoned (NaN)"
+};
+
 enum class Verdict {
   safe,             ///< a grid is exact and the rule chunk's grid is exact (exit status 0)
   unsafe,           ///< a grid is exact, but not the rule chunk's (exit status 1)
   nondeterministic, ///< two cold runs of a prompt differ: no grid can be exact (exit status 3)
   no_exact_grid,    ///< cold runs agree, yet every grid has a resume that differs (exit status 3)
+  degenerate,       ///< a premise failed: the engine writes no rows, or its logits are not finite or
+                    ///< ignore the tokens; no grid was judged (exit status 4)
 };
 
-/// "safe", "unsafe", "nondeterministic", "no exact grid".
+/// "safe", "unsafe", "nondeterministic", "no exact grid", "degenerate".
 [[nodiscard]] const char* to_string(Verdict verdict) noexcept;
 
 struct Report {
@@ -82,6 +101,7 @@ struct Report {
   std::size_t prompts = 0;     ///< prompts run
   std::size_t cold_runs = 0;   ///< cold runs, all prompts together
   std::size_t prefilled_tokens = 0;  ///< tokens handed to the engine's prefill, everything included
+  std::optional<PremiseFailure> premise_failure;  ///< set: the verdict is degenerate and no grid was run
   std::optional<ColdDisagreement> cold_disagreement;
   std::vector<GridResult> grids;  ///< ascending
   std::optional<std::size_t> recommended;  ///< the smallest exact grid, when the cold runs agree
@@ -95,11 +115,12 @@ struct Report {
 };
 
 /// The verdict from the results (report.recommended and report.verdict), as check() sets them:
-/// nondeterministic when the cold runs disagree; else the smallest exact grid is recommended, and the
+/// degenerate when a premise failed; nondeterministic when the cold runs disagree; else the smallest exact grid is recommended, and the
 /// rule chunk is safe when its own grid is exact.
 void decide(Report& report);
 
-/// The exit status of `pfx conform` for a verdict: 0 safe, 1 unsafe, 3 nondeterministic or no exact grid.
+/// The exit status of `pfx conform` for a verdict: 0 safe, 1 unsafe, 3 nondeterministic or no exact
+/// grid, 4 degenerate (a premise failed: nothing was judged).
 [[nodiscard]] int exit_status(Verdict verdict) noexcept;
 
 /// The report as text, as `pfx conform` prints it (docs/conform.md shows one).

@@ -53,6 +53,14 @@ inline constexpr std::array requirements = {
     Requirement{"DRV-7",
                 "a lane called from several threads at once serializes serve() and clear(): every "
                 "response still equals cold bit for bit, and the record is one whole request's"},
+    Requirement{"DRV-8",
+                "a lane drives an engine that owns its cache through forget, synchronize and an optional read of "
+                "rows as bytes in the engine's format: every response equals a cold run bit for bit, and a cold "
+                "run or a check reuses one KV state instead of allocating one per run"},
+    Requirement{"DRV-9",
+                "driver::verify and pfx.verify serve a user's trace through a lane on their engine and compare every "
+                "response (generated tokens, logits, rows where readable) with a cold run; a mismatch, a failed "
+                "request, or a run that compared nothing is not ok"},
     Requirement{"SHARD-1",
                 "a KV state sharded over N ranks (the row of position p on rank (p / interleave) mod N) "
                 "holds the same rows, and a lane over it gives the same responses, bit for bit, as one state"},
@@ -91,6 +99,14 @@ inline constexpr std::array requirements = {
                 "pfx.conform runs the same check on an engine written in Python; on a PyTorch transformer its "
                 "verdict is confirmed independently: a grid it calls exact gives a Python lane no mismatch over a "
                 "multi-turn workload, and the mismatch it names on an unsafe grid is reproduced"},
+    Requirement{"CONF-4",
+                "before judging grids the check establishes its premises (the engine writes the rows it is asked "
+                "to, its logits are finite and depend on the tokens); an engine that fails one is called "
+                "degenerate, naming the premise, never safe"},
+    Requirement{"PY-4",
+                "pfx.Lane serves requests through the C++ lane on an engine written in Python, of either form "
+                "(one that owns its cache, one that writes pfx's KV state); its responses with reuse equal those "
+                "of a lane without reuse bit for bit; TransformersEngine adapts a transformers causal LM"},
     Requirement{"PY-1",
                 "pfx.PromptPrefix answers, records and clears as the original Python class does on every call "
                 "sequence the original class handles correctly, with the same environment variables and defaults"},

@@ -1,0 +1,55 @@
+#pragma once
+
+/// \file
+/// Checks an engine end to end (docs/driver.md, "Checking your engine end to end"): serves a trace
+/// through a Lane on the engine, then serves each request cold, and compares every response with its
+/// cold run: the generated tokens (decode included), the prompt's logits bit for bit, and, where the
+/// KV state can be read, every row the response vouches for, as bytes in the engine's format.
+
+#include <pfx/driver/engine.hpp>
+#include <pfx/driver/lane.hpp>
+#include <pfx/token.hpp>
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace pfx::driver {
+
+/// One request of a trace: a prompt, and how many tokens to generate greedily after it.
+struct TraceRequest {
+  std::vector<token> prompt;
+  std::size_t max_new_tokens = 0;
+};
+
+/// The first request whose response differs from its cold run (or failed), and how.
+struct VerifyMismatch {
+  std::size_t request = 0;  ///< its index in the trace
+  std::string what;         ///< "generated token 3: 17 vs 12", "logit 5: ...", "KV row 9 differs", "failed: ..."
+};
+
+struct VerifyReport {
+  std::size_t requests = 0;       ///< requests in the trace
+  std::size_t compared = 0;       ///< responses compared with a cold run
+  std::size_t mismatches = 0;     ///< responses that differ from their cold run, or whose serving failed
+  std::size_t rows_compared = 0;  ///< KV rows compared as bytes (0 where the state cannot be read)
+  std::size_t reused_tokens = 0;  ///< prompt tokens the lane did not prefill, all requests together
+  std::optional<VerifyMismatch> first_mismatch;
+  /// Every response equalled its cold run, and at least one was compared: a check that compared
+  /// nothing does not pass.
+  [[nodiscard]] bool ok() const noexcept { return compared > 0 && mismatches == 0; }
+};
+
+/// Serves `trace` in order through one Lane on `engine` (`options`, the rule chunk and poisoning
+/// included), keeping each response and the bytes of its rows, then serves each request cold
+/// (run_cold, on one KV state made once) and compares. The cold runs come after the lane is done, so
+/// an engine whose states all view its one cache (llama.cpp, transformers) serves both sides; pass
+/// `cold_engine` to run the cold side on another instance. A request the lane fails (StaleRowRead, an
+/// engine's exception) counts as a mismatch and is not compared; a request the lane refuses
+/// (RequestError) is neither. Throws what the Lane's constructor throws, and what a cold run throws.
+[[nodiscard]] VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const LaneOptions& options,
+                                  Engine* cold_engine = nullptr);
+
+}  // namespace pfx::driver

@@ -1,0 +1,120 @@
+#include <pfx/driver/cold_run.hpp>
+#include <pfx/driver/errors.hpp>
+#include <pfx/driver/verify.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+
+namespace pfx::driver {
+namespace {
+
+/// FNV-1a of a row's bytes: the lane's rows are kept as one digest per row, so that a long trace
+/// holds 8 bytes per row, not the rows, until its cold runs.
+std::uint64_t digest(const std::vector<std::byte>& bytes) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (const std::byte b : bytes) {
+    h ^= std::to_integer<std::uint64_t>(b);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::vector<std::uint64_t> row_digests(const KvState& kv, std::size_t rows) {
+  std::vector<std::uint64_t> out;
+  if (!kv.readable()) return out;
+  out.reserve(rows);
+  for (std::size_t row = 0; row < rows; ++row) out.push_back(digest(kv.read_rows(row, row + 1)));
+  return out;
+}
+
+struct Served {
+  bool refused = false;
+  std::string failure;  ///< non-empty: the lane failed this request
+  std::vector<token> generated;
+  std::vector<float> logits;
+  std::vector<std::uint64_t> rows;
+};
+
+/// A float with all its digits and its bits: two values that print alike still show how they differ.
+std::string hex(float x) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.9g (0x%08x)", static_cast<double>(x),
+                static_cast<unsigned>(std::bit_cast<std::uint32_t>(x)));
+  return text;
+}
+
+/// How `got` differs from `cold`, or empty.
+std::string difference(const Served& got, const ColdRun& cold, const std::vector<std::uint64_t>& cold_rows) {
+  for (std::size_t i = 0; i < got.generated.size() && i < cold.generated.size(); ++i) {
+    if (got.generated[i] != cold.generated[i]) {
+      return "generated token " + std::to_string(i) + ": " + std::to_string(got.generated[i]) + " vs " +
+             std::to_string(cold.generated[i]) + " cold";
+    }
+  }
+  if (got.generated.size() != cold.generated.size()) return "a different number of generated tokens";
+  for (std::size_t i = 0; i < got.logits.size() && i < cold.logits.size(); ++i) {
+    if (std::bit_cast<std::uint32_t>(got.logits[i]) != std::bit_cast<std::uint32_t>(cold.logits[i])) {
+      return "logit " + std::to_string(i) + ": " + hex(got.logits[i]) + " vs " + hex(cold.logits[i]) + " cold";
+    }
+  }
+  if (got.logits.size() != cold.logits.size()) return "a different number of logits";
+  for (std::size_t row = 0; row < got.rows.size() && row < cold_rows.size(); ++row) {
+    if (got.rows[row] != cold_rows[row]) return "KV row " + std::to_string(row) + " differs from the cold run's";
+  }
+  return "";
+}
+
+}  // namespace
+
+VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const LaneOptions& options,
+                    Engine* cold_engine) {
+  VerifyReport report;
+  report.requests = trace.size();
+  std::vector<Served> served(trace.size());
+  {
+    Lane lane(engine, options);
+    for (std::size_t i = 0; i < trace.size(); ++i) {
+      Served& s = served[i];
+      try {
+        Response r = lane.serve(trace[i].prompt, trace[i].max_new_tokens);
+        report.reused_tokens += r.decision.offset;
+        s.generated = std::move(r.generated);
+        s.logits = std::move(r.logits);
+        s.rows = row_digests(lane.kv(), rows_written(trace[i].prompt.size(), trace[i].max_new_tokens));
+      } catch (const RequestError&) {
+        s.refused = true;
+      } catch (const std::exception& e) {
+        s.failure = e.what();
+      }
+    }
+  }
+
+  Engine& cold_side = cold_engine != nullptr ? *cold_engine : engine;
+  std::unique_ptr<KvState> cold_kv;
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const Served& s = served[i];
+    if (s.refused) continue;
+    std::string what = s.failure.empty() ? std::string() : "failed: " + s.failure;
+    if (what.empty()) {
+      if (cold_kv == nullptr) cold_kv = cold_side.make_kv_state(options.capacity);  // once, reused by every cold run
+      const ColdRun cold = run_cold(cold_side, *cold_kv, trace[i].prompt, trace[i].max_new_tokens);
+      const std::vector<std::uint64_t> cold_rows = s.rows.empty() ? std::vector<std::uint64_t>{}
+                                                                  : row_digests(*cold_kv, s.rows.size());
+      ++report.compared;
+      report.rows_compared += std::min(s.rows.size(), cold_rows.size());
+      what = difference(s, cold, cold_rows);
+    }
+    if (!what.empty()) {
+      ++report.mismatches;
+      if (!report.first_mismatch) report.first_mismatch = VerifyMismatch{.request = i, .what = what};
+    }
+  }
+  return report;
+}
+
+}  // namespace pfx::driver

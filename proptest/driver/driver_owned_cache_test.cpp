@@ -1,0 +1,210 @@
+// Engines that own their cache (docs/driver.md, "Engines that own their cache"), on the reference
+// model behind a cache of its own that, like llama.cpp's, refuses a write that does not continue the
+// rows it holds: a lane over it gives every response of a multi-turn trace bit for bit as a cold run
+// of the plain reference engine, rows compared as bytes in the engine's own layout; the conformance
+// check finds the same grid; and driver::verify, the end-to-end check a user runs on their engine,
+// passes on the engine's grid, fails off it, and fails when it compared nothing.
+
+#include "support/lanes.hpp"
+#include "support/requirement.hpp"
+
+#include <pfx/conform/check.hpp>
+#include <pfx/driver/cold_run.hpp>
+#include <pfx/driver/lane.hpp>
+#include <pfx/driver/verify.hpp>
+#include <pfx/engines/cache_owning_engine.hpp>
+#include <pfx/engines/host_reference_engine.hpp>
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+namespace {
+
+using pfx::token;
+using pfx::driver::CacheOwningEngine;
+using pfx::driver::HostReferenceEngine;
+using pfx::driver::Lane;
+using pfx::driver::ReferenceModelShape;
+using pfx::driver::TraceRequest;
+
+constexpr std::size_t capacity = 256;
+
+/// The rows [0, n) of a cache-owning engine's view, in the engine's layout, from the plain reference
+/// engine's fp32 rows: each row, every layer's key then value.
+std::vector<std::byte> in_engine_layout(const pfx::driver::KvState& host, std::size_t n, const ReferenceModelShape& shape) {
+  const std::vector<float> floats = host.copy_rows(0, n);
+  std::vector<std::byte> out;
+  for (std::size_t row = 0; row < n; ++row) {
+    for (std::size_t plane = 0; plane < shape.layers * 2; ++plane) {
+      const float* begin = floats.data() + (plane * n + row) * shape.width;
+      const auto* bytes = reinterpret_cast<const std::byte*>(begin);
+      out.insert(out.end(), bytes, bytes + shape.width * sizeof(float));
+    }
+  }
+  return out;
+}
+
+PFX_PROPERTY(OwnedCache, EveryResponseEqualsAColdRunOfThePlainEngine, "DRV-8 THM-1", ()) {
+  const ReferenceModelShape shape = *pfx::test::model_shapes();
+  const std::size_t keep_min = *rc::gen::element<std::size_t>(0, 1, 5, 16);
+  const auto steps = *rc::gen::container<std::vector<pfx::test::TraceStep>>(pfx::test::trace_steps(shape.vocab));
+  CacheOwningEngine engine(shape, capacity);
+  HostReferenceEngine plain(shape);
+  Lane lane(engine, {.capacity = capacity, .enabled = true, .keep_min = keep_min, .poison = true});
+  RC_ASSERT(!lane.kv().owns_rows());
+  RC_ASSERT(lane.kv().memory_bytes() == 0U);
+  pfx::test::TraceBuilder trace(shape.vocab, capacity, shape.seed);
+  std::size_t reused = 0;
+  for (const pfx::test::TraceStep& step : steps) {
+    if (step.kind == pfx::test::TraceStep::Kind::clear) {
+      lane.clear();
+      continue;
+    }
+    const std::vector<token> prompt = trace.prompt(step);
+    const pfx::driver::Response response = lane.serve(prompt, step.max_new_tokens);
+    const std::size_t rows = pfx::driver::rows_written(prompt.size(), step.max_new_tokens);
+    RC_ASSERT(engine.held() == rows);  // the lane's record and the engine's cache agree
+    const auto cold_kv = plain.make_kv_state(capacity);
+    const pfx::driver::ColdRun cold = pfx::driver::run_cold(plain, *cold_kv, prompt, step.max_new_tokens);
+    RC_ASSERT(pfx::test::same_bits(response.logits, cold.logits));
+    RC_ASSERT(response.generated == cold.generated);
+    RC_ASSERT(lane.kv().read_rows(0, rows) == in_engine_layout(*cold_kv, rows, shape));
+    reused += response.decision.offset;
+    trace.answered(prompt, response.generated);
+  }
+  RC_CLASSIFY(reused > 0, "some rows reused");
+}
+
+// A resume must give up the rows past its offset through forget: the engine's cache refuses a write
+// that does not continue what it holds, as llama.cpp's does.
+TEST(OwnedCache, AWriteThatDoesNotContinueTheCacheIsRefused) {
+  pfx::test::verifies("DRV-8");
+  const ReferenceModelShape shape{.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4, .seed = 3};
+  CacheOwningEngine engine(shape, 64);
+  const auto kv = engine.make_kv_state(64);
+  std::vector<float> logits(shape.vocab);
+  const std::vector<token> tokens = {1, 2, 3, 4, 5, 6, 7, 8};
+  kv->forget(0);
+  engine.prefill(*kv, tokens, 0, logits);
+  EXPECT_THROW(engine.prefill(*kv, std::span(tokens).first(4), 4, logits), std::logic_error);
+  kv->forget(4);
+  EXPECT_NO_THROW(engine.prefill(*kv, std::span(tokens).first(4), 4, logits));
+  // A view of a cache pfx does not own: no fp32 copy, no fill, rows only in the engine's format.
+  EXPECT_THROW((void)kv->copy_rows(0, 4), std::logic_error);
+  EXPECT_THROW(kv->fill(0, 4, 0.0f), std::logic_error);
+  EXPECT_THROW((void)kv->read_rows(0, 9), std::out_of_range);
+  EXPECT_THROW(kv->forget(65), std::out_of_range);
+  EXPECT_EQ(kv->read_rows(0, 8).size(), 8 * shape.layers * 2 * shape.width * sizeof(float));
+}
+
+// The conformance check drives a cache it does not own through forget, and reads rows as bytes: it
+// finds the reference engine's grid, and makes two KV states in all, not one per cold run.
+TEST(OwnedCache, TheConformanceCheckFindsTheEnginesGrid) {
+  pfx::test::verifies("DRV-8 CONF-1");
+  for (const std::size_t chunk : {1U, 3U, 4U}) {
+    const ReferenceModelShape shape{.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = chunk, .seed = 11};
+    CacheOwningEngine engine(shape, 1024);
+    pfx::conform::Budget budget = pfx::conform::Budget::named("quick");
+    const pfx::conform::Report report =
+        pfx::conform::check(engine, {.budget = budget, .rule_chunk = std::nullopt, .engine_name = "owned", .progress = {}});
+    SCOPED_TRACE("chunk " + std::to_string(chunk));
+    EXPECT_EQ(report.premise_failure, std::nullopt);
+    EXPECT_EQ(report.verdict, pfx::conform::Verdict::safe);
+    EXPECT_EQ(report.recommended, chunk);
+    for (const pfx::conform::GridResult& g : report.grids) {
+      EXPECT_GT(g.resumes, 0U);
+      EXPECT_EQ(g.exact(), g.grid % chunk == 0) << "grid " << g.grid;
+      if (g.mismatch && g.mismatch->difference.where != pfx::conform::Difference::Where::logits) {
+        EXPECT_EQ(g.mismatch->difference.where, pfx::conform::Difference::Where::row_bytes);
+      }
+    }
+  }
+}
+
+/// Counts the KV states an engine makes.
+class CountingEngine final : public pfx::driver::WrappedEngine {
+ public:
+  using WrappedEngine::WrappedEngine;
+  std::unique_ptr<pfx::driver::KvState> make_kv_state(std::size_t rows) const override {
+    ++made;
+    return WrappedEngine::make_kv_state(rows);
+  }
+  void prefill(pfx::driver::KvState& kv, std::span<const token> tokens, std::size_t position,
+               std::span<float> logits) override {
+    inner_.prefill(kv, tokens, position, logits);
+  }
+  void decode(pfx::driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override {
+    inner_.decode(kv, next, position, logits);
+  }
+  mutable std::size_t made = 0;
+};
+
+TEST(OwnedCache, TheCheckReusesOneStateForItsColdRuns) {
+  pfx::test::verifies("DRV-1 CONF-1");
+  HostReferenceEngine engine({.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = 4, .seed = 11});
+  CountingEngine counting(engine);
+  const pfx::conform::Report report = pfx::conform::check(
+      counting, {.budget = pfx::conform::Budget::named("quick"), .rule_chunk = std::nullopt, .engine_name = "c", .progress = {}});
+  EXPECT_GT(report.cold_runs, 2U);
+  EXPECT_EQ(counting.made, 2U) << "one state for the cold runs, one for the resumes";
+}
+
+std::vector<TraceRequest> conversation(std::size_t vocab, std::size_t turns) {
+  std::vector<TraceRequest> trace;
+  std::vector<token> history;
+  for (std::size_t t = 0; t < turns; ++t) {
+    for (std::size_t i = 0; i < 9 + 5 * t; ++i) history.push_back(static_cast<token>((7 * t + 3 * i * i + 1) % vocab));
+    trace.push_back({.prompt = history, .max_new_tokens = 3 + t % 2});
+  }
+  return trace;
+}
+
+TEST(Verify, PassesOnTheEnginesGridFailsOffItAndFailsWhenNothingIsCompared) {
+  pfx::test::verifies("DRV-9 DRV-8 CEX-1");
+  const ReferenceModelShape shape{.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = 4, .seed = 5};
+  const std::vector<TraceRequest> trace = conversation(shape.vocab, 6);
+  for (const bool owned : {false, true}) {
+    SCOPED_TRACE(owned ? "an engine that owns its cache" : "pfx's KV state");
+    HostReferenceEngine plain(shape);
+    CacheOwningEngine cached(shape, 512);
+    pfx::driver::Engine& engine = owned ? static_cast<pfx::driver::Engine&>(cached) : plain;
+    const pfx::driver::VerifyReport good = pfx::driver::verify(engine, trace, {.capacity = 512, .keep_min = 4});
+    EXPECT_TRUE(good.ok());
+    EXPECT_EQ(good.compared, trace.size());
+    EXPECT_EQ(good.mismatches, 0U);
+    EXPECT_GT(good.reused_tokens, 0U);
+    EXPECT_GT(good.rows_compared, 0U);
+    EXPECT_EQ(good.first_mismatch, std::nullopt);
+
+    // The rule of the original class (chunk 1) resumes off the engine's grid: THM-1's counterexample.
+    const pfx::driver::VerifyReport off = pfx::driver::verify(engine, trace, {.capacity = 512, .keep_min = 1, .rule_chunk = 1});
+    EXPECT_FALSE(off.ok());
+    EXPECT_GT(off.mismatches, 0U);
+    ASSERT_TRUE(off.first_mismatch.has_value());
+    EXPECT_GT(off.first_mismatch->request, 0U);  // the first request is cold on both sides
+
+    // Nothing compared is not a pass: an empty trace, or one the lane refuses whole.
+    EXPECT_FALSE(pfx::driver::verify(engine, {}, {.capacity = 512}).ok());
+    const std::vector<TraceRequest> refused = {{.prompt = {}, .max_new_tokens = 1}};
+    const pfx::driver::VerifyReport none = pfx::driver::verify(engine, refused, {.capacity = 512});
+    EXPECT_EQ(none.compared, 0U);
+    EXPECT_FALSE(none.ok());
+  }
+}
+
+// A response the lane fails is a mismatch, never a pass.
+TEST(Verify, AFailedRequestIsAMismatch) {
+  pfx::test::verifies("DRV-9");
+  const ReferenceModelShape shape{.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = 4, .seed = 5};
+  HostReferenceEngine engine(shape);
+  pfx::test::PeekingEngine peeking(engine);
+  peeking.peek = true;  // reads a row past its chunk: NaN under poisoning
+  const pfx::driver::VerifyReport r = pfx::driver::verify(peeking, conversation(shape.vocab, 3), {.capacity = 128});
+  EXPECT_FALSE(r.ok());
+  EXPECT_GT(r.mismatches, 0U);
+  ASSERT_TRUE(r.first_mismatch.has_value());
+  EXPECT_NE(r.first_mismatch->what.find("failed"), std::string::npos) << r.first_mismatch->what;
+}
+
+}  // namespace

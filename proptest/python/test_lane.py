@@ -1,0 +1,261 @@
+"""pfx.Lane and pfx.verify over engines written in Python, of both forms (docs/python.md, "Engines"), and
+pfx.conform's premises (docs/conform.md, "Premises"), on engines in plain Python whose answer is known:
+a lane with reuse answers bit for bit as one without it on the engine's grid and not off it; verify
+passes there, fails off the grid, and fails when it compared nothing; a degenerate engine is called
+degenerate, naming the premise. Needs no numpy."""
+from __future__ import annotations
+
+import array
+import struct
+import unittest
+
+import pfx
+from support import rng, verifies
+
+
+class OwnedCache:
+    """An engine that owns its cache, as llama.cpp and transformers do: a list of rows it appends to.
+    A row depends on its token, the row before it and its place in the call's chunk, so a resume is
+    exact only on multiples of `chunk`; the cache refuses a write that does not continue it."""
+    vocab = 16
+
+    def __init__(self, chunk, readable=True):
+        self.chunk = chunk
+        self.rows: list[float] = []
+        if not readable:
+            self.read_rows = None
+
+    def prefill(self, tokens, start):
+        if len(self.rows) != start:
+            raise ValueError(f"the cache holds {len(self.rows)} rows, a write from {start}")
+        for i, t in enumerate(tokens):
+            before = self.rows[-1] if self.rows else 0.0
+            self.rows.append(struct.unpack("f", struct.pack("f", 0.5 * before + t + 0.125 * i))[0])
+        return self.logits()
+
+    def decode(self, token, position):
+        return self.prefill([token], position)
+
+    def forget(self, position):
+        del self.rows[position:]
+
+    def read_rows(self, start, end):
+        return struct.pack(f"{end - start}f", *self.rows[start:end])
+
+    def logits(self):
+        last = self.rows[-1]
+        return array.array("f", [((j * 7 + int(last * 8)) % 13) + last for j in range(self.vocab)])
+
+
+class HostRows:
+    """An engine that writes pfx's KV state (the older form), with no decode of its own: pfx decodes
+    with a one-token prefill. Exact only on multiples of `chunk`, as OwnedCache."""
+    vocab, layers, width = 16, 1, 1
+
+    def __init__(self, chunk):
+        self.chunk = chunk
+
+    def prefill(self, tokens, start, kv):
+        for i, t in enumerate(tokens):
+            before = kv[0, 0, start + i - 1, 0] if start + i > 0 else 0.0
+            kv[0, 0, start + i, 0] = 0.5 * before + t + 0.125 * i
+            kv[0, 1, start + i, 0] = t
+        last = kv[0, 0, start + len(tokens) - 1, 0]
+        return array.array("f", [((j * 7 + int(last * 8)) % 13) + last for j in range(self.vocab)])
+
+
+def conversation(r, turns=6, vocab=16):
+    """Multi-turn prompts: each turn the last prompt, the answer it got (filled in by serve), new tokens."""
+    return [[r.randrange(vocab) for _ in range(r.randrange(3, 12))] for _ in range(turns)]
+
+
+def serve_conversation(lane, turns, max_new_tokens=3):
+    history, out = [], []
+    for fresh in turns:
+        prompt = history + fresh
+        response = lane.serve(prompt, max_new_tokens)
+        out.append((prompt, response))
+        history = prompt + response.generated
+    return out
+
+
+class LaneOverPythonEngines(unittest.TestCase):
+    @verifies("PY-4 DRV-8 THM-1")
+    def test_a_lane_with_reuse_answers_as_one_without_it(self):
+        r = rng(self)
+        for make in (lambda c: OwnedCache(c), lambda c: HostRows(c)):
+            for chunk in (1, 2, 4):
+                turns = conversation(r)
+                with self.subTest(engine=type(make(chunk)).__name__, chunk=chunk):
+                    reused = serve_conversation(pfx.Lane(make(chunk), keep_min=chunk, capacity=256), turns)
+                    cold = serve_conversation(pfx.Lane(make(chunk), keep_min=chunk, capacity=256, enabled=False), turns)
+                    for (prompt, a), (prompt_cold, b) in zip(reused, cold):
+                        self.assertEqual(prompt, prompt_cold)
+                        self.assertEqual(a.generated, b.generated)
+                        self.assertEqual(bytes(a.logits), bytes(b.logits))
+                        self.assertEqual(b.decision.offset, 0)
+                    self.assertGreater(sum(a.decision.offset for _, a in reused), 0)
+
+    @verifies("PY-4")
+    def test_a_response_holds_generated_tokens_float32_logits_and_the_decision(self):
+        lane = pfx.Lane(OwnedCache(4), keep_min=4, capacity=64)
+        first = lane.serve([1, 2, 3, 4, 5, 6], 2)
+        self.assertEqual(len(first.generated), 2)
+        view = memoryview(first.logits)
+        self.assertEqual((view.format, view.itemsize, len(view)), ("f", 4, 16))
+        self.assertEqual(first.decision.offset, 0)
+        self.assertEqual(first.prefilled, 6)
+        second = lane.serve([1, 2, 3, 4, 5, 6, 7, 8, 9], 0)
+        self.assertEqual(second.decision.offset, 4)  # the rule's grid of 4
+        self.assertEqual(second.generated, [])
+        self.assertEqual(lane.held, [1, 2, 3, 4, 5, 6, 7, 8, 9])
+        self.assertEqual((lane.chunk, lane.capacity, lane.keep_min, lane.enabled), (4, 64, 4, True))
+
+    @verifies("PY-4 CEX-1")
+    def test_the_rule_of_chunk_1_resumes_off_the_grid_and_differs(self):
+        turns = conversation(rng(self), turns=8)
+        off = serve_conversation(pfx.Lane(OwnedCache(4), keep_min=1, capacity=256, rule_chunk=1), turns)
+        cold = serve_conversation(pfx.Lane(OwnedCache(4), keep_min=1, capacity=256, enabled=False), turns)
+        self.assertTrue(any(bytes(a.logits) != bytes(b.logits) for (_, a), (_, b) in zip(off, cold)))
+
+    @verifies("PY-4")
+    def test_misuse_is_refused_with_a_message_that_names_it(self):
+        class NoForm:
+            chunk, vocab = 4, 16
+
+            def prefill(self, tokens, start):
+                return [0.0] * 16
+        with self.assertRaisesRegex(TypeError, "no attribute 'layers'.*forget"):
+            pfx.Lane(NoForm())
+        small = OwnedCache(4)
+        small.capacity = 32
+        with self.assertRaisesRegex(Exception, "holds 32 rows"):
+            pfx.Lane(small, capacity=64)
+        lane = pfx.Lane(OwnedCache(4), capacity=64)
+        with self.assertRaisesRegex(ValueError, "prompt"):
+            lane.serve([], 1)
+        with self.assertRaisesRegex(ValueError, "outside the vocabulary"):
+            lane.serve([99], 1)
+        # One engine's cache serves one lane at a time: a second lane takes it over, the first refuses.
+        engine = OwnedCache(4)
+        first = pfx.Lane(engine, keep_min=4, capacity=64)
+        first.serve([1, 2, 3, 4, 5], 0)
+        second = pfx.Lane(engine, keep_min=4, capacity=64)
+        second.serve([1, 2, 3, 4, 5], 0)
+        with self.assertRaisesRegex(RuntimeError, "given to another"):
+            first.serve([1, 2, 3, 4, 5, 6], 0)
+        # The engine's own error passes through, and the lane goes on.
+        class Failing(OwnedCache):
+            fail = True
+
+            def prefill(self, tokens, start):
+                if self.fail:
+                    raise KeyError("the engine's own error")
+                return super().prefill(tokens, start)
+        failing = Failing(4)
+        lane = pfx.Lane(failing, keep_min=4, capacity=64)
+        with self.assertRaisesRegex(KeyError, "the engine's own error"):
+            lane.serve([1, 2, 3], 0)
+        failing.fail = False
+        self.assertEqual(len(lane.serve([1, 2, 3], 0).logits), 16)
+
+
+class VerifyPythonEngines(unittest.TestCase):
+    @verifies("DRV-9 PY-4")
+    def test_verify_passes_on_the_grid_fails_off_it_and_fails_when_nothing_is_compared(self):
+        r = rng(self)
+        history, trace = [], []
+        for fresh in conversation(r, turns=8):
+            history = history + fresh + [r.randrange(16) for _ in range(3)]
+            trace.append({"prompt": list(history), "max_new_tokens": 3})
+        for make in (lambda: OwnedCache(4), lambda: HostRows(4)):
+            with self.subTest(engine=type(make()).__name__):
+                good = pfx.verify(make(), trace, keep_min=4, capacity=256)
+                self.assertTrue(good.ok, str(good))
+                self.assertTrue(good)
+                self.assertEqual((good.requests, good.compared, good.mismatches), (8, 8, 0))
+                self.assertGreater(good.reused_tokens, 0)
+                self.assertGreater(good.rows_compared, 0)
+                self.assertIsNone(good.first_mismatch)
+                self.assertIn("(ok)", str(good))
+                off = pfx.verify(make(), trace, keep_min=1, capacity=256, rule_chunk=1)
+                self.assertFalse(off.ok)
+                self.assertGreater(off.mismatches, 0)
+                self.assertGreater(off.first_mismatch.request, 0)
+                nothing = pfx.verify(make(), [], capacity=256)
+                self.assertFalse(nothing.ok)
+                self.assertEqual(nothing.compared, 0)
+                self.assertIn("nothing was compared", str(nothing))
+        # Without read_rows, rows are not compared; logits and tokens still are.
+        blind = pfx.verify(OwnedCache(4, readable=False), trace, keep_min=4, capacity=256)
+        self.assertTrue(blind.ok)
+        self.assertEqual(blind.rows_compared, 0)
+
+    @verifies("DRV-9")
+    def test_a_trace_is_prompts_pairs_or_mappings(self):
+        report = pfx.verify(OwnedCache(2), [[1, 2, 3], ([1, 2, 3, 4, 5], 2), {"prompt": [1, 2, 3, 4, 5, 6]}],
+                            keep_min=2, capacity=64, max_new_tokens=1)
+        self.assertEqual(report.compared, 3)
+        self.assertTrue(report.ok)
+        with self.assertRaisesRegex(ValueError, r"trace\[0\] has no \"prompt\""):
+            pfx.verify(OwnedCache(2), [{"tokens": [1]}])
+        with self.assertRaisesRegex(ValueError, r"trace\[1\]\[0\]"):
+            pfx.verify(OwnedCache(2), [[1], [-1]])
+
+
+class Degenerate(OwnedCache):
+    """An engine that fails one premise of the check; otherwise it is OwnedCache."""
+
+    def __init__(self, fault):
+        super().__init__(4)
+        self.fault = fault
+
+    def prefill(self, tokens, start):
+        logits = super().prefill(tokens, start)
+        if self.fault == "writes nothing":
+            self.rows[start:] = [0.0] * len(tokens)
+        if self.fault == "constant logits":
+            return [0.5] * self.vocab
+        if self.fault == "nan logits":
+            return [float("nan")] * self.vocab
+        return logits
+
+
+class HostWritesNothing(HostRows):
+    def prefill(self, tokens, start, kv):
+        return array.array("f", [float(j * tokens[-1]) for j in range(self.vocab)])
+
+
+class ConformPremises(unittest.TestCase):
+    @verifies("CONF-4")
+    def test_a_degenerate_engine_is_called_degenerate_naming_the_premise(self):
+        cases = [(Degenerate("writes nothing"), "rows written"), (HostWritesNothing(4), "rows written"),
+                 (Degenerate("constant logits"), "logits depend on tokens"),
+                 (Degenerate("nan logits"), "finite logits")]
+        for engine, premise in cases:
+            with self.subTest(premise=premise, engine=type(engine).__name__):
+                report = pfx.conform(engine, budget="quick")
+                self.assertEqual(report.verdict, "degenerate", str(report))
+                self.assertEqual(report.exit_status, 4)
+                self.assertEqual(report.premise_failure.premise, premise)
+                self.assertIn(premise, str(report.premise_failure))
+                self.assertIsNone(report.recommended)
+                self.assertEqual(report.cold_runs, 0)
+                self.assertIn("DEGENERATE", report.explanation)
+
+    @verifies("CONF-4 DRV-8 CONF-3")
+    def test_an_engine_that_owns_its_cache_is_checked_through_forget(self):
+        for chunk in (1, 2, 4):
+            with self.subTest(chunk=chunk):
+                report = pfx.conform(OwnedCache(chunk), budget="quick")
+                self.assertIsNone(report.premise_failure)
+                self.assertEqual(report.verdict, "safe", str(report))
+                self.assertEqual(report.recommended, chunk)
+                for grid in report.grids:
+                    self.assertEqual(grid.exact, grid.grid % chunk == 0, grid.grid)
+                    if grid.mismatch and grid.mismatch.difference.where != "logits":
+                        self.assertEqual(grid.mismatch.difference.where, "row bytes")
+
+
+if __name__ == "__main__":
+    unittest.main()

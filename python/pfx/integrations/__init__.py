@@ -1,0 +1,7 @@
+"""Adapters that let pfx drive engines people run, each over the engine's own KV cache (docs/python.md,
+"Engines that own their cache"). Each adapter is a module of its own, imported on demand, so that
+``import pfx`` needs none of the frameworks:
+
+- ``pfx.integrations.transformers.TransformersEngine``: a Hugging Face transformers causal LM and its
+  ``DynamicCache``.
+"""
