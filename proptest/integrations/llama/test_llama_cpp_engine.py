@@ -102,6 +102,40 @@ class LlamaCppEngineTest(unittest.TestCase):
             self.engine.prefill(list(range(3, 3 + 17)), 0)
 
 
+try:
+    import pfx  # the built module (CTest puts it on PYTHONPATH)
+except ImportError:  # pragma: no cover
+    pfx = None
+
+
+@unittest.skipIf(pfx is None or not hasattr(pfx, "Lane"), "the pfx module with pfx.Lane is not importable")
+class PfxOverLlamaCppTest(unittest.TestCase):
+    """pfx.conform and pfx.Lane accept the engine (an engine that owns its cache)."""
+
+    def engine(self, **kw):
+        return llama_cpp_module.LlamaCppEngine(MODEL, chunk=64, flash_attn="on", threads=1, capacity=2048, **kw)
+
+    def test_conform_finds_chunk_64_safe_and_rule_chunk_1_unsafe(self):
+        report = pfx.conform(self.engine())
+        self.assertEqual(report.verdict, "safe")
+        self.assertEqual(pfx.conform(self.engine(), rule_chunk=1).verdict, "unsafe")
+
+    def test_lane_with_reuse_equals_lane_without_bit_for_bit(self):
+        rng = random.Random(1)
+        lane = pfx.Lane(self.engine(), keep_min=64, capacity=2048)
+        cold = pfx.Lane(self.engine(), keep_min=64, capacity=2048, enabled=False)
+        conversation = [rng.randrange(3, 512) for _ in range(100)]
+        reused = 0
+        for _ in range(4):
+            a = lane.serve(conversation, 8)
+            b = cold.serve(conversation, 8)
+            reused += a.decision.offset
+            self.assertEqual(list(a.generated), list(b.generated))
+            self.assertEqual(bytes(a.logits), bytes(b.logits))
+            conversation = conversation + list(a.generated) + [rng.randrange(3, 512) for _ in range(50)]
+        self.assertGreater(reused, 0)
+
+
 if __name__ == "__main__":
     try:
         llama_cpp_module._llama_cpp()
