@@ -47,7 +47,7 @@ CLI_TESTS = ["cli_replay_test", "cli_trace_test", "cli_explain_test", "cli_soak_
 ENGINES_TESTS = ["reference_model_test", "engines_conformance_test"]
 TESTS_FOR = {"core/": CORE_TESTS + DRIVER_TESTS, "driver/": DRIVER_TESTS,
              "engines/": ENGINES_TESTS + DRIVER_TESTS, "conform/": ["conform_check_test"],
-             "tools/pfx/": CLI_TESTS}
+             "tools/pfx/": CLI_TESTS, "integrations/llama/": ["llama_engine_test"]}
 
 CMAKE_OPTIONS = [
     "-DCMAKE_BUILD_TYPE=Release",
