@@ -17,6 +17,8 @@
 #include <filesystem>
 #include <numeric>
 #include <random>
+#include <stdexcept>
+#include <system_error>
 #include <string>
 #include <vector>
 
@@ -129,7 +131,7 @@ rc::Gen<Layout> layouts() {
   });
 }
 
-PFX_PROPERTY(LlamaState, rows_are_those_of_their_positions_in_position_order, "THM-1", ()) {
+PFX_PROPERTY(LlamaState, RowsAreThoseOfTheirPositionsInPositionOrder, "THM-1", ()) {
   const Layout s = *layouts();
   const std::size_t held = s.cell_positions.size();
   const auto from = *rc::gen::inRange<std::size_t>(0, held + 1);
@@ -137,7 +139,7 @@ PFX_PROPERTY(LlamaState, rows_are_those_of_their_positions_in_position_order, "T
   RC_ASSERT(rows_of_sequence_state(state_of(s), from, to) == expected_rows(s, from, to));
 }
 
-PFX_PROPERTY(LlamaState, a_missing_row_or_a_cut_state_is_an_error, "THM-1", ()) {
+PFX_PROPERTY(LlamaState, AMissingRowOrACutStateIsAnError, "THM-1", ()) {
   const Layout s = *layouts();
   const std::size_t held = s.cell_positions.size();
   const std::vector<std::byte> state = state_of(s);
@@ -149,29 +151,40 @@ PFX_PROPERTY(LlamaState, a_missing_row_or_a_cut_state_is_an_error, "THM-1", ()) 
   RC_ASSERT_THROWS_AS((void)rows_of_sequence_state(longer, 0, 0), std::runtime_error);
 }
 
-/// The models, written once per run into a temporary folder by the script the CTest fixture uses.
-class LlamaEngine : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    folder_ = std::filesystem::temp_directory_path() / ("pfx_llama_engine_test_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(folder_);
-    const std::string command = std::string("python3 '") + PFX_WRITE_TINY_GGUF + "' '" + model().string() + "' --seed 1";
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+/// The model, written once per process into a temporary folder by the script the CTest fixture
+/// uses, and removed at exit.
+struct WrittenModel {
+  std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / ("pfx_llama_engine_test_" + std::to_string(::getpid()));
+  std::filesystem::path path = folder / "gqa_f16.gguf";
+  WrittenModel() {
+    std::filesystem::create_directories(folder);
+    const std::string command = std::string("python3 '") + PFX_WRITE_TINY_GGUF + "' '" + path.string() + "' --seed 1";
+    if (std::system(command.c_str()) != 0) throw std::runtime_error("could not write the model: " + command);
   }
-  static void TearDownTestSuite() { std::filesystem::remove_all(folder_); }
-  static std::filesystem::path model() { return folder_ / "gqa_f16.gguf"; }
-  static pfx::llama::Settings settings(std::size_t chunk = 64) {
-    pfx::llama::Settings s;
-    s.model = model().string();
-    s.chunk = chunk;
-    s.threads = 1;
-    s.flash_attention = pfx::llama::FlashAttention::on;
-    return s;
+  ~WrittenModel() {
+    std::error_code ignored;
+    std::filesystem::remove_all(folder, ignored);
   }
-  static inline std::filesystem::path folder_;
+  WrittenModel(const WrittenModel&) = delete;
+  WrittenModel& operator=(const WrittenModel&) = delete;
 };
 
-TEST_F(LlamaEngine, conform_finds_the_chunk_grid_exact_and_an_unaligned_rule_unsafe) {
+const WrittenModel& model() {
+  static const WrittenModel written;
+  return written;
+}
+
+pfx::llama::Settings settings(std::size_t chunk = 64) {
+  pfx::llama::Settings s;
+  s.model = model().path.string();
+  s.chunk = chunk;
+  s.threads = 1;
+  s.flash_attention = pfx::llama::FlashAttention::on;
+  return s;
+}
+
+TEST(LlamaEngine, ConformFindsTheChunkGridExactAndAnUnalignedRuleUnsafe) {
   pfx::test::verifies("THM-1 CONF-1");
   pfx::llama::Engine engine(settings());
   pfx::conform::CheckOptions options;
@@ -184,8 +197,8 @@ TEST_F(LlamaEngine, conform_finds_the_chunk_grid_exact_and_an_unaligned_rule_uns
   EXPECT_EQ(unsafe.verdict, pfx::conform::Verdict::unsafe) << unsafe.explanation();
 }
 
-TEST_F(LlamaEngine, a_lane_with_reuse_equals_cold_runs_byte_for_byte) {
-  pfx::test::verifies("THM-1");
+TEST(LlamaEngine, ALaneWithReuseEqualsColdRunsByteForByteAndTheUnalignedRuleDoesNot) {
+  pfx::test::verifies("THM-1 CEX-1");
   pfx::llama::Engine engine(settings());
   std::mt19937 random(7);
   std::vector<pfx::driver::TraceRequest> trace;
@@ -207,7 +220,7 @@ TEST_F(LlamaEngine, a_lane_with_reuse_equals_cold_runs_byte_for_byte) {
   EXPECT_GT(unaligned.mismatches, 0u);
 }
 
-TEST_F(LlamaEngine, forget_drops_the_rows_from_its_position) {
+TEST(LlamaEngine, ForgetDropsTheRowsFromItsPosition) {
   pfx::test::verifies("THM-1");
   pfx::llama::Engine engine(settings(16));
   const auto kv = engine.make_kv_state(256);
@@ -224,9 +237,9 @@ TEST_F(LlamaEngine, forget_drops_the_rows_from_its_position) {
   EXPECT_EQ(kv->read_rows(0, 16), rows);  // the same rows again, and no second copy of any
 }
 
-TEST_F(LlamaEngine, bad_settings_and_files_are_errors_that_name_them) {
+TEST(LlamaEngine, BadSettingsAndFilesAreErrorsThatNameThem) {
   pfx::llama::Settings missing = settings();
-  missing.model = (folder_ / "no-such-model.gguf").string();
+  missing.model = (model().folder / "no-such-model.gguf").string();
   try {
     pfx::llama::Engine engine(missing);
     FAIL() << "a missing model loaded";
