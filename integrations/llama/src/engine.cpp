@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -211,6 +212,11 @@ Engine::~Engine() { llama_model_free(model_); }
 
 std::unique_ptr<driver::KvState> Engine::make_kv_state(std::size_t capacity) const {
   if (capacity == 0) throw std::invalid_argument("pfx::llama::Engine: a KV state of 0 rows");
+  // llama.cpp counts rows in 32-bit signed positions.
+  if (capacity > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max())) {
+    throw std::invalid_argument("pfx::llama::Engine: a KV state of " + std::to_string(capacity) +
+                                " rows is more than llama.cpp's positions can count");
+  }
   return std::make_unique<KvState>(model_, settings_, capacity);
 }
 
