@@ -204,7 +204,7 @@ TEST(LlamaEngine, ALaneWithReuseEqualsColdRunsByteForByteAndTheUnalignedRuleDoes
   std::vector<pfx::driver::TraceRequest> trace;
   std::vector<pfx::token> prompt;
   for (int turn = 0; turn < 4; ++turn) {
-    for (int i = 0; i < 70; ++i) prompt.push_back(3 + random() % 500);
+    for (int i = 0; i < 70; ++i) prompt.push_back(static_cast<pfx::token>(3 + random() % 500));
     trace.push_back({prompt, 3});
     trace.push_back({prompt, 2});  // a retry: resumed at the grid below the prompt's end
   }
