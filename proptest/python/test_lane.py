@@ -6,6 +6,7 @@ degenerate, naming the premise. Needs no numpy."""
 from __future__ import annotations
 
 import array
+import os
 import struct
 import unittest
 
@@ -158,6 +159,15 @@ class LaneOverPythonEngines(unittest.TestCase):
             lane.serve([1, 2, 3], 0)
         failing.fail = False
         self.assertEqual(len(lane.serve([1, 2, 3], 0).logits), 16)
+
+
+class Integrations(unittest.TestCase):
+    @verifies("PY-4")
+    def test_the_adapters_are_shipped_with_the_module(self):
+        import pfx.integrations  # needs no framework: each adapter imports its own on demand
+        folder = os.path.dirname(pfx.integrations.__file__)
+        self.assertEqual(os.path.dirname(folder), os.path.dirname(pfx.__file__))
+        self.assertTrue(os.path.isfile(os.path.join(folder, "transformers.py")))
 
 
 class VerifyPythonEngines(unittest.TestCase):
