@@ -50,7 +50,7 @@ ENGINES_TESTS = ["reference_model_test", "engines_conformance_test"]
 VERIFIER_TESTS = ["verifier_test", "model_checker_test", "false_record_test"]
 TESTS_FOR = {"core/": CORE_TESTS + DRIVER_TESTS, "driver/": DRIVER_TESTS, "spec/": VERIFIER_TESTS,
              "engines/": ENGINES_TESTS + DRIVER_TESTS, "conform/": ["conform_check_test"],
-             "tools/pfx/": CLI_TESTS}
+             "tools/pfx/": CLI_TESTS, "integrations/llama/": ["llama_engine_test"]}
 
 CMAKE_OPTIONS = [
     "-DCMAKE_BUILD_TYPE=Release",

@@ -4,4 +4,6 @@
 
 - ``pfx.integrations.transformers.TransformersEngine``: a Hugging Face transformers causal LM and its
   ``DynamicCache``.
+- ``pfx.integrations.llama_cpp.LlamaCppEngine``: a GGUF model on one llama.cpp context, over
+  llama-cpp-python's low-level API (``scripts/llama.sh --python`` installs it).
 """

@@ -5,6 +5,7 @@
 
 #include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/lane_options.hpp>
+#include <pfx/cli/llama_options.hpp>
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
 #include <pfx/conform/check.hpp>
@@ -38,6 +39,7 @@ struct ConformOptions {
   std::optional<std::size_t> max_grid;
   bool json = false;
   bool no_progress = false;
+  LlamaOptions llama;  ///< of --engine llama
 };
 
 struct NamedEngine {
@@ -46,6 +48,10 @@ struct NamedEngine {
 };
 
 NamedEngine make_engine(const ConformOptions& o) {
+  if (o.engine == "llama") {
+    LlamaEngine llama = llama_engine(o.llama, o.chunk);
+    return {std::move(llama.engine), std::move(llama.description)};
+  }
   const driver::ReferenceModelShape shape{.chunk = o.chunk};
   const std::string model = describe_engine(shape);
   try {
@@ -69,7 +75,7 @@ NamedEngine make_engine(const ConformOptions& o) {
 
 }  // namespace
 
-std::vector<std::string> conform_engine_names() { return {"reference", "cuda", "blocked-attention", "nondeterministic"}; }
+std::vector<std::string> conform_engine_names() { return {"reference", "cuda", "blocked-attention", "nondeterministic", "llama"}; }
 
 namespace {
 
@@ -161,9 +167,13 @@ void add_conform_command(CLI::App& app, const Streams& streams, int& status) {
   command->add_option("--max-grid", options->max_grid,
                       "Largest power-of-two grid tried (default: the budget's; the chunks are tried too)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 12));
+  add_llama_options(*command, options->llama);
   command->add_flag("--json", options->json, "Write the report as one JSON object");
   command->add_flag("--no-progress", options->no_progress, "Draw no progress bar");
-  command->callback([&streams, &status, options] { status = run_conform(*options, streams); });
+  command->callback([&streams, &status, options, command] {
+    check_llama_options_unused(*command, options->engine);
+    status = run_conform(*options, streams);
+  });
 }
 
 }  // namespace pfx::cli

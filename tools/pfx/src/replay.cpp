@@ -29,7 +29,12 @@ std::string difference(const driver::Lane& resumed, const driver::Response& r, c
   if (!same_bits(r.logits, c.logits)) return "the logits of the prompt's last row differ";
   if (r.generated != c.generated) return "the generated tokens differ";
   const std::size_t rows = driver::rows_written(prompt_tokens, r.generated.size());
-  if (!same_bits(resumed.kv().copy_rows(0, rows), cold_kv.copy_rows(0, rows))) return "the KV rows differ";
+  // As bytes in the state's own format (fp32 rows of pfx's states, f16 of a llama.cpp cache, ...); a
+  // state that cannot read rows back is verified through its logits and tokens alone.
+  if (resumed.kv().readable() && cold_kv.readable() &&
+      resumed.kv().read_rows(0, rows) != cold_kv.read_rows(0, rows)) {
+    return "the KV rows differ";
+  }
   return "";
 }
 

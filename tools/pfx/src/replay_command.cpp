@@ -3,6 +3,7 @@
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/lane_options.hpp>
+#include <pfx/cli/llama_options.hpp>
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
 #include <pfx/cli/replay.hpp>
@@ -53,7 +54,8 @@ struct ReplayOptions {
   std::optional<std::string> trace;       ///< none: the embedded workload; "-": standard input
   std::optional<std::size_t> keep_min;    ///< default: TF_GLM53_PREFIX_CACHE_MIN, else 64
   std::optional<std::size_t> rule_chunk;  ///< the rule's alignment; default: the engine's chunk (THM-1)
-  std::string engine = "reference";       ///< or "none": decisions only (DecisionsOnlyEngine)
+  std::string engine = "reference";       ///< or "none": decisions only (DecisionsOnlyEngine); or "llama"
+  LlamaOptions llama;                     ///< of --engine llama
   std::string backend = "auto";
   bool verify = false;
   double faults = 0;
@@ -140,6 +142,11 @@ bool under_mpirun() noexcept {
 /// Throws InputError for options that ask `--engine none` for what it cannot do, before anything is
 /// read or run.
 void check_engine_options(const ReplayOptions& options, bool backend_given) {
+  if (options.engine == "llama") {  // one llama.cpp context per KV state: no shards, no backend choice
+    if (backend_given) throw InputError(fmt::format("--backend {}: --engine llama runs on llama.cpp's own backend", options.backend));
+    if (under_mpirun() || options.dcp > 1) throw InputError("--engine llama cannot shard its KV state: run it with --dcp 1 in one process");
+    return;
+  }
   if (options.engine != "none") return;
   if (options.verify) {
     throw InputError("--verify needs a model: --engine none computes no KV row and no logit to compare with a cold run");
@@ -156,6 +163,10 @@ void check_engine_options(const ReplayOptions& options, bool backend_given) {
 }
 
 ChosenEngine make_engine(const ReplayOptions& options) {
+  if (options.engine == "llama") {
+    LlamaEngine llama = llama_engine(options.llama, options.model.chunk);
+    return {std::move(llama.engine), std::move(llama.description)};
+  }
   if (options.engine == "none") {
     return {std::make_unique<driver::DecisionsOnlyEngine>(options.model.chunk, options.model.vocab),
             fmt::format("no engine (decisions only: chunk {}, vocab {})", options.model.chunk, options.model.vocab)};
@@ -324,8 +335,15 @@ int run_replay(const ReplayOptions& options, const Streams& streams) {
 int replay_on(const ReplayOptions& options, const Streams& streams, driver::Collective* ranks) {
   driver::LaneOptions lane = lane_options(options.model.capacity, options.keep_min);
   lane.rule_chunk = options.rule_chunk.value_or(0);
-  const Input input = read_input(options);  // every line checked before anything runs
-  const ChosenEngine engine = make_engine(options);
+  // A model's vocabulary is its own: the trace is checked against it, so llama's engine comes first.
+  ReplayOptions checked = options;
+  ChosenEngine early;
+  if (options.engine == "llama") {
+    early = make_engine(options);
+    checked.model.vocab = early.engine->vocab();
+  }
+  const Input input = read_input(checked);  // every line checked before anything runs
+  const ChosenEngine engine = early.engine ? std::move(early) : make_engine(options);
   const ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults,
                                 .seed = options.fault_seed.value_or(options.seed),
                                 .dcp = options.dcp, .interleave = options.interleave, .collective = ranks};
@@ -363,7 +381,8 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
   progress.erase();
   const int signal = interrupted_by();
   if (options.json) {
-    streams.out << summary_json(summary, options, lane, input, engine.description, signal != 0).dump() << "\n";
+    streams.out << summary_json(summary, checked, lane, input, engine.description, signal != 0).dump() << "
+";
   } else {
     streams.out << summary_text(summary, options.verify, signal != 0);
   }
@@ -396,8 +415,10 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
       ->check(CLI::Range(std::size_t{1}, std::numeric_limits<std::size_t>::max()));
   command->add_option("--engine", options->engine,
                       "reference: the reference model; none: decisions only, no KV state (what would be reused and "
-                      "prefilled, at the speed of the comparisons)")
-      ->check(CLI::IsMember({"reference", "none"}))->capture_default_str();
+                      "prefilled, at the speed of the comparisons); llama: llama.cpp on --model (its vocabulary "
+                      "replaces --vocab)")
+      ->check(CLI::IsMember({"reference", "none", "llama"}))->capture_default_str();
+  add_llama_options(*command, options->llama);
   CLI::Option* backend =
       command->add_option("--backend", options->backend, "host, cuda, or auto (cuda when a device is available)")
           ->check(CLI::IsMember({"host", "cuda", "auto"}))->capture_default_str();
@@ -417,10 +438,11 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))->capture_default_str();
   command->add_flag("--json", options->json, "One JSON object per request, then a summary object");
   command->add_flag("--no-progress", options->no_progress, "No progress bar, even on a terminal");
-  command->callback([options, requests, backend, &streams, &status] {
+  command->callback([options, requests, backend, command, &streams, &status] {
     if (options->trace && requests->count() > 0) {
       throw InputError("--requests sizes the embedded workload; it cannot be given with a trace");
     }
+    check_llama_options_unused(*command, options->engine);
     check_engine_options(*options, backend->count() > 0);
     status = run_replay(*options, streams);
   });

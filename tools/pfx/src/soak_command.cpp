@@ -3,6 +3,7 @@
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/lane_options.hpp>
+#include <pfx/cli/llama_options.hpp>
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
 #include <pfx/cli/soak.hpp>
@@ -30,6 +31,8 @@ struct SoakOptions {
   std::string tolerance = "4096";
   bool json = false;
   bool no_progress = false;
+  std::string engine = "reference";  ///< or "llama"
+  LlamaOptions llama;                ///< of --engine llama
 };
 
 /// At most this many failed checks are printed one by one; the summary counts them all.
@@ -124,8 +127,17 @@ int run_soak(SoakOptions& options, const Streams& streams) {
   settings.replay.seed = options.fault_seed.value_or(settings.workload.seed);
 
   const driver::ReferenceModelShape shape{.vocab = settings.workload.vocab, .chunk = options.chunk};
-  const std::unique_ptr<driver::Engine> engine = host_engine(shape);
-  const std::string description = "host " + describe_engine(shape);
+  std::unique_ptr<driver::Engine> engine;
+  std::string description;
+  if (options.engine == "llama") {  // the workload's tokens are the model's
+    LlamaEngine llama = llama_engine(options.llama, options.chunk);
+    engine = std::move(llama.engine);
+    description = std::move(llama.description);
+    settings.workload.vocab = engine->vocab();
+  } else {
+    engine = host_engine(shape);
+    description = "host " + describe_engine(shape);
+  }
   const std::size_t requests = settings.workload.requests;
   if (!options.json) {
     streams.out << fmt::format("pfx soak: {} requests of the embedded workload (seed {}), faults {} per engine call\n",
@@ -199,9 +211,16 @@ void add_soak_command(CLI::App& app, const Streams& streams, int& status) {
   command->add_option("--rss-tolerance", options->tolerance,
                       "Growth of resident memory past the baseline that fails the run: KiB, or a percentage such as 5%")
       ->capture_default_str();
+  command->add_option("--engine", options->engine,
+                      "reference: the host reference model; llama: llama.cpp on --model (its vocabulary replaces --vocab)")
+      ->check(CLI::IsMember({"reference", "llama"}))->capture_default_str();
+  add_llama_options(*command, options->llama);
   command->add_flag("--json", options->json, "One JSON object with the summary");
   command->add_flag("--no-progress", options->no_progress, "No progress bar, even on a terminal");
-  command->callback([options, &streams, &status] { status = run_soak(*options, streams); });
+  command->callback([options, command, &streams, &status] {
+    check_llama_options_unused(*command, options->engine);
+    status = run_soak(*options, streams);
+  });
 }
 
 }  // namespace pfx::cli

@@ -1,0 +1,325 @@
+#include <pfx/llama/engine.hpp>
+
+#include <llama.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace pfx::llama {
+namespace {
+
+/// llama.cpp logs every load and context to stderr; pfx's output is its own. Errors still show.
+void quiet_log(ggml_log_level level, const char* text, void*) {
+  if (level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+}
+
+void initialize_backend() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llama_log_set(quiet_log, nullptr);
+    llama_backend_init();
+  });
+}
+
+/// Flash attention in the context parameters: a bool in older llama.cpp, an enum with "auto" since.
+template <class Params>
+void set_flash_attention(Params& params, FlashAttention value) {
+  if constexpr (requires { params.flash_attn_type; }) {
+    // llama_flash_attn_type: AUTO -1, DISABLED 0, ENABLED 1 (named by value: the enum does not exist
+    // in the versions with a bool, and this branch must compile against them too).
+    using Type = decltype(params.flash_attn_type);
+    params.flash_attn_type = static_cast<Type>(value == FlashAttention::on ? 1 : value == FlashAttention::off ? 0 : -1);
+  } else {
+    // No "auto" here: llama.cpp's default stands (off in the versions with a bool).
+    if (value != FlashAttention::automatic) params.flash_attn = value == FlashAttention::on;
+  }
+}
+
+/// What newer llama.cpp writes first in a sequence's state (llama-context.cpp, io_magic).
+constexpr std::uint32_t sequence_state_magic = 0xaf143cd8;
+
+/// The bytes of a state's sequence, read in order; every read checks that the bytes are there.
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> bytes) : bytes_(bytes) {}
+  template <class T>
+  T read() {
+    T value;
+    std::memcpy(&value, take(sizeof(T)).data(), sizeof(T));
+    return value;
+  }
+  std::span<const std::byte> take(std::size_t n) {
+    if (n > bytes_.size() - at_) throw std::runtime_error("llama.cpp's sequence state ends early: not a format pfx::llama reads");
+    const std::span<const std::byte> part = bytes_.subspan(at_, n);
+    at_ += n;
+    return part;
+  }
+  [[nodiscard]] bool done() const noexcept { return at_ == bytes_.size(); }
+
+ private:
+  std::span<const std::byte> bytes_;
+  std::size_t at_ = 0;
+};
+
+class KvState final : public driver::KvState {
+ public:
+  KvState(llama_model* model, const Settings& s, std::size_t capacity) : shape_{.capacity = capacity} {
+    llama_context_params params = llama_context_default_params();
+    params.n_ctx = static_cast<std::uint32_t>(capacity);
+    params.n_batch = static_cast<std::uint32_t>(s.chunk);
+    params.n_ubatch = static_cast<std::uint32_t>(s.ubatch);
+    params.n_seq_max = 1;
+    params.n_threads = static_cast<std::int32_t>(s.threads);
+    params.n_threads_batch = static_cast<std::int32_t>(s.threads);
+    params.type_k = s.kv_type == KvType::f32 ? GGML_TYPE_F32 : GGML_TYPE_F16;
+    params.type_v = params.type_k;
+    params.no_perf = true;
+    set_flash_attention(params, s.flash_attention);
+    context_ = llama_init_from_model(model, params);
+    if (context_ == nullptr) {
+      throw LlamaError("llama.cpp could not make a context of " + std::to_string(capacity) + " rows");
+    }
+    batch_ = llama_batch_init(static_cast<std::int32_t>(s.chunk), 0, 1);
+  }
+  ~KvState() override {
+    llama_batch_free(batch_);
+    llama_free(context_);
+  }
+  KvState(const KvState&) = delete;
+  KvState& operator=(const KvState&) = delete;
+
+  [[nodiscard]] const driver::KvShape& shape() const noexcept override { return shape_; }
+
+  void forget(std::size_t from) override {
+    driver::check_rows(shape_, from, shape_.capacity, "llama KvState::forget");
+    // Sequence 0, every position from `from` on; a partial removal of a plain KV cache never fails.
+    if (!llama_memory_seq_rm(llama_get_memory(context_), 0, static_cast<llama_pos>(from), -1)) {
+      throw LlamaError("llama.cpp refused to forget rows from " + std::to_string(from));
+    }
+  }
+
+  void synchronize() override { llama_synchronize(context_); }
+
+  [[nodiscard]] bool readable() const noexcept override { return true; }
+
+  [[nodiscard]] std::vector<std::byte> read_rows(std::size_t from, std::size_t to) const override {
+    driver::check_rows(shape_, from, to, "llama KvState::read_rows");
+    llama_synchronize(context_);
+    std::vector<std::byte> state(llama_state_seq_get_size(context_, 0));
+    const std::size_t written =
+        llama_state_seq_get_data(context_, reinterpret_cast<std::uint8_t*>(state.data()), state.size(), 0);
+    state.resize(written);
+    return rows_of_sequence_state(state, from, to);
+  }
+
+  /// Decodes batch_'s first n tokens, filled by the caller, and copies the last one's logits.
+  void run(std::size_t n, std::size_t vocab, std::span<float> logits) {
+    batch_.n_tokens = static_cast<std::int32_t>(n);
+    const std::int32_t status = llama_decode(context_, batch_);
+    if (status != 0) {
+      throw LlamaError("llama_decode failed with status " + std::to_string(status) +
+                       (status == 1 ? " (no room in the KV cache)" : ""));
+    }
+    const float* last = llama_get_logits_ith(context_, -1);
+    if (last == nullptr) throw LlamaError("llama.cpp returned no logits");
+    std::copy_n(last, std::min(vocab, logits.size()), logits.begin());
+  }
+
+  llama_batch& batch() noexcept { return batch_; }
+
+ private:
+  driver::KvShape shape_;
+  llama_context* context_ = nullptr;
+  llama_batch batch_{};
+};
+
+KvState& own_state(driver::KvState& kv) {
+  auto* state = dynamic_cast<KvState*>(&kv);
+  if (state == nullptr) throw std::invalid_argument("pfx::llama::Engine: a KV state this engine did not make");
+  return *state;
+}
+
+void put(llama_batch& batch, std::size_t i, token t, std::size_t position, bool wants_logits) {
+  batch.token[i] = static_cast<llama_token>(t);
+  batch.pos[i] = static_cast<llama_pos>(position);
+  batch.n_seq_id[i] = 1;
+  batch.seq_id[i][0] = 0;
+  batch.logits[i] = wants_logits ? 1 : 0;
+}
+
+}  // namespace
+
+FlashAttention parse_flash_attention(const std::string& value) {
+  if (value == "on") return FlashAttention::on;
+  if (value == "off") return FlashAttention::off;
+  if (value == "auto") return FlashAttention::automatic;
+  throw std::invalid_argument("flash attention '" + value + "': expected on, off or auto");
+}
+
+KvType parse_kv_type(const std::string& value) {
+  if (value == "f16") return KvType::f16;
+  if (value == "f32") return KvType::f32;
+  throw std::invalid_argument("KV type '" + value + "': expected f16 or f32");
+}
+
+const char* to_string(FlashAttention value) noexcept {
+  switch (value) {
+    case FlashAttention::on: return "on";
+    case FlashAttention::off: return "off";
+    case FlashAttention::automatic: return "auto";
+  }
+  return "?";
+}
+
+const char* to_string(KvType value) noexcept { return value == KvType::f32 ? "f32" : "f16"; }
+
+Engine::Engine(Settings settings) : settings_(std::move(settings)) {
+  if (settings_.chunk == 0) throw std::invalid_argument("pfx::llama::Engine: the chunk must be at least 1");
+  if (settings_.ubatch == 0) settings_.ubatch = settings_.chunk;
+  if (settings_.ubatch > settings_.chunk) {
+    throw std::invalid_argument("pfx::llama::Engine: ubatch " + std::to_string(settings_.ubatch) +
+                                " is larger than the chunk " + std::to_string(settings_.chunk) +
+                                " (llama.cpp's n_ubatch is at most its n_batch)");
+  }
+  // One thread unless asked: on a busy machine ggml's thread barriers spin, and a tiny model's
+  // prefill took 30 times longer on two threads than on one (docs/engines.md).
+  if (settings_.threads == 0) settings_.threads = 1;
+  const std::string& path = settings_.model;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw ModelError("cannot read the model " + path + ": it is a directory");
+  if (std::ifstream probe(path, std::ios::binary); !probe) {
+    throw ModelError("cannot read the model " + path + ": " + std::strerror(errno));
+  }
+  initialize_backend();
+  llama_model_params params = llama_model_default_params();
+  params.n_gpu_layers = 0;
+  model_ = llama_model_load_from_file(path.c_str(), params);
+  if (model_ == nullptr) throw ModelError("cannot load the model " + path + ": llama.cpp does not read it as a GGUF model");
+  vocab_ = static_cast<std::size_t>(llama_vocab_n_tokens(llama_model_get_vocab(model_)));
+  layers_ = static_cast<std::size_t>(llama_model_n_layer(model_));
+}
+
+Engine::~Engine() { llama_model_free(model_); }
+
+std::unique_ptr<driver::KvState> Engine::make_kv_state(std::size_t capacity) const {
+  if (capacity == 0) throw std::invalid_argument("pfx::llama::Engine: a KV state of 0 rows");
+  // llama.cpp counts rows in 32-bit signed positions.
+  if (capacity > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max())) {
+    throw std::invalid_argument("pfx::llama::Engine: a KV state of " + std::to_string(capacity) +
+                                " rows is more than llama.cpp's positions can count");
+  }
+  return std::make_unique<KvState>(model_, settings_, capacity);
+}
+
+void Engine::prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
+                     std::span<float> logits) {
+  KvState& state = own_state(kv);
+  if (tokens.empty() || tokens.size() > settings_.chunk) {
+    throw std::invalid_argument("pfx::llama::Engine::prefill: " + std::to_string(tokens.size()) +
+                                " tokens, expected 1 to the chunk " + std::to_string(settings_.chunk));
+  }
+  driver::check_rows(kv.shape(), position, position + tokens.size(), "pfx::llama::Engine::prefill");
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    put(state.batch(), i, tokens[i], position + i, i + 1 == tokens.size());
+  }
+  state.run(tokens.size(), vocab_, logits);
+}
+
+void Engine::decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) {
+  KvState& state = own_state(kv);
+  driver::check_rows(kv.shape(), position, position + 1, "pfx::llama::Engine::decode");
+  put(state.batch(), 0, next, position, true);
+  state.run(1, vocab_, logits);
+}
+
+std::string Engine::describe() const {
+  return "llama.cpp " + settings_.model + " (vocab " + std::to_string(vocab_) + ", " + std::to_string(layers_) +
+         " layers, chunk " + std::to_string(settings_.chunk) + ", ubatch " + std::to_string(settings_.ubatch) + ", " +
+         std::to_string(settings_.threads) + (settings_.threads == 1 ? " thread" : " threads") + ", flash attention " + to_string(settings_.flash_attention) +
+         ", KV " + to_string(settings_.kv_type) + ")";
+}
+
+std::vector<std::byte> rows_of_sequence_state(std::span<const std::byte> state, std::size_t from, std::size_t to) {
+  // The format of llama_kv_cache(_unified)::state_write, after llama_context's header where there is
+  // one (a magic number and the sequence): the number of streams; per stream the cells'
+  // count, each cell's position and sequences, then each layer's key rows, then each layer's value
+  // rows, or, for a transposed value cache, each value column across the cells.
+  struct Plane {
+    std::span<const std::byte> block;  // every cell's data of one layer
+    std::size_t row = 0;               // bytes of one cell's row
+    std::size_t element = 0;           // transposed: bytes of one element (0: not transposed)
+  };
+  Reader in(state);
+  std::map<std::size_t, std::size_t> cell_of;  // position -> cell, in the one stream that holds rows
+  std::vector<Plane> planes;                   // every layer's keys, then every layer's values
+  std::size_t cells = 0;
+  auto streams = in.read<std::uint32_t>();
+  if (streams == sequence_state_magic) {  // newer llama.cpp: the magic, the sequence, then the cache
+    (void)in.read<std::int32_t>();
+    streams = in.read<std::uint32_t>();
+  }
+  for (std::uint32_t s = 0; s < streams; ++s) {
+    const auto count = in.read<std::uint32_t>();
+    if (count == 0) continue;
+    if (cells != 0) throw std::runtime_error("llama.cpp's sequence state holds rows in two streams");
+    cells = count;
+    for (std::size_t c = 0; c < cells; ++c) {
+      const auto pos = in.read<std::int32_t>();
+      const auto sequences = in.read<std::uint32_t>();
+      (void)in.take(std::size_t{sequences} * sizeof(std::int32_t));
+      if (pos < 0 || !cell_of.emplace(static_cast<std::size_t>(pos), c).second) {
+        throw std::runtime_error("llama.cpp's sequence state holds position " + std::to_string(pos) + " twice");
+      }
+    }
+    const auto transposed = in.read<std::uint32_t>();
+    const auto layers = in.read<std::uint32_t>();
+    for (int value_plane = 0; value_plane < 2; ++value_plane) {
+      for (std::uint32_t l = 0; l < layers; ++l) {
+        (void)in.read<std::int32_t>();  // the element type: the same on both sides of a comparison
+        Plane plane;
+        if (value_plane == 1 && transposed != 0) {
+          plane.element = in.read<std::uint32_t>();
+          plane.row = plane.element * in.read<std::uint32_t>();
+        } else {
+          plane.row = static_cast<std::size_t>(in.read<std::uint64_t>());
+        }
+        plane.block = in.take(plane.row * cells);
+        planes.push_back(plane);
+      }
+    }
+  }
+  if (!in.done()) throw std::runtime_error("llama.cpp's sequence state has bytes after its rows: not a format pfx::llama reads");
+  std::vector<std::size_t> order;  // the cells of positions from .. to - 1
+  for (std::size_t p = from; p < to; ++p) {
+    const auto found = cell_of.find(p);
+    if (found == cell_of.end()) throw std::runtime_error("llama.cpp's KV cache holds no row at position " + std::to_string(p));
+    order.push_back(found->second);
+  }
+  std::vector<std::byte> out;
+  for (const Plane& plane : planes) {
+    for (const std::size_t c : order) {
+      if (plane.element == 0) {
+        const auto row = plane.block.subspan(c * plane.row, plane.row);
+        out.insert(out.end(), row.begin(), row.end());
+        continue;
+      }
+      // Transposed: column j of cell c is element j * cells + c of the block.
+      for (std::size_t j = 0; j < plane.row / plane.element; ++j) {
+        const auto at = plane.block.subspan((j * cells + c) * plane.element, plane.element);
+        out.insert(out.end(), at.begin(), at.end());
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace pfx::llama

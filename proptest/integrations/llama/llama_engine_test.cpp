@@ -1,0 +1,259 @@
+// pfx::llama (integrations/llama): the parse of llama.cpp's sequence state into rows, as a property
+// over every layout it can take, and the engine on a model with random weights written at start-up
+// (write_tiny_gguf.py): THM-1's grid on llama.cpp found by pfx::conform, a Lane with reuse equal to
+// cold runs through driver::verify, forget, and the errors that name their cause.
+
+#include <pfx/conform/check.hpp>
+#include <pfx/driver/lane.hpp>
+#include <pfx/driver/verify.hpp>
+#include <pfx/llama/engine.hpp>
+
+#include "support/requirement.hpp"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+#include <filesystem>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <system_error>
+#include <string>
+#include <vector>
+
+namespace {
+
+using pfx::llama::rows_of_sequence_state;
+
+template <class T>
+void put(std::vector<std::byte>& out, T value) {
+  const auto* p = reinterpret_cast<const std::byte*>(&value);
+  out.insert(out.end(), p, p + sizeof(T));
+}
+
+/// A sequence state of llama.cpp's layout whose row of position p, layer l, plane k/v, byte b is
+/// byte_of(p, l, plane, b); the cells hold the positions in `cell_positions`' order.
+struct Layout {
+  std::vector<std::int32_t> cell_positions;
+  std::size_t layers = 1;
+  std::size_t key_row = 4;
+  std::size_t element = 2;  ///< value element bytes
+  std::size_t value_width = 2;
+  bool transposed = false;
+  bool header = false;  ///< newer llama.cpp's magic and sequence first
+};
+
+std::byte byte_of(std::size_t p, std::size_t l, std::size_t plane, std::size_t b) {
+  return static_cast<std::byte>((p * 131 + l * 31 + plane * 17 + b * 7 + 1) & 0xff);
+}
+
+std::vector<std::byte> state_of(const Layout& s) {
+  std::vector<std::byte> out;
+  if (s.header) {
+    put<std::uint32_t>(out, 0xaf143cd8);
+    put<std::int32_t>(out, 0);
+  }
+  const std::size_t cells = s.cell_positions.size();
+  put<std::uint32_t>(out, 1);  // one stream
+  put<std::uint32_t>(out, static_cast<std::uint32_t>(cells));
+  if (cells == 0) return out;
+  for (const std::int32_t p : s.cell_positions) {
+    put<std::int32_t>(out, p);
+    put<std::uint32_t>(out, 1);
+    put<std::int32_t>(out, 0);
+  }
+  put<std::uint32_t>(out, s.transposed ? 1 : 0);
+  put<std::uint32_t>(out, static_cast<std::uint32_t>(s.layers));
+  const std::size_t value_row = s.element * s.value_width;
+  for (std::size_t l = 0; l < s.layers; ++l) {
+    put<std::int32_t>(out, 1);
+    put<std::uint64_t>(out, s.key_row);
+    for (const std::int32_t p : s.cell_positions) {
+      for (std::size_t b = 0; b < s.key_row; ++b) out.push_back(byte_of(static_cast<std::size_t>(p), l, 0, b));
+    }
+  }
+  for (std::size_t l = 0; l < s.layers; ++l) {
+    put<std::int32_t>(out, 1);
+    if (!s.transposed) {
+      put<std::uint64_t>(out, value_row);
+      for (const std::int32_t p : s.cell_positions) {
+        for (std::size_t b = 0; b < value_row; ++b) out.push_back(byte_of(static_cast<std::size_t>(p), l, 1, b));
+      }
+    } else {
+      put<std::uint32_t>(out, static_cast<std::uint32_t>(s.element));
+      put<std::uint32_t>(out, static_cast<std::uint32_t>(s.value_width));
+      for (std::size_t j = 0; j < s.value_width; ++j) {
+        for (const std::int32_t p : s.cell_positions) {
+          for (std::size_t e = 0; e < s.element; ++e) {
+            out.push_back(byte_of(static_cast<std::size_t>(p), l, 1, j * s.element + e));
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+/// What rows_of_sequence_state must return: per layer the key rows of [from, to), then per layer
+/// the value rows, in position order.
+std::vector<std::byte> expected_rows(const Layout& s, std::size_t from, std::size_t to) {
+  std::vector<std::byte> out;
+  for (std::size_t l = 0; l < s.layers; ++l) {
+    for (std::size_t p = from; p < to; ++p) {
+      for (std::size_t b = 0; b < s.key_row; ++b) out.push_back(byte_of(p, l, 0, b));
+    }
+  }
+  for (std::size_t l = 0; l < s.layers; ++l) {
+    for (std::size_t p = from; p < to; ++p) {
+      for (std::size_t b = 0; b < s.element * s.value_width; ++b) out.push_back(byte_of(p, l, 1, b));
+    }
+  }
+  return out;
+}
+
+rc::Gen<Layout> layouts() {
+  return rc::gen::exec([] {
+    Layout s;
+    const auto held = *rc::gen::inRange<std::size_t>(0, 40);
+    s.cell_positions.resize(held);
+    std::iota(s.cell_positions.begin(), s.cell_positions.end(), 0);
+    const auto seed = *rc::gen::arbitrary<std::uint32_t>();
+    std::mt19937 shuffle(seed);
+    std::shuffle(s.cell_positions.begin(), s.cell_positions.end(), shuffle);  // cells in any order
+    s.layers = *rc::gen::inRange<std::size_t>(1, 4);
+    s.key_row = *rc::gen::inRange<std::size_t>(1, 9);
+    s.element = *rc::gen::element<std::size_t>(2, 4);
+    s.value_width = *rc::gen::inRange<std::size_t>(1, 6);
+    s.transposed = *rc::gen::arbitrary<bool>();
+    s.header = *rc::gen::arbitrary<bool>();
+    return s;
+  });
+}
+
+PFX_PROPERTY(LlamaState, RowsAreThoseOfTheirPositionsInPositionOrder, "THM-1", ()) {
+  const Layout s = *layouts();
+  const std::size_t held = s.cell_positions.size();
+  const auto from = *rc::gen::inRange<std::size_t>(0, held + 1);
+  const auto to = *rc::gen::inRange<std::size_t>(from, held + 1);
+  RC_ASSERT(rows_of_sequence_state(state_of(s), from, to) == expected_rows(s, from, to));
+}
+
+PFX_PROPERTY(LlamaState, AMissingRowOrACutStateIsAnError, "THM-1", ()) {
+  const Layout s = *layouts();
+  const std::size_t held = s.cell_positions.size();
+  const std::vector<std::byte> state = state_of(s);
+  RC_ASSERT_THROWS_AS((void)rows_of_sequence_state(state, 0, held + 1), std::runtime_error);
+  const auto cut = *rc::gen::inRange<std::size_t>(0, state.size());
+  RC_ASSERT_THROWS_AS((void)rows_of_sequence_state(std::span(state).first(cut), 0, 0), std::runtime_error);
+  std::vector<std::byte> longer = state;
+  longer.push_back(std::byte{0});
+  RC_ASSERT_THROWS_AS((void)rows_of_sequence_state(longer, 0, 0), std::runtime_error);
+}
+
+/// The model, written once per process into a temporary folder by the script the CTest fixture
+/// uses, and removed at exit.
+struct WrittenModel {
+  std::filesystem::path folder =
+      std::filesystem::temp_directory_path() / ("pfx_llama_engine_test_" + std::to_string(::getpid()));
+  std::filesystem::path path = folder / "gqa_f16.gguf";
+  WrittenModel() {
+    std::filesystem::create_directories(folder);
+    const std::string command = std::string("python3 '") + PFX_WRITE_TINY_GGUF + "' '" + path.string() + "' --seed 1";
+    if (std::system(command.c_str()) != 0) throw std::runtime_error("could not write the model: " + command);
+  }
+  ~WrittenModel() {
+    std::error_code ignored;
+    std::filesystem::remove_all(folder, ignored);
+  }
+  WrittenModel(const WrittenModel&) = delete;
+  WrittenModel& operator=(const WrittenModel&) = delete;
+};
+
+const WrittenModel& model() {
+  static const WrittenModel written;
+  return written;
+}
+
+pfx::llama::Settings settings(std::size_t chunk = 64) {
+  pfx::llama::Settings s;
+  s.model = model().path.string();
+  s.chunk = chunk;
+  s.threads = 1;
+  s.flash_attention = pfx::llama::FlashAttention::on;
+  return s;
+}
+
+TEST(LlamaEngine, ConformFindsTheChunkGridExactAndAnUnalignedRuleUnsafe) {
+  pfx::test::verifies("THM-1 CONF-1");
+  pfx::llama::Engine engine(settings());
+  pfx::conform::CheckOptions options;
+  options.budget = pfx::conform::Budget::named("quick");
+  options.budget.max_grid = 64;
+  const pfx::conform::Report safe = pfx::conform::check(engine, options);
+  EXPECT_EQ(safe.verdict, pfx::conform::Verdict::safe) << safe.explanation();
+  options.rule_chunk = 1;
+  const pfx::conform::Report unsafe = pfx::conform::check(engine, options);
+  EXPECT_EQ(unsafe.verdict, pfx::conform::Verdict::unsafe) << unsafe.explanation();
+}
+
+TEST(LlamaEngine, ALaneWithReuseEqualsColdRunsByteForByteAndTheUnalignedRuleDoesNot) {
+  pfx::test::verifies("THM-1 CEX-1");
+  pfx::llama::Engine engine(settings());
+  std::mt19937 random(7);
+  std::vector<pfx::driver::TraceRequest> trace;
+  std::vector<pfx::token> prompt;
+  for (int turn = 0; turn < 4; ++turn) {
+    for (int i = 0; i < 70; ++i) prompt.push_back(static_cast<pfx::token>(3 + random() % 500));
+    trace.push_back({prompt, 3});
+    trace.push_back({prompt, 2});  // a retry: resumed at the grid below the prompt's end
+  }
+  pfx::driver::LaneOptions lane;
+  lane.capacity = 1024;
+  lane.keep_min = 64;
+  const pfx::driver::VerifyReport aligned = pfx::driver::verify(engine, trace, lane);
+  EXPECT_TRUE(aligned.ok()) << (aligned.first_mismatch ? aligned.first_mismatch->what : "nothing compared");
+  EXPECT_GT(aligned.reused_tokens, 0u);
+  EXPECT_GT(aligned.rows_compared, 0u);
+  lane.rule_chunk = 1;  // llama.cpp's own rule: the common prefix, on no grid
+  const pfx::driver::VerifyReport unaligned = pfx::driver::verify(engine, trace, lane);
+  EXPECT_GT(unaligned.mismatches, 0u);
+}
+
+TEST(LlamaEngine, ForgetDropsTheRowsFromItsPosition) {
+  pfx::test::verifies("THM-1");
+  pfx::llama::Engine engine(settings(16));
+  const auto kv = engine.make_kv_state(256);
+  std::vector<float> logits(engine.vocab());
+  std::vector<pfx::token> tokens(16);
+  std::iota(tokens.begin(), tokens.end(), 5);
+  engine.prefill(*kv, tokens, 0, logits);
+  const std::vector<std::byte> rows = kv->read_rows(0, 16);
+  kv->forget(10);
+  EXPECT_THROW((void)kv->read_rows(0, 11), std::runtime_error);
+  EXPECT_EQ(kv->read_rows(0, 10).size() * 16, rows.size() * 10);
+  kv->forget(0);
+  engine.prefill(*kv, tokens, 0, logits);
+  EXPECT_EQ(kv->read_rows(0, 16), rows);  // the same rows again, and no second copy of any
+}
+
+TEST(LlamaEngine, BadSettingsAndFilesAreErrorsThatNameThem) {
+  pfx::llama::Settings missing = settings();
+  missing.model = (model().folder / "no-such-model.gguf").string();
+  try {
+    pfx::llama::Engine engine(missing);
+    FAIL() << "a missing model loaded";
+  } catch (const pfx::llama::ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-model.gguf"), std::string::npos) << e.what();
+  }
+  pfx::llama::Settings wide = settings();
+  wide.ubatch = 128;
+  EXPECT_THROW(pfx::llama::Engine{wide}, std::invalid_argument);
+  pfx::llama::Engine engine(settings(16));
+  const auto kv = engine.make_kv_state(64);
+  std::vector<float> logits(engine.vocab());
+  const std::vector<pfx::token> seventeen(17, 5);
+  EXPECT_THROW(engine.prefill(*kv, seventeen, 0, logits), std::invalid_argument);
+}
+
+}  // namespace

@@ -1,0 +1,249 @@
+"""pfx.integrations.llama_cpp: an engine over llama-cpp-python's low-level API for pfx.Lane,
+pfx.conform and pfx.verify (docs/python.md, docs/engines.md).
+
+The engine owns its cache: one llama_context whose memory, for sequence 0, holds the rows. A prefill
+call is one llama_decode of the chunk's tokens at their positions (llama.cpp splits it into ubatches
+of n_ubatch rows); a decode step is one llama_decode of one token; forget(p) is
+llama_memory_seq_rm(memory, 0, p, -1); read_rows(start, end) returns the KV cache's own bytes of
+those positions (f16 or f32), parsed from llama_state_seq_get_data, for comparison as bytes.
+
+llama-cpp-python must match the llama.cpp it loads. `scripts/llama.sh --python` installs the Python
+package of the same version as the llama.cpp it builds, without building llama.cpp a second time:
+this module then points llama_cpp at that build (LLAMA_CPP_LIB_PATH) unless the variable is set.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+from typing import Optional
+
+__all__ = ["LlamaCppEngine", "rows_of_sequence_state"]
+
+
+def _point_at_shared_build() -> None:
+    """Sets LLAMA_CPP_LIB_PATH to scripts/llama.sh's build of this llama-cpp-python's version, when
+    the package has no library of its own and the variable is not set."""
+    if "LLAMA_CPP_LIB_PATH" in os.environ:
+        return
+    try:
+        from importlib import metadata, util
+
+        version = metadata.version("llama-cpp-python")
+        spec = util.find_spec("llama_cpp")
+    except Exception:  # not installed: the import below says so
+        return
+    if spec is not None and spec.origin is not None:
+        own = os.path.join(os.path.dirname(spec.origin), "lib", "libllama.so")
+        if os.path.exists(own):
+            return
+    home = os.environ.get("PFX_LLAMA_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "pfx")
+    lib = os.path.join(home, f"llama.cpp-{version}", "install", "lib")
+    if os.path.exists(os.path.join(lib, "libllama.so")):
+        os.environ["LLAMA_CPP_LIB_PATH"] = lib
+
+
+def _llama_cpp():
+    _point_at_shared_build()
+    import llama_cpp  # noqa: PLC0415  (imported when an engine is made: pfx works without it)
+
+    return llama_cpp
+
+
+_initialized = False
+_QUIET = None  # llama.cpp's log callback, kept alive for as long as llama.cpp may call it
+
+
+def rows_of_sequence_state(state: bytes, start: int, end: int) -> bytes:
+    """Rows [start, end) of sequence 0 in the bytes of llama_state_seq_get_data: for each layer its
+    key rows, then for each layer its value rows, in the cache's own element type and in position
+    order (a transposed value cache is gathered back into rows). The same parse as pfx::llama's
+    rows_of_sequence_state (integrations/llama). Raises ValueError on a format it does not know."""
+    at = 0
+
+    def take(n: int) -> bytes:
+        nonlocal at
+        if n > len(state) - at:
+            raise ValueError("llama.cpp's sequence state ends early: not a format pfx reads")
+        part = state[at:at + n]
+        at += n
+        return part
+
+    def u32() -> int:
+        return struct.unpack("<I", take(4))[0]
+
+    cell_of: dict[int, int] = {}
+    planes: list[tuple[bytes, int, int]] = []  # (block, row bytes, element bytes or 0)
+    cells = 0
+    streams = u32()
+    if streams == 0xAF143CD8:  # newer llama.cpp: a magic number and the sequence before the cache
+        take(4)
+        streams = u32()
+    for _ in range(streams):
+        count = u32()
+        if count == 0:
+            continue
+        if cells:
+            raise ValueError("llama.cpp's sequence state holds rows in two streams")
+        cells = count
+        for c in range(cells):
+            pos = struct.unpack("<i", take(4))[0]
+            sequences = u32()
+            take(4 * sequences)
+            if pos < 0 or pos in cell_of:
+                raise ValueError(f"llama.cpp's sequence state holds position {pos} twice")
+            cell_of[pos] = c
+        transposed = u32()
+        layers = u32()
+        for value_plane in (0, 1):
+            for _ in range(layers):
+                take(4)  # the element type
+                if value_plane and transposed:
+                    element = u32()
+                    row = element * u32()
+                else:
+                    element = 0
+                    row = struct.unpack("<Q", take(8))[0]
+                planes.append((take(row * cells), row, element))
+    if at != len(state):
+        raise ValueError("llama.cpp's sequence state has bytes after its rows: not a format pfx reads")
+    order = []
+    for p in range(start, end):
+        if p not in cell_of:
+            raise ValueError(f"llama.cpp's KV cache holds no row at position {p}")
+        order.append(cell_of[p])
+    out = bytearray()
+    for block, row, element in planes:
+        for c in order:
+            if element == 0:
+                out += block[c * row:(c + 1) * row]
+            else:  # column j of cell c is element j * cells + c
+                for j in range(row // element):
+                    k = (j * cells + c) * element
+                    out += block[k:k + element]
+    return bytes(out)
+
+
+class LlamaCppEngine:
+    """A llama.cpp model on one context, for pfx's engine protocol (an engine that owns its cache).
+
+    LlamaCppEngine(model_path, chunk, ubatch=None, threads=None, flash_attn="auto", kv_type="f16",
+                   capacity=4096)
+
+    chunk is n_batch, the tokens of one prefill call and the rule's chunk; ubatch is n_ubatch (at
+    most chunk; default: chunk); flash_attn is "on", "off" or "auto"; kv_type "f16" or "f32".
+    A missing or unreadable model raises FileNotFoundError / OSError naming the file."""
+
+    def __init__(self, model_path: str, chunk: int, ubatch: Optional[int] = None, threads: Optional[int] = None,
+                 flash_attn: str = "auto", kv_type: str = "f16", capacity: int = 4096) -> None:
+        global _initialized, _QUIET
+        if chunk < 1:
+            raise ValueError(f"chunk must be at least 1, got {chunk}")
+        ubatch = chunk if ubatch is None else ubatch
+        if not 1 <= ubatch <= chunk:
+            raise ValueError(f"ubatch {ubatch} must be 1 to the chunk {chunk} (llama.cpp's n_ubatch <= n_batch)")
+        if flash_attn not in ("on", "off", "auto"):
+            raise ValueError(f"flash_attn {flash_attn!r}: expected 'on', 'off' or 'auto'")
+        if kv_type not in ("f16", "f32"):
+            raise ValueError(f"kv_type {kv_type!r}: expected 'f16' or 'f32'")
+        if os.path.isdir(model_path):
+            raise IsADirectoryError(f"cannot read the model {model_path}: it is a directory")
+        with open(model_path, "rb"):  # FileNotFoundError / PermissionError name the file
+            pass
+        ll = self._ll = _llama_cpp()
+        if not _initialized:
+            _QUIET = ll.llama_log_callback(_quiet)
+            ll.llama_log_set(_QUIET, ctypes.c_void_p())
+            ll.llama_backend_init()
+            _initialized = True
+        self.chunk = chunk
+        self.ubatch = ubatch
+        self.capacity = capacity
+        self.threads = threads or 1  # as pfx::llama: ggml's barriers spin on a busy machine
+        model_params = ll.llama_model_default_params()
+        model_params.n_gpu_layers = 0
+        self._model = ll.llama_model_load_from_file(model_path.encode(), model_params)
+        if not self._model:
+            raise OSError(f"cannot load the model {model_path}: llama.cpp does not read it as a GGUF model")
+        self.vocab = ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(self._model))
+        params = ll.llama_context_default_params()
+        params.n_ctx = capacity
+        params.n_batch = chunk
+        params.n_ubatch = ubatch
+        params.n_seq_max = 1
+        params.n_threads = self.threads
+        params.n_threads_batch = self.threads
+        params.type_k = params.type_v = 1 if kv_type == "f16" else 0  # GGML_TYPE_F16, GGML_TYPE_F32
+        params.no_perf = True
+        flash = {"on": 1, "off": 0, "auto": -1}[flash_attn]
+        if hasattr(params, "flash_attn_type"):
+            params.flash_attn_type = flash
+        elif flash >= 0:
+            params.flash_attn = bool(flash)
+        self._context = ll.llama_init_from_model(self._model, params)
+        if not self._context:
+            ll.llama_model_free(self._model)
+            raise RuntimeError(f"llama.cpp could not make a context of {capacity} rows")
+        self._batch = ll.llama_batch_init(chunk, 0, 1)
+
+    def __del__(self) -> None:
+        ll = getattr(self, "_ll", None)
+        if ll is None:
+            return
+        if getattr(self, "_batch", None) is not None:
+            ll.llama_batch_free(self._batch)
+        if getattr(self, "_context", None):
+            ll.llama_free(self._context)
+        if getattr(self, "_model", None):
+            ll.llama_model_free(self._model)
+
+    def _run(self, tokens, start: int):
+        import numpy as np
+
+        batch = self._batch
+        for i, t in enumerate(tokens):
+            if not 0 <= int(t) < self.vocab:
+                raise ValueError(f"token {t} is not below the vocabulary {self.vocab}")
+            batch.token[i] = int(t)
+            batch.pos[i] = start + i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = 1 if i + 1 == len(tokens) else 0
+        batch.n_tokens = len(tokens)
+        status = self._ll.llama_decode(self._context, batch)
+        if status != 0:
+            raise RuntimeError(f"llama_decode failed with status {status}" + (" (no room in the KV cache)" if status == 1 else ""))
+        last = self._ll.llama_get_logits_ith(self._context, -1)
+        return np.ctypeslib.as_array(last, shape=(self.vocab,)).astype(np.float32, copy=True)
+
+    def prefill(self, tokens, start: int):
+        """One llama_decode of `tokens` at positions [start, start + len): the last row's logits."""
+        tokens = list(tokens)
+        if not 1 <= len(tokens) <= self.chunk:
+            raise ValueError(f"prefill of {len(tokens)} tokens: expected 1 to the chunk {self.chunk}")
+        return self._run(tokens, start)
+
+    def decode(self, token: int, position: int):
+        return self._run([token], position)
+
+    def forget(self, position: int) -> None:
+        if not self._ll.llama_memory_seq_rm(self._ll.llama_get_memory(self._context), 0, position, -1):
+            raise RuntimeError(f"llama.cpp refused to forget rows from {position}")
+
+    def read_rows(self, start: int, end: int) -> bytes:
+        ll = self._ll
+        ll.llama_synchronize(self._context)
+        size = ll.llama_state_seq_get_size(self._context, 0)
+        buffer = (ctypes.c_uint8 * size)()
+        written = ll.llama_state_seq_get_data(self._context, buffer, size, 0)
+        return rows_of_sequence_state(bytes(buffer)[:written], start, end)
+
+
+def _quiet(level, text, user_data):  # llama.cpp's log: errors only (GGML_LOG_LEVEL_ERROR = 4)
+    if level == 4:
+        import sys
+
+        sys.stderr.write(text.decode(errors="replace"))
+
