@@ -36,3 +36,7 @@ print("\n".join(sorted({r for name in ("test", "transformers", "llama") for r in
   echo "pfx: installing for $(command -v python3): ${requirements[*]}" >&2
   python3 -m pip install -q --disable-pip-version-check "${requirements[@]}"
 fi
+
+# llama.cpp for pfx::llama and llama-cpp-python for pfx.integrations.llama_cpp: built once per machine,
+# outside the clone (scripts/llama.sh); a second call returns at once.
+scripts/llama.sh --python >/dev/null
