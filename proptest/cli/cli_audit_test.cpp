@@ -2,6 +2,7 @@
 // the tests' tags, and a broken machine or an incomplete table fails the audit (CLI-3).
 
 #include <pfx/conformance/bridge.hpp>
+#include <pfx/conformance/model_checker.hpp>
 #include "support/requirement.hpp"
 
 #include <pfx/cli/audit.hpp>
@@ -151,6 +152,54 @@ TEST(CliAudit, ABrokenMachineFailsWithTheSeedToReplayAndTheFirstCounterexample) 
   EXPECT_GT(random["failed"].get<std::size_t>(), 0U);
   EXPECT_EQ(random["counterexample"]["replay"], "pfx audit --seed 4242 --cases 50");
   EXPECT_NE(random["counterexample"]["violated"].get<std::string>(), "");
+}
+
+// The model checker's counts by depth and whether its reachable set is closed reach the user, in text
+// and JSON, and are the checker's own: a search that explores less, or an audit that drops a depth or
+// claims a fixpoint the checker did not find, fails here.
+TEST(CliAudit, TheModelCheckerPrintsItsCountsByDepthAndWhetherItsReachableSetIsClosed) {
+  pfx::test::verifies("CLI-3");
+  AuditOptions options = quick(6);
+  pfx::proof::ModelDomain domain = pfx::proof::model_domain;
+  domain.max_requests = options.protocol_length;
+  const pfx::proof::ModelReport expected = pfx::proof::check_model(domain);
+  ASSERT_EQ(expected.depths.size(), options.protocol_length + 1);
+
+  const Result text = audit(options);
+  for (std::size_t depth = 0; depth < expected.depths.size(); ++depth) {
+    const pfx::proof::DepthCount& c = expected.depths[depth];
+    EXPECT_NE(text.out.find(fmt::format("depth {}: {} new states, {} transitions, {} offers ({} non-zero)\n", depth,
+                                        c.states, c.transitions, c.offers, c.nonzero_offers)),
+              std::string::npos)
+        << text.out;
+  }
+  EXPECT_EQ(text.out.find(fmt::format("depth {}: ", expected.depths.size())), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find(fmt::format("reachable set {} at depth {}", expected.closed ? "closed" : "not closed",
+                                      options.protocol_length)),
+            std::string::npos)
+      << text.out;
+
+  options.json = true;
+  const nlohmann::json report = nlohmann::json::parse(audit(options).out);
+  const nlohmann::json& model = report["checks"][4];
+  ASSERT_EQ(model["name"], "model");
+  EXPECT_EQ(model["closed"].get<bool>(), expected.closed);
+  ASSERT_EQ(model["depths"].size(), expected.depths.size());
+  std::size_t states = 0;
+  std::size_t transitions = 0;
+  for (std::size_t depth = 0; depth < expected.depths.size(); ++depth) {
+    const nlohmann::json& row = model["depths"][depth];
+    EXPECT_EQ(row["depth"].get<std::size_t>(), depth);
+    const pfx::proof::DepthCount got{row["states"].get<std::size_t>(), row["transitions"].get<std::size_t>(),
+                                     row["offers"].get<std::size_t>(), row["nonzero_offers"].get<std::size_t>()};
+    EXPECT_EQ(got, expected.depths[depth]) << depth;
+    states += got.states;
+    transitions += got.transitions;
+  }
+  // The depths add up to the totals the audit reports.
+  EXPECT_EQ(states, expected.states);
+  EXPECT_EQ(transitions, model["checked"].get<std::size_t>());
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_FALSE(report["checks"][i].contains("depths")) << i;
 }
 
 TEST(CliAudit, TheSameSeedReplaysTheSameEventsAndADifferentSeedDoesNot) {

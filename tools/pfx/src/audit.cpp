@@ -42,13 +42,17 @@ struct Check {
   std::string coverage;  ///< what the checked steps reached, beyond their number
   std::vector<std::string> counterexample;
   json counterexample_json;  ///< null when none failed
+  /// The model checker's counts by depth and whether its reachable set is closed (only it has them):
+  /// a search that silently explores less, or a fixpoint that is not one, shows here.
+  std::vector<std::string> details;
+  json details_json;  ///< null but for the model checker
 };
 
 /// A bounded exhaustive proof's result (spec/conformance/include/pfx/conformance/exhaustive_proof.hpp), every step of which was
 /// compared with the reference model and checked against INV-1..10.
 Check exhaustive(std::string name, std::string domain, const proof::Tally& t) {
   Check check{std::move(name), std::move(domain), t.checked, t.failed,
-              fmt::format("{} decisions granted a non-zero offset", t.granted), {}, nullptr};
+              fmt::format("{} decisions granted a non-zero offset", t.granted), {}, nullptr, {}, nullptr};
   if (t.failed == 0) return check;
   check.counterexample.push_back(fmt::format(
       "config enabled={} keep_min={} chunk={}; record ids={} canonical_end={}; prompt={}; event #{} of the case",
@@ -89,6 +93,8 @@ Check random_runs(const AuditOptions& options, const CaseHook& before_case) {
               r.steps,
               r.failed,
               random_ranges(),
+              {},
+              nullptr,
               {},
               nullptr};
   if (!r.first) return check;
@@ -137,7 +143,25 @@ Check model_check(const proof::ModelDomain& d) {
               fmt::format("{} states, {} transitions, {} offers checked by SAFE ({} non-zero)", r.states,
                           r.transitions, r.offers, r.nonzero_offers),
               {},
+              nullptr,
+              {},
               nullptr};
+  json depths = json::array();
+  for (std::size_t depth = 0; depth < r.depths.size(); ++depth) {
+    const proof::DepthCount& c = r.depths[depth];
+    check.details.push_back(fmt::format("depth {}: {} new states, {} transitions, {} offers ({} non-zero)", depth,
+                                        c.states, c.transitions, c.offers, c.nonzero_offers));
+    depths.push_back({{"depth", depth}, {"states", c.states}, {"transitions", c.transitions}, {"offers", c.offers},
+                      {"nonzero_offers", c.nonzero_offers}});
+  }
+  check.details.push_back(
+      r.closed ? fmt::format("reachable set closed at depth {}: no request from its deepest level reaches a new state, "
+                             "so SAFE holds after any number of requests in this domain",
+                             d.max_requests)
+               : fmt::format("reachable set not closed at depth {}: the deepest level still reaches new states; "
+                             "checked up to {} requests",
+                             d.max_requests, d.max_requests));
+  check.details_json = {{"depths", depths}, {"closed", r.closed}};
   if (r.failed == 0) return check;
   std::vector<std::string> events;
   for (const spec::Event& e : r.path) events.push_back(describe(e));
@@ -250,6 +274,7 @@ void print_text(std::ostream& out, const AuditOptions& options, const std::vecto
     out << fmt::format("  {:<10} {:<62} {:>9} steps  {}\n", c.name, c.domain, c.checked,
                        c.failed == 0 ? "ok" : fmt::format("FAILED {}", c.failed));
     if (!c.coverage.empty()) out << fmt::format("  {:<10} {}\n", "", c.coverage);
+    for (const std::string& line : c.details) out << fmt::format("  {:<10} {}\n", "", line);
   }
   for (const Check& c : checks) {
     if (c.failed == 0) continue;
@@ -309,6 +334,7 @@ void print_json(std::ostream& out, const AuditOptions& options, const std::vecto
                                 {"failed", c.failed},
                                 {"coverage", c.coverage},
                                 {"counterexample", c.counterexample_json}});
+    if (!c.details_json.is_null()) report["checks"].back().update(c.details_json);
   }
   report["table"] = json::array();
   for (const TraceabilityEntry& e : table) {

@@ -381,8 +381,7 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
   progress.erase();
   const int signal = interrupted_by();
   if (options.json) {
-    streams.out << summary_json(summary, checked, lane, input, engine.description, signal != 0).dump() << "
-";
+    streams.out << summary_json(summary, checked, lane, input, engine.description, signal != 0).dump() << "\n";
   } else {
     streams.out << summary_text(summary, options.verify, signal != 0);
   }
