@@ -7,7 +7,9 @@ from __future__ import annotations
 import array
 import copy
 import json
+import os
 import pickle
+import sys
 import unittest
 from pathlib import Path
 
@@ -47,10 +49,15 @@ class PyVerdicts(unittest.TestCase):
             m.reserve(2**62)
         self.assertIn("Machine.reserve(4611686018427387904)", str(huge.exception))
         self.assertIn("past the largest a machine can hold", str(huge.exception))
-        with self.assertRaises(MemoryError) as large:
-            m.reserve(2**40)
-        self.assertIn("Machine.reserve(1099511627776)", str(large.exception))
-        self.assertIn("cannot allocate", str(large.exception))
+        if "libasan" in os.environ.get("LD_PRELOAD", ""):
+            # AddressSanitizer ends the process on an allocation past its limit instead of throwing
+            # std::bad_alloc, so the MemoryError is checked by the unsanitized suite only.
+            print("skipped under AddressSanitizer: reserve(2**40), which it aborts on", file=sys.stderr)
+        else:
+            with self.assertRaises(MemoryError) as large:
+                m.reserve(2**40)
+            self.assertIn("Machine.reserve(1099511627776)", str(large.exception))
+            self.assertIn("cannot allocate", str(large.exception))
         m.record([1, 2, 3], 3)  # nothing changed: the machine still works
         self.assertEqual(list(m.ids), [1, 2, 3])
 
