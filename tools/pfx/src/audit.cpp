@@ -206,7 +206,7 @@ std::vector<Check> run_checks(const AuditOptions& options, ProgressBar& progress
     progress.update(checks.size());
     return interrupted_by() == 0;
   };
-  const proof::Domain rule = proof::run_time_rule_domain;
+  const proof::Domain& rule = options.rule;
   const proof::Domain protocol{options.protocol_length, proof::run_time_protocol_domain.max_keep_min,
                                proof::run_time_protocol_domain.max_chunk};
   const auto domain = [](const proof::Domain& d) {
@@ -226,7 +226,7 @@ std::vector<Check> run_checks(const AuditOptions& options, ProgressBar& progress
     return interrupted_by() == 0;
   }));
   if (!next("model checker")) return checks;
-  proof::ModelDomain model = proof::model_domain;
+  proof::ModelDomain model = options.model;
   model.max_requests = options.protocol_length;
   checks.push_back(model_check(model));
   progress.erase();
