@@ -19,7 +19,7 @@ const char* const budgets[] = {"quick", "default", "thorough"};
 template <class EngineType>
 void BM_Conform(benchmark::State& state) {
   const std::string budget = budgets[state.range(0)];
-  EngineType engine(pfx::driver::ReferenceModelShape{});
+  EngineType engine(pfx::engines::ReferenceModelShape{});
   const pfx::conform::CheckOptions options{.budget = pfx::conform::Budget::named(budget), .rule_chunk = {},
                                            .engine_name = "bench", .progress = {}};
   std::size_t tokens = 0;
@@ -33,9 +33,9 @@ void BM_Conform(benchmark::State& state) {
   state.counters["prefilled_tokens"] = static_cast<double>(tokens);
 }
 
-BENCHMARK(BM_Conform<pfx::driver::HostReferenceEngine>)
+BENCHMARK(BM_Conform<pfx::engines::HostReferenceEngine>)
     ->Name("BM_Conform/reference")->ArgName("budget")->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->Iterations(1);
-BENCHMARK(BM_Conform<pfx::driver::BlockedAttentionEngine>)
+BENCHMARK(BM_Conform<pfx::engines::BlockedAttentionEngine>)
     ->Name("BM_Conform/blocked_attention")->ArgName("budget")->DenseRange(0, 1)->Unit(benchmark::kMillisecond)
     ->Iterations(1);
 

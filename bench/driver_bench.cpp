@@ -53,7 +53,7 @@ using pfx::driver::Response;
 using Tokens = std::vector<pfx::token>;
 
 /// A small model, so that an 8K-token cold prefill takes about a second on one host core.
-constexpr pfx::driver::ReferenceModelShape model{
+constexpr pfx::engines::ReferenceModelShape model{
     .vocab = 256, .width = 32, .hidden = 64, .layers = 2, .chunk = 64};
 
 /// The lanes' keep_min: the seed's default.
@@ -85,8 +85,8 @@ std::string unavailable_reason(Backend backend) {
 }
 
 std::unique_ptr<Engine> make_engine(Backend backend) {
-  if (backend == Backend::host) return std::make_unique<pfx::driver::HostReferenceEngine>(model);
-  return std::make_unique<pfx::driver::cuda::ReferenceEngineOnDevice>(model);
+  if (backend == Backend::host) return std::make_unique<pfx::engines::HostReferenceEngine>(model);
+  return std::make_unique<pfx::engines::cuda::ReferenceEngineOnDevice>(model);
 }
 
 /// Engines and resumable lanes that outlive one call of a benchmark function. Google Benchmark calls
@@ -106,8 +106,7 @@ class Fixtures {
     std::unique_ptr<Lane>& lane = lanes_[{backend, prompt_length, poison}];
     if (lane == nullptr) {
       lane = std::make_unique<Lane>(engine(backend), LaneOptions{.capacity = prompt_length + 1,
-                                                                 .enabled = true,
-                                                                 .keep_min = keep_min,
+                                                                 .config = {.enabled = true, .keep_min = keep_min},
                                                                  .poison = poison});
     }
     return *lane;
@@ -207,7 +206,7 @@ void BM_TtftCold(benchmark::State& state, Fixtures* fixtures, Backend backend,
   std::unique_ptr<Lane> lane;
   try {
     lane = std::make_unique<Lane>(fixtures->engine(backend),
-                                  LaneOptions{.capacity = prompt_length + 1, .enabled = false});
+                                  LaneOptions{.capacity = prompt_length + 1, .config = {.enabled = false}});
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;

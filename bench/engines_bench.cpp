@@ -21,11 +21,11 @@
 namespace {
 
 /// The default model shape with the prefill chunk of the driver's benchmarks.
-constexpr pfx::driver::ReferenceModelShape model{.chunk = 64};
+constexpr pfx::engines::ReferenceModelShape model{.chunk = 64};
 
 void BM_ColdPrefill(benchmark::State& state) {
   const auto tokens = static_cast<std::size_t>(state.range(0));
-  pfx::driver::HostReferenceEngine engine(model);
+  pfx::engines::HostReferenceEngine engine(model);
   std::vector<pfx::token> prompt(tokens);
   for (std::size_t i = 0; i < tokens; ++i) prompt[i] = static_cast<pfx::token>((i * 7 + i / 5) % model.vocab);
   std::vector<float> logits(model.vocab);

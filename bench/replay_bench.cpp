@@ -25,7 +25,7 @@
 
 namespace {
 
-constexpr pfx::driver::ReferenceModelShape model{.vocab = std::size_t{1} << 18, .chunk = 64};
+constexpr pfx::engines::ReferenceModelShape model{.vocab = std::size_t{1} << 18, .chunk = 64};
 
 std::vector<pfx::cli::TraceItem> two_turns(std::size_t tokens) {
   pfx::cli::TraceRequest first;
@@ -42,13 +42,13 @@ void BM_TwoTurnReplay(benchmark::State& state) {
   const std::vector<pfx::cli::TraceItem> trace = two_turns(tokens);
   std::unique_ptr<pfx::driver::Engine> engine;
   if (with_model) {
-    engine = std::make_unique<pfx::driver::HostReferenceEngine>(model);
+    engine = std::make_unique<pfx::engines::HostReferenceEngine>(model);
   } else {
-    engine = std::make_unique<pfx::driver::DecisionsOnlyEngine>(model.chunk, model.vocab);
+    engine = std::make_unique<pfx::engines::DecisionsOnlyEngine>(model.chunk, model.vocab);
   }
   pfx::cli::ReplaySettings settings;
   settings.lane.capacity = tokens + tokens / 1000 + 16;
-  settings.lane.keep_min = 64;
+  settings.lane.config.keep_min = 64;
   settings.verify = with_model;
   for (auto _ : state) {
     const pfx::cli::ReplaySummary summary = pfx::cli::replay(trace, *engine, settings);

@@ -34,7 +34,7 @@
 namespace {
 
 /// driver_bench's model: an 8K-token cold prefill takes about a second on one host core.
-constexpr pfx::driver::ReferenceModelShape model{.vocab = 256, .width = 32, .hidden = 64, .layers = 2, .chunk = 64};
+constexpr pfx::engines::ReferenceModelShape model{.vocab = 256, .width = 32, .hidden = 64, .layers = 2, .chunk = 64};
 
 void prefill_chunk(benchmark::State& state, pfx::driver::Engine& engine, std::size_t position) {
   const std::unique_ptr<pfx::driver::KvState> kv = engine.make_kv_state(position + engine.chunk());
@@ -50,13 +50,13 @@ void prefill_chunk(benchmark::State& state, pfx::driver::Engine& engine, std::si
 }
 
 void BM_ChunkPrefill(benchmark::State& state) {
-  pfx::driver::HostReferenceEngine engine(model);
+  pfx::engines::HostReferenceEngine engine(model);
   prefill_chunk(state, engine, static_cast<std::size_t>(state.range(0)));
 }
 BENCHMARK(BM_ChunkPrefill)->ArgName("position")->Arg(0)->Arg(1024)->Arg(4096)->Unit(benchmark::kMicrosecond);
 
 void BM_ChunkPrefillSharded(benchmark::State& state) {
-  pfx::driver::HostReferenceEngine engine(model);
+  pfx::engines::HostReferenceEngine engine(model);
   pfx::driver::ShardedEngine sharded(engine, {static_cast<std::size_t>(state.range(0)), 1});
   prefill_chunk(state, sharded, static_cast<std::size_t>(state.range(1)));
 }

@@ -26,17 +26,17 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 int serve(int turns) {
   using pfx::token;
-  const pfx::driver::ReferenceModelShape model{.vocab = 256, .width = 32, .hidden = 64, .layers = 2, .chunk = 64};
-  pfx::driver::HostReferenceEngine engine(model);
-  pfx::driver::LaneOptions options = pfx::driver::lane_options_from_environment({.capacity = 8192});
+  const pfx::engines::ReferenceModelShape model{.vocab = 256, .width = 32, .hidden = 64, .layers = 2, .chunk = 64};
+  pfx::engines::HostReferenceEngine engine(model);
+  pfx::driver::LaneOptions options{.capacity = 8192, .config = pfx::driver::config_from_environment()};
   options.poison = true;
   pfx::driver::Lane lane(engine, options);
-  pfx::driver::Lane cold(engine, {.capacity = options.capacity, .enabled = false, .poison = true});
+  pfx::driver::Lane cold(engine, {.capacity = options.capacity, .config = {.enabled = false}, .poison = true});
 
   std::printf("pfx lane: reference engine (vocab %zu, width %zu, %zu layers, chunk %zu), capacity %zu, "
               "reuse %s, keep_min %zu\n",
-              model.vocab, model.width, model.layers, model.chunk, options.capacity, options.enabled ? "on" : "off",
-              options.keep_min);
+              model.vocab, model.width, model.layers, model.chunk, options.capacity, options.config.enabled ? "on" : "off",
+              options.config.keep_min);
   std::printf("%-5s %7s %7s %-16s %9s %12s %12s %s\n", "turn", "prompt", "offset", "reason", "prefill",
               "ttft ms", "cold ms", "bit-exact");
 

@@ -27,9 +27,9 @@ Lane::Lane(Engine& engine, const LaneOptions& options) : engine_(engine), option
   if (options.capacity == 0) throw ConfigError("Lane: capacity must be at least 1 token");
   if (engine.chunk() == 0) throw ConfigError("Lane: the engine's prefill chunk must be at least 1");
   if (engine.vocab() == 0) throw ConfigError("Lane: the engine's vocabulary is empty");
-  expect_accepted(machine_.configure({.enabled = options.enabled, .keep_min = options.keep_min,
-                                      .chunk = options.rule_chunk != 0 ? options.rule_chunk : engine.chunk()}),
-                  "configure");
+  Config rule = options.config;
+  rule.chunk = options.rule_chunk != 0 ? options.rule_chunk : engine.chunk();
+  expect_accepted(machine_.configure(rule), "configure");
   try {
     kv_ = engine.make_kv_state(options.capacity);
     machine_.reserve(options.capacity);  // MEM-1: commits never reallocate

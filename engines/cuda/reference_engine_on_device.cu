@@ -29,12 +29,12 @@
 #include <string>
 #include <vector>
 
-namespace pfx::driver::cuda {
+namespace pfx::engines::cuda {
 namespace {
 
-using detail::check;
-using detail::check_launch;
-using detail::DeviceArray;
+using driver::cuda::detail::check;
+using driver::cuda::detail::check_launch;
+using driver::cuda::detail::DeviceArray;
 
 /// Row kernels use between min_row_threads and max_row_threads threads, at least one per model
 /// dimension (validate() caps the width at 1024), so that each thread owns at most one dimension
@@ -457,12 +457,12 @@ struct ReferenceEngineOnDevice::Impl {
   }
 
   /// HostReferenceEngine::checked, for this engine's KV states.
-  KvStateOnDevice& checked(KvState& kv, std::span<const token> chunk, std::size_t position,
+  driver::cuda::KvStateOnDevice& checked(driver::KvState& kv, std::span<const token> chunk, std::size_t position,
                            std::span<float> out) const {
-    auto* device = dynamic_cast<KvStateOnDevice*>(&kv);
+    auto* device = dynamic_cast<driver::cuda::KvStateOnDevice*>(&kv);
     if (device == nullptr) {
       throw std::invalid_argument(
-          "ReferenceEngineOnDevice: the KV state is not a KvStateOnDevice (use make_kv_state)");
+          "ReferenceEngineOnDevice: the KV state is not a driver::cuda::KvStateOnDevice (use make_kv_state)");
     }
     check_call("ReferenceEngineOnDevice", shape, device->shape(), chunk, position, out);
     return *device;
@@ -477,10 +477,10 @@ struct ReferenceEngineOnDevice::Impl {
   }
 
   /// Layer `layer` of the KV state's rows.
-  static LayerRows rows_of(const KvStateOnDevice& kv, std::size_t layer) {
+  static LayerRows rows_of(const driver::cuda::KvStateOnDevice& kv, std::size_t layer) {
     float* base = kv.device_data();
-    return {base + row_offset(kv.shape(), layer, Plane::key, 0),
-            base + row_offset(kv.shape(), layer, Plane::value, 0)};
+    return {base + driver::row_offset(kv.shape(), layer, driver::Plane::key, 0),
+            base + driver::row_offset(kv.shape(), layer, driver::Plane::value, 0)};
   }
 
   enum class Path { prefill, decode };
@@ -488,7 +488,7 @@ struct ReferenceEngineOnDevice::Impl {
   /// Computes rows [position, position + chunk.size()) of `kv` and the last row's logits into `out`.
   /// Waits for the stream before returning, and before rethrowing a failure, so the scratch buffers
   /// are idle whenever no call is running.
-  void run(KvStateOnDevice& kv, std::span<const token> chunk, std::size_t position, std::span<float> out,
+  void run(driver::cuda::KvStateOnDevice& kv, std::span<const token> chunk, std::size_t position, std::span<float> out,
            Path path) {
     reserve(chunk.size());
     const auto stream = static_cast<cudaStream_t>(kv.stream());
@@ -498,13 +498,13 @@ struct ReferenceEngineOnDevice::Impl {
             "cudaMemcpyAsync", out.size() * sizeof(float));
       check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     } catch (...) {
-      detail::ignore(cudaStreamSynchronize(stream));
+      driver::cuda::detail::ignore(cudaStreamSynchronize(stream));
       throw;
     }
   }
 
   /// Queues the token upload and every kernel of one call on `stream`.
-  void queue(const KvStateOnDevice& kv, cudaStream_t stream, std::span<const token> chunk, std::size_t position,
+  void queue(const driver::cuda::KvStateOnDevice& kv, cudaStream_t stream, std::span<const token> chunk, std::size_t position,
              Path path) {
     const std::size_t n = chunk.size();
     // From pageable memory the copy returns once `chunk` is staged, so the caller may reuse it.
@@ -547,20 +547,20 @@ std::size_t ReferenceEngineOnDevice::vocab() const noexcept { return impl_->shap
 
 const ReferenceModelShape& ReferenceEngineOnDevice::model() const noexcept { return impl_->shape; }
 
-std::unique_ptr<KvState> ReferenceEngineOnDevice::make_kv_state(std::size_t capacity) const {
-  return std::make_unique<KvStateOnDevice>(KvShape{capacity, impl_->shape.layers, impl_->shape.width});
+std::unique_ptr<driver::KvState> ReferenceEngineOnDevice::make_kv_state(std::size_t capacity) const {
+  return std::make_unique<driver::cuda::KvStateOnDevice>(driver::KvShape{capacity, impl_->shape.layers, impl_->shape.width});
 }
 
-void ReferenceEngineOnDevice::prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
+void ReferenceEngineOnDevice::prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                                       std::span<float> logits) {
-  KvStateOnDevice& state = impl_->checked(kv, tokens, position, logits);
+  driver::cuda::KvStateOnDevice& state = impl_->checked(kv, tokens, position, logits);
   impl_->run(state, tokens, position, logits, Impl::Path::prefill);
 }
 
-void ReferenceEngineOnDevice::decode(KvState& kv, token next, std::size_t position, std::span<float> logits) {
+void ReferenceEngineOnDevice::decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) {
   const std::span<const token> one(&next, 1);
-  KvStateOnDevice& state = impl_->checked(kv, one, position, logits);
+  driver::cuda::KvStateOnDevice& state = impl_->checked(kv, one, position, logits);
   impl_->run(state, one, position, logits, Impl::Path::decode);
 }
 
-}  // namespace pfx::driver::cuda
+}  // namespace pfx::engines::cuda

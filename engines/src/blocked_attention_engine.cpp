@@ -4,16 +4,16 @@
 
 #include <vector>
 
-namespace pfx::driver {
+namespace pfx::engines {
 
 BlockedAttentionEngine::BlockedAttentionEngine(ReferenceModelShape shape)
     : shape_(shape), weights_(ReferenceWeights::generate(shape)) {}
 
-std::unique_ptr<KvState> BlockedAttentionEngine::make_kv_state(std::size_t capacity) const {
-  return std::make_unique<HostKvState>(KvShape{capacity, shape_.layers, shape_.width});
+std::unique_ptr<driver::KvState> BlockedAttentionEngine::make_kv_state(std::size_t capacity) const {
+  return std::make_unique<driver::HostKvState>(driver::KvShape{capacity, shape_.layers, shape_.width});
 }
 
-void BlockedAttentionEngine::prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
+void BlockedAttentionEngine::prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                                      std::span<float> logits) {
   reference::on_host_rows("BlockedAttentionEngine", shape_, kv, tokens, position, logits, [&](const auto& rows) {
     const float scale = reference::attention_scale(shape_);
@@ -49,7 +49,7 @@ void BlockedAttentionEngine::prefill(KvState& kv, std::span<const token> tokens,
   });
 }
 
-void BlockedAttentionEngine::decode(KvState& kv, token next, std::size_t position, std::span<float> logits) {
+void BlockedAttentionEngine::decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) {
   const std::span<const token> one(&next, 1);
   reference::on_host_rows("BlockedAttentionEngine", shape_, kv, one, position, logits, [&](const auto& rows) {
     const float scale = reference::attention_scale(shape_);
@@ -63,4 +63,4 @@ void BlockedAttentionEngine::decode(KvState& kv, token next, std::size_t positio
   });
 }
 
-}  // namespace pfx::driver
+}  // namespace pfx::engines

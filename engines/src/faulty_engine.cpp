@@ -2,9 +2,9 @@
 
 #include <string>
 
-namespace pfx::driver {
+namespace pfx::engines {
 
-FaultyEngine::FaultyEngine(Engine& inner, double rate, std::uint64_t seed) : WrappedEngine(inner), random_(seed) {
+FaultyEngine::FaultyEngine(driver::Engine& inner, double rate, std::uint64_t seed) : WrappedEngine(inner), random_(seed) {
   set_rate(rate);
 }
 
@@ -16,7 +16,7 @@ void FaultyEngine::set_rate(double rate) {
 }
 
 template <class Step>
-void FaultyEngine::maybe_fail(KvState& kv, std::size_t begin, std::size_t end, const char* what, Step&& step) {
+void FaultyEngine::maybe_fail(driver::KvState& kv, std::size_t begin, std::size_t end, const char* what, Step&& step) {
   if (!fails_(random_)) {
     step();
     return;
@@ -29,14 +29,14 @@ void FaultyEngine::maybe_fail(KvState& kv, std::size_t begin, std::size_t end, c
                       ", " + std::to_string(end) + ")");
 }
 
-void FaultyEngine::prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
+void FaultyEngine::prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                            std::span<float> logits) {
   maybe_fail(kv, position, position + tokens.size(), "prefill",
              [&] { inner_.prefill(kv, tokens, position, logits); });
 }
 
-void FaultyEngine::decode(KvState& kv, token next, std::size_t position, std::span<float> logits) {
+void FaultyEngine::decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) {
   maybe_fail(kv, position, position + 1, "decode", [&] { inner_.decode(kv, next, position, logits); });
 }
 
-}  // namespace pfx::driver
+}  // namespace pfx::engines

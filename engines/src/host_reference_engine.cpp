@@ -4,16 +4,16 @@
 
 #include <vector>
 
-namespace pfx::driver {
+namespace pfx::engines {
 
 HostReferenceEngine::HostReferenceEngine(const ReferenceModelShape& shape)
     : shape_(shape), weights_(ReferenceWeights::generate(shape)) {}
 
-std::unique_ptr<KvState> HostReferenceEngine::make_kv_state(std::size_t capacity) const {
-  return std::make_unique<HostKvState>(KvShape{capacity, shape_.layers, shape_.width});
+std::unique_ptr<driver::KvState> HostReferenceEngine::make_kv_state(std::size_t capacity) const {
+  return std::make_unique<driver::HostKvState>(driver::KvShape{capacity, shape_.layers, shape_.width});
 }
 
-void HostReferenceEngine::prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
+void HostReferenceEngine::prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                                   std::span<float> logits) {
   reference::on_host_rows("HostReferenceEngine", shape_, kv, tokens, position, logits, [&](const auto& rows) {
     // The attended rows before the chunk and the chunk's own, each reduced on its own, then merged:
@@ -39,7 +39,7 @@ void HostReferenceEngine::prefill(KvState& kv, std::span<const token> tokens, st
   });
 }
 
-void HostReferenceEngine::decode(KvState& kv, token next, std::size_t position, std::span<float> logits) {
+void HostReferenceEngine::decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) {
   const std::span<const token> one(&next, 1);
   reference::on_host_rows("HostReferenceEngine", shape_, kv, one, position, logits, [&](const auto& rows) {
     // One online-softmax pass over every attended row, as a decode kernel does.
@@ -54,4 +54,4 @@ void HostReferenceEngine::decode(KvState& kv, token next, std::size_t position, 
   });
 }
 
-}  // namespace pfx::driver
+}  // namespace pfx::engines

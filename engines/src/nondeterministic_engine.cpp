@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-namespace pfx::driver {
+namespace pfx::engines {
 namespace {
 
 /// Fisher-Yates shuffle of `positions` driven by `draw`.
@@ -21,8 +21,8 @@ void permute(std::vector<std::size_t>& positions, Draw&& draw) {
 NondeterministicEngine::NondeterministicEngine(ReferenceModelShape shape, std::uint64_t seed)
     : shape_(shape), weights_(ReferenceWeights::generate(shape)), state_(seed) {}
 
-std::unique_ptr<KvState> NondeterministicEngine::make_kv_state(std::size_t capacity) const {
-  return std::make_unique<HostKvState>(KvShape{capacity, shape_.layers, shape_.width});
+std::unique_ptr<driver::KvState> NondeterministicEngine::make_kv_state(std::size_t capacity) const {
+  return std::make_unique<driver::HostKvState>(driver::KvShape{capacity, shape_.layers, shape_.width});
 }
 
 std::uint64_t NondeterministicEngine::draw() noexcept {
@@ -32,7 +32,7 @@ std::uint64_t NondeterministicEngine::draw() noexcept {
   return z ^ (z >> 31);
 }
 
-void NondeterministicEngine::prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
+void NondeterministicEngine::prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                                      std::span<float> logits) {
   reference::on_host_rows("NondeterministicEngine", shape_, kv, tokens, position, logits, [&](const auto& rows) {
     const float scale = reference::attention_scale(shape_);
@@ -58,7 +58,7 @@ void NondeterministicEngine::prefill(KvState& kv, std::span<const token> tokens,
   });
 }
 
-void NondeterministicEngine::decode(KvState& kv, token next, std::size_t position, std::span<float> logits) {
+void NondeterministicEngine::decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) {
   const std::span<const token> one(&next, 1);
   reference::on_host_rows("NondeterministicEngine", shape_, kv, one, position, logits, [&](const auto& rows) {
     const float scale = reference::attention_scale(shape_);
@@ -74,4 +74,4 @@ void NondeterministicEngine::decode(KvState& kv, token next, std::size_t positio
   });
 }
 
-}  // namespace pfx::driver
+}  // namespace pfx::engines

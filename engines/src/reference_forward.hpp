@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-namespace pfx::driver::reference {
+namespace pfx::engines::reference {
 
 /// out[r] = sum_c m[r][c] x[c] for r in [first, last), summed in order of c.
 inline void matvec_rows(float* out, const std::vector<float>& m, const float* x, std::size_t first, std::size_t last,
@@ -71,8 +71,8 @@ inline void rmsnorm(float* out, const float* x, std::size_t width) {
 
 /// The rows of a HostKvState.
 struct HostRows {
-  HostKvState& state;
-  [[nodiscard]] float* row(std::size_t layer, Plane plane, std::size_t position) const noexcept {
+  driver::HostKvState& state;
+  [[nodiscard]] float* row(std::size_t layer, driver::Plane plane, std::size_t position) const noexcept {
     return state.row(layer, plane, position);
   }
 };
@@ -80,9 +80,9 @@ struct HostRows {
 /// The rows of a ShardedKvState whose shards are HostKvStates, each read from its owner: the engine
 /// sees them in position order, as from one HostKvState, so its results do not depend on the layout.
 struct ShardedHostRows {
-  ShardLayout layout;
-  std::vector<HostKvState*> shards;
-  [[nodiscard]] float* row(std::size_t layer, Plane plane, std::size_t position) const noexcept {
+  driver::ShardLayout layout;
+  std::vector<driver::HostKvState*> shards;
+  [[nodiscard]] float* row(std::size_t layer, driver::Plane plane, std::size_t position) const noexcept {
     return shards[layout.owner(position)]->row(layer, plane, layout.local(position));
   }
 };
@@ -90,17 +90,17 @@ struct ShardedHostRows {
 /// Checks the call of engine `name` (check_call) and runs body(rows) on the rows of `kv`: a
 /// HostKvState, or a ShardedKvState of HostKvStates; std::invalid_argument for any other state.
 template <class Body>
-void on_host_rows(const char* name, const ReferenceModelShape& shape, KvState& kv, std::span<const token> tokens,
+void on_host_rows(const char* name, const ReferenceModelShape& shape, driver::KvState& kv, std::span<const token> tokens,
                   std::size_t position, std::span<const float> logits, Body&& body) {
-  if (auto* host = dynamic_cast<HostKvState*>(&kv)) {
+  if (auto* host = dynamic_cast<driver::HostKvState*>(&kv)) {
     check_call(name, shape, host->shape(), tokens, position, logits);
     body(HostRows{*host});
     return;
   }
-  if (auto* sharded = dynamic_cast<ShardedKvState*>(&kv)) {
+  if (auto* sharded = dynamic_cast<driver::ShardedKvState*>(&kv)) {
     ShardedHostRows rows{sharded->layout(), {}};
     for (std::size_t r = 0; r < rows.layout.ranks; ++r) {
-      rows.shards.push_back(dynamic_cast<HostKvState*>(&sharded->shard(r)));
+      rows.shards.push_back(dynamic_cast<driver::HostKvState*>(&sharded->shard(r)));
       if (rows.shards.back() == nullptr) break;
     }
     if (!rows.shards.empty() && rows.shards.back() != nullptr) {
@@ -110,7 +110,7 @@ void on_host_rows(const char* name, const ReferenceModelShape& shape, KvState& k
     }
   }
   throw std::invalid_argument(std::string(name) +
-                              ": the KV state is neither a HostKvState nor a ShardedKvState of HostKvStates "
+                              ": the KV state is neither a driver::HostKvState nor a driver::ShardedKvState of HostKvStates "
                               "(use make_kv_state)");
 }
 
@@ -149,7 +149,7 @@ void reduce(Partial& p, const Rows& kv, std::size_t layer, const float* q, std::
   std::fill(p.weighted.begin(), p.weighted.end(), 0.0f);
   scores.resize(positions.size());
   for (std::size_t i = 0; i < positions.size(); ++i) {
-    const float* k = kv.row(layer, Plane::key, positions[i]);
+    const float* k = kv.row(layer, driver::Plane::key, positions[i]);
     float dot = 0.0f;
     for (std::size_t d = 0; d < width; ++d) dot += q[d] * k[d];
     scores[i] = dot * scale;
@@ -158,7 +158,7 @@ void reduce(Partial& p, const Rows& kv, std::size_t layer, const float* q, std::
   for (std::size_t i = 0; i < positions.size(); ++i) {
     const float weight = std::exp(scores[i] - p.max);
     p.sum += weight;
-    const float* v = kv.row(layer, Plane::value, positions[i]);
+    const float* v = kv.row(layer, driver::Plane::value, positions[i]);
     for (std::size_t d = 0; d < width; ++d) p.weighted[d] += weight * v[d];
   }
 }
@@ -190,7 +190,7 @@ void online(float* out, const Rows& kv, std::size_t layer, const float* q, std::
   float sum = 0.0f;
   std::fill(out, out + width, 0.0f);
   for (const std::size_t j : positions) {
-    const float* k = kv.row(layer, Plane::key, j);
+    const float* k = kv.row(layer, driver::Plane::key, j);
     float dot = 0.0f;
     for (std::size_t d = 0; d < width; ++d) dot += q[d] * k[d];
     const float score = dot * scale;
@@ -198,7 +198,7 @@ void online(float* out, const Rows& kv, std::size_t layer, const float* q, std::
     const float rescale = std::exp(max - new_max);
     const float weight = std::exp(score - new_max);
     sum = sum * rescale + weight;
-    const float* v = kv.row(layer, Plane::value, j);
+    const float* v = kv.row(layer, driver::Plane::value, j);
     for (std::size_t d = 0; d < width; ++d) out[d] = out[d] * rescale + weight * v[d];
     max = new_max;
   }
@@ -224,8 +224,8 @@ void forward(const ReferenceModelShape& shape, const ReferenceWeights& weights, 
     for (std::size_t i = 0; i < n; ++i) {
       rmsnorm(a.data(), &h[i * width], width);
       matvec(&q[i * width], w.wq, a.data(), width, width);
-      matvec(rows.row(layer, Plane::key, position + i), w.wk, a.data(), width, width);
-      matvec(rows.row(layer, Plane::value, position + i), w.wv, a.data(), width, width);
+      matvec(rows.row(layer, driver::Plane::key, position + i), w.wk, a.data(), width, width);
+      matvec(rows.row(layer, driver::Plane::value, position + i), w.wv, a.data(), width, width);
     }
     for (std::size_t i = 0; i < n; ++i) {
       float* hi = &h[i * width];
@@ -248,4 +248,4 @@ inline float attention_scale(const ReferenceModelShape& shape) {
   return 1.0f / std::sqrt(static_cast<float>(shape.width));
 }
 
-}  // namespace pfx::driver::reference
+}  // namespace pfx::engines::reference

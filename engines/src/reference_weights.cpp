@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace pfx::driver {
+namespace pfx::engines {
 namespace {
 
 /// splitmix64: a small, well-known generator, so the weights are the same on every platform.
@@ -52,14 +52,14 @@ void validate(const ReferenceModelShape& shape) {
   require(shape.chunk >= 1, "chunk", "at least 1", shape.chunk);
 }
 
-void check_call(const char* engine, const ReferenceModelShape& shape, const KvShape& kv,
+void check_call(const char* engine, const ReferenceModelShape& shape, const driver::KvShape& kv,
                 std::span<const token> tokens, std::size_t position, std::span<const float> logits) {
   const std::string name = engine;
   if (kv.layers != shape.layers || kv.width != shape.width) {
     throw std::invalid_argument(name + ": the KV state's layers or width differ from the model's");
   }
   if (tokens.empty()) throw std::invalid_argument(name + ": no tokens to compute");
-  check_rows(kv, position, position + tokens.size(), engine);
+  driver::check_rows(kv, position, position + tokens.size(), engine);
   if (logits.size() != shape.vocab) {
     throw std::invalid_argument(name + ": logits hold " + std::to_string(logits.size()) + " floats, the vocabulary " +
                                 std::to_string(shape.vocab));
@@ -91,4 +91,4 @@ ReferenceWeights ReferenceWeights::generate(const ReferenceModelShape& shape) {
   return w;
 }
 
-}  // namespace pfx::driver
+}  // namespace pfx::engines

@@ -1,8 +1,8 @@
 // pfx audit, run in-process: the report names every ID, the table is the one the build traced from
 // the tests' tags, and a broken machine or an incomplete table fails the audit (CLI-3).
 
-#include <pfx/conformance/bridge.hpp>
-#include <pfx/conformance/model_checker.hpp>
+#include <pfx/refinement/bridge.hpp>
+#include <pfx/refinement/model_checker.hpp>
 #include "support/requirement.hpp"
 
 #include <pfx/cli/audit.hpp>
@@ -77,12 +77,12 @@ class Traced {
 };
 
 /// A machine that offers the whole prompt on every query: the audit must catch it.
-pfx::bridge::Comparison greedy_step(pfx::Machine& machine, pfx::spec::State& model, const pfx::spec::Event& event) {
-  const pfx::spec::State before = pfx::bridge::to_spec(machine);
-  pfx::bridge::Comparison c = pfx::bridge::step_both(machine, model, event);
+pfx::refinement::Comparison greedy_step(pfx::Machine& machine, pfx::spec::State& model, const pfx::spec::Event& event) {
+  const pfx::spec::State before = pfx::refinement::to_spec(machine);
+  pfx::refinement::Comparison c = pfx::refinement::step_both(machine, model, event);
   if (const auto* q = std::get_if<pfx::spec::Query>(&event); q != nullptr && c.machine.has_decision) {
     c.machine.offset = q->prompt.size();
-    const pfx::spec::State after = pfx::bridge::to_spec(machine);
+    const pfx::spec::State after = pfx::refinement::to_spec(machine);
     c.violated = pfx::spec::first_violation({before.config, before, event, c.machine, after});
   }
   return c;
@@ -168,14 +168,14 @@ TEST(CliAudit, ABrokenMachineFailsWithTheSeedToReplayAndTheFirstCounterexample) 
 TEST(CliAudit, TheModelCheckerPrintsItsCountsByDepthAndWhetherItsReachableSetIsClosed) {
   pfx::test::verifies("CLI-3");
   AuditOptions options = quick(6);
-  pfx::proof::ModelDomain domain = options.model;
+  pfx::refinement::ModelDomain domain = options.model;
   domain.max_requests = options.protocol_length;
-  const pfx::proof::ModelReport expected = pfx::proof::check_model(domain);
+  const pfx::refinement::ModelReport expected = pfx::refinement::check_model(domain);
   ASSERT_EQ(expected.depths.size(), options.protocol_length + 1);
 
   const Result text = audit(options);
   for (std::size_t depth = 0; depth < expected.depths.size(); ++depth) {
-    const pfx::proof::DepthCount& c = expected.depths[depth];
+    const pfx::refinement::DepthCount& c = expected.depths[depth];
     EXPECT_NE(text.out.find(fmt::format("depth {}: {} new states, {} transitions, {} offers ({} non-zero)\n", depth,
                                         c.states, c.transitions, c.offers, c.nonzero_offers)),
               std::string::npos)
@@ -198,7 +198,7 @@ TEST(CliAudit, TheModelCheckerPrintsItsCountsByDepthAndWhetherItsReachableSetIsC
   for (std::size_t depth = 0; depth < expected.depths.size(); ++depth) {
     const nlohmann::json& row = model["depths"][depth];
     EXPECT_EQ(row["depth"].get<std::size_t>(), depth);
-    const pfx::proof::DepthCount got{row["states"].get<std::size_t>(), row["transitions"].get<std::size_t>(),
+    const pfx::refinement::DepthCount got{row["states"].get<std::size_t>(), row["transitions"].get<std::size_t>(),
                                      row["offers"].get<std::size_t>(), row["nonzero_offers"].get<std::size_t>()};
     EXPECT_EQ(got, expected.depths[depth]) << depth;
     states += got.states;
@@ -225,7 +225,7 @@ TEST(CliAudit, TheSameSeedReplaysTheSameEventsAndADifferentSeedDoesNot) {
   EXPECT_NE(first_failure(7), first_failure(8));
 
   // The real machine passes the same runs: every step agrees with the model.
-  const pfx::cli::RandomRunsReport ok = pfx::cli::run_random_cases(7, 20, 24, pfx::bridge::step_both);
+  const pfx::cli::RandomRunsReport ok = pfx::cli::run_random_cases(7, 20, 24, pfx::refinement::step_both);
   EXPECT_EQ(ok.failed, 0U);
   EXPECT_EQ(ok.steps, 20U * 24U);
 }

@@ -77,7 +77,7 @@ void check_reports(const Replayed& r, const std::vector<TraceItem>& items, std::
 
 /// A random embedded workload for a small random model, and settings that verify it.
 struct Case {
-  pfx::driver::ReferenceModelShape model;
+  pfx::engines::ReferenceModelShape model;
   std::vector<TraceItem> items;
   ReplaySettings settings;
 };
@@ -88,7 +88,7 @@ Case random_case() {
   const std::size_t capacity = 320;
   c.items = pfx::cli::embedded_workload({.seed = *rc::gen::arbitrary<std::uint64_t>(), .vocab = c.model.vocab,
                                          .requests = *rc::gen::inRange<std::size_t>(1, 14), .capacity = capacity});
-  c.settings.lane = {.capacity = capacity, .keep_min = *rc::gen::element<std::size_t>(0, 1, 16, 64), .poison = true};
+  c.settings.lane = {.capacity = capacity, .config = {.keep_min = *rc::gen::element<std::size_t>(0, 1, 16, 64)}, .poison = true};
   c.settings.verify = true;
   c.settings.seed = *rc::gen::arbitrary<std::uint64_t>();
   return c;
@@ -96,21 +96,21 @@ Case random_case() {
 
 PFX_PROPERTY(Replay, EveryResponseOfAWorkloadEqualsItsColdRun, "CLI-1 THM-1", ()) {
   const Case c = random_case();
-  pfx::driver::HostReferenceEngine engine(c.model);
+  pfx::engines::HostReferenceEngine engine(c.model);
   const Replayed r = replay(c.items, engine, c.settings);
   RC_ASSERT(r.summary.failures == 0u);
   RC_ASSERT(r.summary.verified == r.summary.requests);
   RC_ASSERT(r.summary.mismatches == 0u);
   RC_ASSERT(r.summary.ok());
   for (const RequestReport& report : r.reports) RC_ASSERT(report.bitexact == std::optional<bool>(true));
-  check_reports(r, c.items, c.model.chunk, c.settings.lane.keep_min);
+  check_reports(r, c.items, c.model.chunk, c.settings.lane.config.keep_min);
   RC_CLASSIFY(r.summary.reused_tokens > 0, "some rows reused");
 }
 
 PFX_PROPERTY(Replay, WithInjectedFailuresEveryServedResponseStillEqualsCold, "CLI-1 DRV-4", ()) {
   Case c = random_case();
   c.settings.fault_rate = *rc::gen::element(0.01, 0.05, 0.2);
-  pfx::driver::HostReferenceEngine engine(c.model);
+  pfx::engines::HostReferenceEngine engine(c.model);
   const Replayed r = replay(c.items, engine, c.settings);
   RC_ASSERT(r.summary.mismatches == 0u);
   RC_ASSERT(r.summary.stale_reads == 0u);
@@ -119,7 +119,7 @@ PFX_PROPERTY(Replay, WithInjectedFailuresEveryServedResponseStillEqualsCold, "CL
     RC_ASSERT(report.error.empty() == report.bitexact.has_value());
     if (!report.error.empty()) RC_ASSERT(report.injected);
   }
-  check_reports(r, c.items, c.model.chunk, c.settings.lane.keep_min);
+  check_reports(r, c.items, c.model.chunk, c.settings.lane.config.keep_min);
   RC_CLASSIFY(r.summary.failures > 0, "some requests failed");
 }
 
@@ -130,8 +130,8 @@ PFX_PROPERTY(Replay, WithoutAnEngineEveryDecisionIsThatOfTheReferenceEngine, "CL
   Case c = random_case();
   c.settings.verify = false;
   c.settings.fault_rate = *rc::gen::element(0.0, 0.05, 0.2);
-  pfx::driver::HostReferenceEngine reference(c.model);
-  pfx::driver::DecisionsOnlyEngine none(c.model.chunk, c.model.vocab);
+  pfx::engines::HostReferenceEngine reference(c.model);
+  pfx::engines::DecisionsOnlyEngine none(c.model.chunk, c.model.vocab);
   const Replayed a = replay(c.items, reference, c.settings);
   const Replayed b = replay(c.items, none, c.settings);
   RC_ASSERT(b.reports.size() == a.reports.size());
@@ -153,17 +153,17 @@ PFX_PROPERTY(Replay, WithoutAnEngineEveryDecisionIsThatOfTheReferenceEngine, "CL
   RC_ASSERT(b.summary.reused_tokens == a.summary.reused_tokens);
   RC_ASSERT(b.summary.prefill_tokens == a.summary.prefill_tokens);
   RC_ASSERT(b.summary.verified == 0U);
-  check_reports(b, c.items, c.model.chunk, c.settings.lane.keep_min);
+  check_reports(b, c.items, c.model.chunk, c.settings.lane.config.keep_min);
   RC_CLASSIFY(bounds_named_otherwise > 0, "a tie named another bound");
   RC_CLASSIFY(b.summary.failures > 0, "some requests failed");
   RC_CLASSIFY(b.summary.reused_tokens > 0, "some rows reused");
 }
 
-using pfx::driver::DriftingEngine;
+using pfx::engines::DriftingEngine;
 
 TEST(Replay, AnEngineThatIsNotDeterministicIsReportedAsAMismatch) {
   pfx::test::verifies("CLI-1");
-  pfx::driver::HostReferenceEngine inner({.vocab = 64, .chunk = 8});
+  pfx::engines::HostReferenceEngine inner({.vocab = 64, .chunk = 8});
   DriftingEngine engine(inner);
   const auto items = pfx::cli::embedded_workload({.vocab = 64, .requests = 8, .capacity = 600});
   const Replayed r = replay(items, engine, {.lane = {.capacity = 600, .poison = true}, .verify = true});
@@ -524,7 +524,7 @@ TEST(Run, AnOutputThatCannotBeWrittenFailsTheRunWithAMessage) {
     std::vector<std::string> arguments;
     std::istringstream words(command);
     for (std::string word; words >> word;) arguments.push_back(word);
-    EXPECT_EQ(pfx::cli::run(arguments, out, err), pfx::cli::exit_internal) << command;
+    EXPECT_EQ(pfx::cli::run(arguments, out, err), pfx::cli::exit_output_lost) << command;
     EXPECT_NE(err.str().find("pfx: cannot write the output"), std::string::npos) << command << ": " << err.str();
   }
   RefusingBuffer refusing;  // the messages themselves lost: still not a success

@@ -76,7 +76,7 @@ struct Soaked {
 SoakSettings small_soak(std::size_t requests) {
   SoakSettings settings;
   settings.workload = {.seed = 11, .vocab = 64, .requests = requests, .capacity = 600, .sessions = 8};
-  settings.replay.lane = {.capacity = 600, .keep_min = 16, .poison = true};
+  settings.replay.lane = {.capacity = 600, .config = {.keep_min = 16}, .poison = true};
   settings.replay.fault_rate = 0.003;  // per call: with chunk 8, about one request in ten fails
   settings.replay.seed = 11;
   settings.verify_every = 10;
@@ -99,7 +99,7 @@ Soaked run_soak(pfx::driver::Engine& engine, const SoakSettings& settings, pfx::
 
 TEST(Soak, ThroughInjectedFailuresEverySampledResponseEqualsItsColdRunAndSoDoesTheOneAfterEachFailure) {
   pfx::test::verifies("SOAK-1 DRV-4");
-  pfx::driver::HostReferenceEngine engine({.vocab = 64, .chunk = 8});
+  pfx::engines::HostReferenceEngine engine({.vocab = 64, .chunk = 8});
   const SoakSettings settings = small_soak(400);
   const Soaked r = run_soak(engine, settings);
   const pfx::cli::ReplaySummary& s = r.summary.replay;
@@ -134,11 +134,11 @@ TEST(Soak, ThroughInjectedFailuresEverySampledResponseEqualsItsColdRunAndSoDoesT
   EXPECT_EQ(r.summary.samples.back().requests, 400u);
 }
 
-using pfx::driver::DriftingEngine;
+using pfx::engines::DriftingEngine;
 
 TEST(Soak, AnEngineThatIsNotDeterministicFailsTheSoakAsAMismatch) {
   pfx::test::verifies("SOAK-1");
-  pfx::driver::HostReferenceEngine inner({.vocab = 64, .chunk = 8});
+  pfx::engines::HostReferenceEngine inner({.vocab = 64, .chunk = 8});
   DriftingEngine engine(inner);
   const Soaked r = run_soak(engine, small_soak(100));
   EXPECT_GT(r.summary.replay.verified, 0u);
@@ -149,7 +149,7 @@ TEST(Soak, AnEngineThatIsNotDeterministicFailsTheSoakAsAMismatch) {
 TEST(Soak, MemoryThatGrowsAfterTheWarmUpFailsTheRun) {
   pfx::test::verifies("SOAK-1");
   ASSERT_TRUE(pfx::cli::resident_memory_kib().has_value());
-  pfx::driver::HostReferenceEngine engine({.vocab = 64, .chunk = 8});
+  pfx::engines::HostReferenceEngine engine({.vocab = 64, .chunk = 8});
   SoakSettings settings = small_soak(200);
   settings.replay.fault_rate = 0;
   settings.check_memory = true;

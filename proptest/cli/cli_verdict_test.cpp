@@ -14,7 +14,7 @@
 #include <pfx/cli/soak.hpp>
 #include <pfx/conform/budget.hpp>
 #include <pfx/conform/check.hpp>
-#include <pfx/conformance/bridge.hpp>
+#include <pfx/refinement/bridge.hpp>
 #include <pfx/driver/cold_run.hpp>
 #include <pfx/driver/errors.hpp>
 #include <pfx/driver/sharded_lane.hpp>
@@ -90,14 +90,14 @@ TEST(Interrupt, TheAuditsRandomRunsStopBetweenTwoCasesWhenAsked) {
   pfx::test::verifies("CLI-3");
   std::size_t asked = 0;
   const pfx::cli::RandomRunsReport r =
-      pfx::cli::run_random_cases(7, 50, 24, pfx::bridge::step_both, [&](std::size_t done) {
+      pfx::cli::run_random_cases(7, 50, 24, pfx::refinement::step_both, [&](std::size_t done) {
         EXPECT_EQ(done, asked++);
         return done < 3;
       });
   EXPECT_EQ(r.cases, 3U);
   EXPECT_EQ(r.steps, 3U * 24U);
   EXPECT_TRUE(r.stopped);
-  const pfx::cli::RandomRunsReport all = pfx::cli::run_random_cases(7, 5, 24, pfx::bridge::step_both, {});
+  const pfx::cli::RandomRunsReport all = pfx::cli::run_random_cases(7, 5, 24, pfx::refinement::step_both, {});
   EXPECT_EQ(all.cases, 5U);
   EXPECT_FALSE(all.stopped);
 }
@@ -110,7 +110,7 @@ TEST(NothingCompared, ASoakShorterThanVerifyEveryStillComparesItsLastRequest) {
   EXPECT_EQ(ran.status, pfx::cli::exit_ok) << ran.out << ran.err;
   EXPECT_TRUE(has(ran.out, "verify: 1 responses compared with a cold run, 0 mismatches")) << ran.out;
 
-  pfx::driver::HostReferenceEngine engine(pfx::driver::ReferenceModelShape{.vocab = 512, .chunk = 16});
+  pfx::engines::HostReferenceEngine engine(pfx::engines::ReferenceModelShape{.vocab = 512, .chunk = 16});
   pfx::cli::SoakSettings settings;
   settings.workload = {.seed = 5, .vocab = 512, .requests = 30, .capacity = 1024, .sessions = 4};
   settings.replay.lane.capacity = 1024;
@@ -249,9 +249,9 @@ TEST(NewUser, TheAuditDrawsAProgressLineOnATerminalOnly) {
 
 /// Reads, during the first prefill chunk only, the row just past it (poisoned: NaN) into a logit;
 /// the later chunks overwrite the logits, so only a check of each chunk's logits sees it.
-class FirstChunkPeeker final : public pfx::driver::WrappedEngine {
+class FirstChunkPeeker final : public pfx::engines::WrappedEngine {
  public:
-  using pfx::driver::WrappedEngine::WrappedEngine;
+  using pfx::engines::WrappedEngine::WrappedEngine;
   void prefill(pfx::driver::KvState& kv, std::span<const pfx::token> tokens, std::size_t position,
                std::span<float> logits) override {
     inner_.prefill(kv, tokens, position, logits);
@@ -267,7 +267,7 @@ class FirstChunkPeeker final : public pfx::driver::WrappedEngine {
 TEST(Pinned, TheColdSideChecksEveryChunksLogitsNotOnlyTheLast) {
   // Mutant cli-cold-run-every-chunk.
   pfx::test::verifies("CLI-1");
-  pfx::driver::HostReferenceEngine inner(pfx::driver::ReferenceModelShape{.vocab = 64, .chunk = 4});
+  pfx::engines::HostReferenceEngine inner(pfx::engines::ReferenceModelShape{.vocab = 64, .chunk = 4});
   FirstChunkPeeker engine(inner);
   const std::unique_ptr<pfx::driver::KvState> kv = engine.make_kv_state(64);
   const std::vector<pfx::token> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // chunks [0,4), [4,8), [8,10)
@@ -277,7 +277,7 @@ TEST(Pinned, TheColdSideChecksEveryChunksLogitsNotOnlyTheLast) {
 
 /// Changes, the first time only, the last decode row a request writes (position `row`), after the
 /// step: the response's logits and tokens are untouched, only its KV row differs.
-class LastDecodeRowTamperer final : public pfx::driver::WrappedEngine {
+class LastDecodeRowTamperer final : public pfx::engines::WrappedEngine {
  public:
   LastDecodeRowTamperer(pfx::driver::Engine& inner, std::size_t row) : WrappedEngine(inner), row_(row) {}
   void prefill(pfx::driver::KvState& kv, std::span<const pfx::token> tokens, std::size_t position,
@@ -300,7 +300,7 @@ class LastDecodeRowTamperer final : public pfx::driver::WrappedEngine {
 TEST(Pinned, VerifyComparesTheDecodeRowsAResponseVouchesFor) {
   // Mutant cli-verify-decode-rows.
   pfx::test::verifies("CLI-1");
-  pfx::driver::HostReferenceEngine inner(pfx::driver::ReferenceModelShape{.vocab = 64, .chunk = 4});
+  pfx::engines::HostReferenceEngine inner(pfx::engines::ReferenceModelShape{.vocab = 64, .chunk = 4});
   const std::vector<pfx::token> prompt = {1, 2, 3, 4, 5, 6};
   constexpr std::size_t new_tokens = 3;  // decode writes rows 6 and 7; the resumed side's row 7 is changed
   LastDecodeRowTamperer engine(inner, prompt.size() + new_tokens - 2);
@@ -315,9 +315,9 @@ TEST(Pinned, VerifyComparesTheDecodeRowsAResponseVouchesFor) {
 }
 
 /// Reads, after every prefill chunk, the row just past it: a stale-row read the lane reports.
-class Peeker final : public pfx::driver::WrappedEngine {
+class Peeker final : public pfx::engines::WrappedEngine {
  public:
-  using pfx::driver::WrappedEngine::WrappedEngine;
+  using pfx::engines::WrappedEngine::WrappedEngine;
   void prefill(pfx::driver::KvState& kv, std::span<const pfx::token> tokens, std::size_t position,
                std::span<float> logits) override {
     inner_.prefill(kv, tokens, position, logits);
@@ -331,7 +331,7 @@ class Peeker final : public pfx::driver::WrappedEngine {
 TEST(Pinned, StaleRowReadsFailTheReplay) {
   // Mutant cli-stale-reads-fail.
   pfx::test::verifies("CLI-1");
-  pfx::driver::HostReferenceEngine inner(pfx::driver::ReferenceModelShape{.vocab = 64, .chunk = 4});
+  pfx::engines::HostReferenceEngine inner(pfx::engines::ReferenceModelShape{.vocab = 64, .chunk = 4});
   Peeker engine(inner);
   const std::vector<pfx::cli::TraceItem> trace = {pfx::cli::TraceRequest{{1, 2, 3, 4, 5, 6}, 2, "", 1, ""},
                                                   pfx::cli::TraceRequest{{1, 2, 3, 4, 5, 6, 7}, 2, "", 2, ""}};
@@ -375,9 +375,9 @@ TEST(Pinned, TheRanksRecordDigestCoversCanonicalEnd) {
 TEST(Pinned, EngineNoneRefusesAVocabularyOfZero) {
   // Mutant engines-decisions-only-vocab-zero.
   pfx::test::verifies("CLI-5");
-  EXPECT_THROW(pfx::driver::DecisionsOnlyEngine(64, 0), std::invalid_argument);
-  EXPECT_THROW(pfx::driver::DecisionsOnlyEngine(0, 64), std::invalid_argument);
-  EXPECT_NO_THROW(pfx::driver::DecisionsOnlyEngine(1, 1));
+  EXPECT_THROW(pfx::engines::DecisionsOnlyEngine(64, 0), std::invalid_argument);
+  EXPECT_THROW(pfx::engines::DecisionsOnlyEngine(0, 64), std::invalid_argument);
+  EXPECT_NO_THROW(pfx::engines::DecisionsOnlyEngine(1, 1));
   const PfxRun ran = run_pfx("replay --requests 2 --engine none --vocab 0");
   EXPECT_EQ(ran.status, pfx::cli::exit_bad_input) << ran.err;
 }
@@ -387,7 +387,7 @@ TEST(Pinned, ConformResumesAShortPromptAtEveryGridMultipleTheLastIncluded) {
   // exact, so each grid's resumes count every offset: all multiples of g in [g, n - 1] for a short
   // prompt, budget.sampled_offsets for a long one.
   pfx::test::verifies("CONF-1");
-  pfx::driver::HostReferenceEngine engine(pfx::driver::ReferenceModelShape{.chunk = 4});
+  pfx::engines::HostReferenceEngine engine(pfx::engines::ReferenceModelShape{.chunk = 4});
   pfx::conform::CheckOptions options;
   options.budget = pfx::conform::Budget::named("quick");
   const pfx::conform::Report report = pfx::conform::check(engine, options);

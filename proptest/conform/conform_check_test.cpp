@@ -34,7 +34,7 @@ using pfx::conform::Verdict;
 using pfx::driver::HostKvState;
 using pfx::driver::KvState;
 using pfx::driver::Plane;
-using pfx::driver::ReferenceModelShape;
+using pfx::engines::ReferenceModelShape;
 
 Budget quick(std::uint64_t seed = 1) {
   Budget budget = Budget::named("quick");
@@ -65,7 +65,7 @@ ReferenceModelShape model(std::size_t chunk) {
 TEST(Conform, TheReferenceEngineIsExactOnMultiplesOfItsChunkAndNowhereElse) {
   pfx::test::verifies("CONF-1 THM-1");
   for (std::size_t chunk = 1; chunk <= 12; ++chunk) {
-    pfx::driver::HostReferenceEngine engine(model(chunk));
+    pfx::engines::HostReferenceEngine engine(model(chunk));
     const Report report = check(engine);
     SCOPED_TRACE("chunk " + std::to_string(chunk));
     expect_exact_on_multiples_of(report, chunk);
@@ -77,7 +77,7 @@ TEST(Conform, TheReferenceEngineIsExactOnMultiplesOfItsChunkAndNowhereElse) {
 TEST(Conform, TheBlockedAttentionEngineIsExactOnMultiplesOfItsChunkAndNowhereElse) {
   pfx::test::verifies("CONF-1");
   for (const std::size_t chunk : {2U, 3U, 4U, 6U, 8U}) {
-    pfx::driver::BlockedAttentionEngine engine(model(chunk));
+    pfx::engines::BlockedAttentionEngine engine(model(chunk));
     const Report report = check(engine);
     SCOPED_TRACE("chunk " + std::to_string(chunk));
     expect_exact_on_multiples_of(report, chunk);
@@ -89,7 +89,7 @@ TEST(Conform, TheBlockedAttentionEngineIsExactOnMultiplesOfItsChunkAndNowhereEls
 PFX_PROPERTY(Conform, TheRuleChunkIsSafeExactlyOnTheEnginesGrid, "CONF-1", ()) {
   const std::size_t chunk = *rc::gen::inRange<std::size_t>(1, 9);
   const std::size_t rule_chunk = *rc::gen::inRange<std::size_t>(1, 25);
-  pfx::driver::HostReferenceEngine engine(model(chunk));
+  pfx::engines::HostReferenceEngine engine(model(chunk));
   const Report report = check(engine, rule_chunk);
   RC_ASSERT(report.find(rule_chunk) != nullptr);
   RC_ASSERT(report.recommended == std::optional<std::size_t>(chunk));
@@ -99,20 +99,20 @@ PFX_PROPERTY(Conform, TheRuleChunkIsSafeExactlyOnTheEnginesGrid, "CONF-1", ()) {
 
 TEST(Conform, TheNondeterministicEngineIsFlaggedByItsRepeatedColdRuns) {
   pfx::test::verifies("CONF-1");
-  pfx::driver::NondeterministicEngine engine(model(4), 7);
+  pfx::engines::NondeterministicEngine engine(model(4), 7);
   const Report report = check(engine);
   ASSERT_TRUE(report.cold_disagreement.has_value());
   EXPECT_GE(report.cold_disagreement->run, 1U);
   EXPECT_EQ(report.verdict, Verdict::nondeterministic);
   EXPECT_EQ(report.recommended, std::nullopt);
-  EXPECT_EQ(pfx::conform::exit_status(report.verdict), 3);
+  EXPECT_EQ(pfx::conform::exit_status(report.verdict), 4);
   EXPECT_NE(report.explanation().find("not deterministic"), std::string::npos);
 }
 
 TEST(Conform, AnEngineWhoseLogitsDriftWithItsCallsIsNotDeterministic) {
   pfx::test::verifies("CONF-1");
-  pfx::driver::HostReferenceEngine inner(model(4));
-  pfx::driver::DriftingEngine engine(inner);
+  pfx::engines::HostReferenceEngine inner(model(4));
+  pfx::engines::DriftingEngine engine(inner);
   const Report report = check(engine);
   ASSERT_TRUE(report.cold_disagreement.has_value());
   EXPECT_EQ(report.cold_disagreement->difference.where, pfx::conform::Difference::Where::logits);
@@ -194,7 +194,7 @@ TEST(Conform, AnEngineThatReadsPastItsChunkHasNoExactGridThoughItIsDeterministic
   for (const pfx::conform::GridResult& g : report.grids) EXPECT_FALSE(g.exact()) << "grid " << g.grid;
   EXPECT_EQ(report.verdict, Verdict::no_exact_grid);
   EXPECT_EQ(report.recommended, std::nullopt);
-  EXPECT_EQ(pfx::conform::exit_status(report.verdict), 3);
+  EXPECT_EQ(pfx::conform::exit_status(report.verdict), 5);
   EXPECT_NE(report.explanation().find("something other than"), std::string::npos);
 }
 
@@ -202,7 +202,7 @@ TEST(Conform, AnEngineThatReadsPastItsChunkHasNoExactGridThoughItIsDeterministic
 // state, differs from a cold run at the row it names, with the values it names.
 TEST(Conform, TheMismatchAReportNamesIsReproduced) {
   pfx::test::verifies("CONF-1");
-  pfx::driver::HostReferenceEngine engine(model(8));
+  pfx::engines::HostReferenceEngine engine(model(8));
   const Report report = check(engine);
   for (const std::size_t grid : {1U, 2U, 4U}) {
     const pfx::conform::GridResult* g = report.find(grid);
@@ -245,7 +245,7 @@ TEST(Conform, TheCandidateGridsAndLengthsCoverEveryGridAroundItsMultiples) {
   EXPECT_EQ(pfx::conform::prompt_lengths({1, 4}), (std::vector<std::size_t>{2, 3, 4, 5, 7, 9, 13}));
   // Long prompts are resumed at a sample of offsets; every grid is still resumed, the first and last
   // multiple included.
-  pfx::driver::HostReferenceEngine engine(model(4));
+  pfx::engines::HostReferenceEngine engine(model(4));
   const Report report = check(engine, std::nullopt, budget);
   for (const pfx::conform::GridResult& g : report.grids) EXPECT_GT(g.resumes, 0U) << "grid " << g.grid;
   EXPECT_EQ(report.recommended, 4U);
@@ -255,7 +255,7 @@ TEST(Conform, TheCandidateGridsAndLengthsCoverEveryGridAroundItsMultiples) {
 
 TEST(Conform, ABadBudgetOrChunkIsRefusedBeforeAnythingRuns) {
   pfx::test::verifies("CONF-1");
-  pfx::driver::HostReferenceEngine engine(model(4));
+  pfx::engines::HostReferenceEngine engine(model(4));
   Budget one_run = quick();
   one_run.cold_runs = 1;
   EXPECT_THROW((void)check(engine, std::nullopt, one_run), std::invalid_argument);
@@ -297,13 +297,13 @@ TEST(Conform, AnExactGridOffTheEnginesChunkIsRecommendedAsMeasuredOnly) {
   EXPECT_EQ(report.recommended, 1U);
   EXPECT_EQ(report.verdict, Verdict::safe);
   EXPECT_NE(report.explanation().find("THM-1 does not cover it"), std::string::npos) << report.explanation();
-  pfx::driver::HostReferenceEngine reference(model(4));
+  pfx::engines::HostReferenceEngine reference(model(4));
   EXPECT_EQ(check(reference).explanation().find("THM-1 does not cover it"), std::string::npos);
 }
 
 TEST(Conform, TheTextReportNamesTheVerdictAndTheGridToUse) {
   pfx::test::verifies("CONF-1");
-  pfx::driver::HostReferenceEngine engine(model(4));
+  pfx::engines::HostReferenceEngine engine(model(4));
   const std::string text = pfx::conform::to_text(check(engine, std::size_t{2}));
   EXPECT_NE(text.find("grid 2 (rule chunk): DIFFERS"), std::string::npos) << text;
   EXPECT_NE(text.find("grid 4 (prefill chunk): exact"), std::string::npos) << text;
@@ -384,7 +384,7 @@ TEST(Conform, ADegenerateEngineIsRefusedNamingThePremiseThatFailed) {
     ASSERT_TRUE(report.premise_failure.has_value());
     EXPECT_EQ(report.premise_failure->premise, premise) << report.premise_failure->detail;
     EXPECT_EQ(report.verdict, Verdict::degenerate);
-    EXPECT_EQ(pfx::conform::exit_status(report.verdict), 4);
+    EXPECT_EQ(pfx::conform::exit_status(report.verdict), 6);
     EXPECT_EQ(report.recommended, std::nullopt);
     EXPECT_EQ(report.cold_runs, 0U) << "no grid is judged on a degenerate engine";
     for (const pfx::conform::GridResult& g : report.grids) EXPECT_EQ(g.resumes, 0U);
@@ -394,7 +394,7 @@ TEST(Conform, ADegenerateEngineIsRefusedNamingThePremiseThatFailed) {
     EXPECT_EQ(text.find("exact grids"), std::string::npos) << text;
   }
   // An engine that computes meets every premise.
-  pfx::driver::HostReferenceEngine reference(model(4));
+  pfx::engines::HostReferenceEngine reference(model(4));
   const Report good = check(reference);
   EXPECT_EQ(good.premise_failure, std::nullopt);
   EXPECT_NE(pfx::conform::to_text(good).find("premises: rows written, finite logits, logits depend on tokens"),

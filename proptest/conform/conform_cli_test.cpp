@@ -34,7 +34,7 @@ TEST(ConformCli, ARuleChunkOffTheGridExits1AndPrintsTheSafeOne) {
 TEST(ConformCli, TheNondeterministicEngineHasNoExactGrid) {
   pfx::test::verifies("CONF-2");
   const pfx::test::PfxRun ran = run_pfx("conform --budget quick --engine nondeterministic");
-  EXPECT_EQ(ran.status, 3) << ran.out << ran.err;
+  EXPECT_EQ(ran.status, 4) << ran.out << ran.err;
   EXPECT_NE(ran.out.find("cold runs: DIFFER"), std::string::npos) << ran.out;
   EXPECT_NE(ran.out.find("verdict: nondeterministic"), std::string::npos) << ran.out;
 }

@@ -6,22 +6,22 @@
 // PFX_PROOF_MAX_KEEP_MIN are the bounds CMake loops over, checked against the domain below.
 // exhaustive_test.cpp runs the same bodies at run time and prints any counterexample.
 
-#include <pfx/conformance/exhaustive_proof.hpp>
+#include <pfx/refinement/exhaustive_proof.hpp>
 
 #include <cstddef>
 
 #if defined(PFX_PROOF_RULE)
-inline constexpr pfx::proof::Domain domain = pfx::proof::compile_time_rule_domain;
-inline constexpr auto prove = [](const pfx::proof::Domain& d, const pfx::proof::Slice& s) {
-  return pfx::proof::prove_rule_over(d, s);
+inline constexpr pfx::refinement::Domain domain = pfx::refinement::compile_time_rule_domain;
+inline constexpr auto prove = [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) {
+  return pfx::refinement::prove_rule_over(d, s);
 };
 #elif defined(PFX_PROOF_PROTOCOL)
-inline constexpr pfx::proof::Domain domain = pfx::proof::compile_time_protocol_domain;
-inline constexpr auto prove = [](const pfx::proof::Domain& d, const pfx::proof::Slice& s) {
-  return pfx::proof::prove_protocol_over(d, s);
+inline constexpr pfx::refinement::Domain domain = pfx::refinement::compile_time_protocol_domain;
+inline constexpr auto prove = [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) {
+  return pfx::refinement::prove_protocol_over(d, s);
 };
 #if PFX_PROOF_CHUNK == 1 && PFX_PROOF_KEEP_MIN == 0
-static_assert(pfx::proof::prove_configure(3).failed == 0,
+static_assert(pfx::refinement::prove_configure(3).failed == 0,
               "configure differs from the reference model or breaks an invariant");
 #endif
 #else
@@ -34,7 +34,7 @@ struct Counts {
   std::size_t granted;
 };
 inline constexpr Counts slice = [] {
-  const pfx::proof::Tally t = prove(domain, pfx::proof::only(PFX_PROOF_CHUNK, PFX_PROOF_KEEP_MIN));
+  const pfx::refinement::Tally t = prove(domain, pfx::refinement::only(PFX_PROOF_CHUNK, PFX_PROOF_KEEP_MIN));
   return Counts{t.failed, t.granted};
 }();
 

@@ -1,7 +1,7 @@
 // The compile-time proofs' bodies run at run time, on larger domains: coverage sees them, and a
 // failure prints the counterexample.
 
-#include <pfx/conformance/exhaustive_proof.hpp>
+#include <pfx/refinement/exhaustive_proof.hpp>
 #include "support/requirement.hpp"
 
 #include <ostream>
@@ -10,12 +10,12 @@
 
 // The run-time domains contain the compile-time ones, so a counterexample that fails the build is
 // always reproduced here.
-static_assert(pfx::proof::run_time_rule_domain.max_length >= pfx::proof::compile_time_rule_domain.max_length &&
-              pfx::proof::run_time_rule_domain.max_keep_min >= pfx::proof::compile_time_rule_domain.max_keep_min &&
-              pfx::proof::run_time_rule_domain.max_chunk >= pfx::proof::compile_time_rule_domain.max_chunk);
-static_assert(pfx::proof::run_time_protocol_domain.max_length >= pfx::proof::compile_time_protocol_domain.max_length &&
-              pfx::proof::run_time_protocol_domain.max_keep_min >= pfx::proof::compile_time_protocol_domain.max_keep_min &&
-              pfx::proof::run_time_protocol_domain.max_chunk >= pfx::proof::compile_time_protocol_domain.max_chunk);
+static_assert(pfx::refinement::run_time_rule_domain.max_length >= pfx::refinement::compile_time_rule_domain.max_length &&
+              pfx::refinement::run_time_rule_domain.max_keep_min >= pfx::refinement::compile_time_rule_domain.max_keep_min &&
+              pfx::refinement::run_time_rule_domain.max_chunk >= pfx::refinement::compile_time_rule_domain.max_chunk);
+static_assert(pfx::refinement::run_time_protocol_domain.max_length >= pfx::refinement::compile_time_protocol_domain.max_length &&
+              pfx::refinement::run_time_protocol_domain.max_keep_min >= pfx::refinement::compile_time_protocol_domain.max_keep_min &&
+              pfx::refinement::run_time_protocol_domain.max_chunk >= pfx::refinement::compile_time_protocol_domain.max_chunk);
 
 namespace {
 
@@ -25,7 +25,7 @@ std::ostream& operator<<(std::ostream& os, const pfx::spec::Tokens& t) {
   return os << ']';
 }
 
-std::string counterexample(const pfx::proof::Tally& t) {
+std::string counterexample(const pfx::refinement::Tally& t) {
   std::ostringstream os;
   os << t.failed << " of " << t.checked << " checks failed; first: config{enabled "
      << t.config.enabled << ", keep_min " << t.config.keep_min << ", chunk " << t.config.chunk
@@ -38,7 +38,7 @@ std::string counterexample(const pfx::proof::Tally& t) {
 
 TEST(Exhaustive, TheRuleEqualsTheReferenceOnEveryCaseOfTheBoundedDomain) {
   pfx::test::verifies("INV-1 INV-2 INV-3 INV-4 INV-5 INV-6 INV-7 INV-9");
-  const pfx::proof::Tally t = pfx::proof::prove_rule_over(pfx::proof::run_time_rule_domain);
+  const pfx::refinement::Tally t = pfx::refinement::prove_rule_over(pfx::refinement::run_time_rule_domain);
   EXPECT_EQ(t.failed, 0U) << counterexample(t);
   EXPECT_GT(t.checked, 400000U);  // the whole domain was walked, not a part of it
   EXPECT_GT(t.granted, 10000U);   // and it offered reuse, so INV-1..5 judged real offsets
@@ -46,7 +46,7 @@ TEST(Exhaustive, TheRuleEqualsTheReferenceOnEveryCaseOfTheBoundedDomain) {
 
 TEST(Exhaustive, TheProtocolEqualsTheReferenceFromEveryStateOfTheBoundedDomain) {
   pfx::test::verifies("INV-1 INV-2 INV-3 INV-4 INV-5 INV-6 INV-7 INV-8 INV-9 INV-10");
-  const pfx::proof::Tally t = pfx::proof::prove_protocol_over(pfx::proof::run_time_protocol_domain);
+  const pfx::refinement::Tally t = pfx::refinement::prove_protocol_over(pfx::refinement::run_time_protocol_domain);
   EXPECT_EQ(t.failed, 0U) << counterexample(t);
   EXPECT_GT(t.checked, 100000U);
   EXPECT_GT(t.granted, 1000U);
@@ -54,24 +54,24 @@ TEST(Exhaustive, TheProtocolEqualsTheReferenceFromEveryStateOfTheBoundedDomain) 
 
 TEST(Exhaustive, ConfigureEqualsTheReferenceForEveryKnobChunkZeroIncluded) {
   pfx::test::verifies("INV-9 INV-10");
-  const pfx::proof::Tally t = pfx::proof::prove_configure(4);
+  const pfx::refinement::Tally t = pfx::refinement::prove_configure(4);
   EXPECT_EQ(t.failed, 0U) << counterexample(t);
 }
 
 TEST(Exhaustive, EveryCompileTimeSliceGrantsANonZeroOffset) {
   // What compile_time_proof.cpp asserts of each slice, at run time: none is vacuous.
   pfx::test::verifies("INV-5");
-  const auto slices = [](const pfx::proof::Domain& d, auto prove) {
+  const auto slices = [](const pfx::refinement::Domain& d, auto prove) {
     for (std::size_t chunk = 1; chunk <= d.max_chunk; ++chunk) {
       for (std::size_t keep_min = 0; keep_min <= d.max_keep_min; ++keep_min) {
-        const pfx::proof::Tally t = prove(d, pfx::proof::only(chunk, keep_min));
+        const pfx::refinement::Tally t = prove(d, pfx::refinement::only(chunk, keep_min));
         EXPECT_EQ(t.failed, 0U) << counterexample(t);
         EXPECT_GT(t.granted, 0U) << "chunk " << chunk << ", keep_min " << keep_min;
       }
     }
   };
-  slices(pfx::proof::compile_time_rule_domain,
-         [](const pfx::proof::Domain& d, const pfx::proof::Slice& s) { return pfx::proof::prove_rule_over(d, s); });
-  slices(pfx::proof::compile_time_protocol_domain,
-         [](const pfx::proof::Domain& d, const pfx::proof::Slice& s) { return pfx::proof::prove_protocol_over(d, s); });
+  slices(pfx::refinement::compile_time_rule_domain,
+         [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) { return pfx::refinement::prove_rule_over(d, s); });
+  slices(pfx::refinement::compile_time_protocol_domain,
+         [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) { return pfx::refinement::prove_protocol_over(d, s); });
 }

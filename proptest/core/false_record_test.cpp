@@ -1,10 +1,10 @@
 // Regressions for the sequences that once drove the protocol into a false record (issue 13), each
 // reproduced with chunk 2 and keep_min 2. Every step runs on the machine and the reference model
-// (bridge::step_both: same answer, same state, every invariant) and moves the ghost state; after each
+// (refinement::step_both: same answer, same state, every invariant) and moves the ghost state; after each
 // step SAFE is checked for every prompt the test asks about.
 
-#include <pfx/conformance/bridge.hpp>
-#include <pfx/conformance/describe.hpp>
+#include <pfx/refinement/bridge.hpp>
+#include <pfx/refinement/describe.hpp>
 #include <pfx/spec/catalogue.hpp>
 #include <pfx/spec/ghost.hpp>
 #include "support/requirement.hpp"
@@ -27,16 +27,16 @@ struct Lane {
 
   /// Applies `e`; returns the refusal's name ("none" when accepted).
   std::string apply(const pfx::spec::Event& e) {
-    const pfx::bridge::Comparison c = pfx::bridge::step_both(machine, model, e);
-    EXPECT_TRUE(c.ok()) << pfx::fuzz::describe(e) << ": machine " << pfx::fuzz::describe(c.machine)
-                        << ", reference " << pfx::fuzz::describe(c.reference) << ", violated '"
+    const pfx::refinement::Comparison c = pfx::refinement::step_both(machine, model, e);
+    EXPECT_TRUE(c.ok()) << pfx::refinement::describe(e) << ": machine " << pfx::refinement::describe(c.machine)
+                        << ", reference " << pfx::refinement::describe(c.reference) << ", violated '"
                         << c.violated << "'";
     pfx::spec::follow(ghost, e, c.machine.accepted());
     if (machine.phase() == pfx::Phase::idle) {
       for (const Tokens& p : asked) {
         const std::size_t offer = machine.query(p).decision.offset;
-        EXPECT_TRUE(ghost.safe(p, offer)) << "SAFE fails after " << pfx::fuzz::describe(e)
-                                          << ": offset " << offer << " for " << pfx::fuzz::describe(p);
+        EXPECT_TRUE(ghost.safe(p, offer)) << "SAFE fails after " << pfx::refinement::describe(e)
+                                          << ": offset " << offer << " for " << pfx::refinement::describe(p);
       }
     }
     return std::string(c.machine.refusal);

@@ -1,11 +1,11 @@
-// The bounded model checker (spec/conformance/include/pfx/conformance/model_checker.hpp): every event
+// The bounded model checker (spec/refinement/include/pfx/refinement/model_checker.hpp): every event
 // sequence of its domain, SAFE against the ghost state on every reachable state, and the reference
 // and every invariant on every step. Prints the domain, the number of states and transitions, per
 // depth; a second, independent search (proptest/support/independent_search.hpp) must count the same,
 // so a checker that silently explores less fails.
 
-#include <pfx/conformance/describe.hpp>
-#include <pfx/conformance/model_checker.hpp>
+#include <pfx/refinement/describe.hpp>
+#include <pfx/refinement/model_checker.hpp>
 #include "support/independent_search.hpp"
 #include "support/requirement.hpp"
 
@@ -19,11 +19,11 @@ namespace {
 
 std::string path_of(const std::vector<pfx::spec::Event>& path) {
   std::ostringstream os;
-  for (const pfx::spec::Event& e : path) os << "\n  " << pfx::fuzz::describe(e);
+  for (const pfx::spec::Event& e : path) os << "\n  " << pfx::refinement::describe(e);
   return os.str();
 }
 
-void print_depths(const std::string& who, const std::vector<pfx::proof::DepthCount>& depths) {
+void print_depths(const std::string& who, const std::vector<pfx::refinement::DepthCount>& depths) {
   for (std::size_t i = 0; i < depths.size(); ++i) {
     std::cout << "  " << who << ", " << i << " requests: " << depths[i].states << " states, "
               << depths[i].transitions << " transitions, " << depths[i].offers << " offers ("
@@ -33,12 +33,12 @@ void print_depths(const std::string& who, const std::vector<pfx::proof::DepthCou
 
 /// The checker's counts and the independent search's agree depth by depth (depths the search did
 /// not reach count nothing).
-void expect_same_counts(const pfx::proof::ModelReport& r, const pfx::test::IndependentCount& c) {
+void expect_same_counts(const pfx::refinement::ModelReport& r, const pfx::test::IndependentCount& c) {
   print_depths("checker", r.depths);
   print_depths("independent search", c.depths);
   ASSERT_LE(c.depths.size(), r.depths.size());
   for (std::size_t i = 0; i < r.depths.size(); ++i) {
-    const pfx::proof::DepthCount expected = i < c.depths.size() ? c.depths[i] : pfx::proof::DepthCount{};
+    const pfx::refinement::DepthCount expected = i < c.depths.size() ? c.depths[i] : pfx::refinement::DepthCount{};
     EXPECT_EQ(r.depths[i], expected) << "at " << i << " requests";
   }
 }
@@ -47,8 +47,8 @@ void expect_same_counts(const pfx::proof::ModelReport& r, const pfx::test::Indep
 
 TEST(ModelChecker, SafeAndEveryInvariantHoldOnEveryReachableStateOfTheDomain) {
   pfx::test::verifies("SAFE INV-1 INV-2 INV-3 INV-4 INV-5 INV-6 INV-7 INV-8 INV-9 INV-10 INV-11 THM-1");
-  const pfx::proof::ModelDomain d = pfx::proof::model_domain;
-  const pfx::proof::ModelReport r = pfx::proof::check_model(d);
+  const pfx::refinement::ModelDomain d = pfx::refinement::model_domain;
+  const pfx::refinement::ModelReport r = pfx::refinement::check_model(d);
   std::cout << "model checker: alphabet " << d.alphabet << ", prompts of 0.." << d.max_prompt
             << " tokens, 0.." << d.max_generated << " generated, up to " << d.max_requests
             << " requests, keep_min 0.." << d.max_keep_min << ", chunk 0.." << d.max_chunk << ": "
@@ -68,7 +68,7 @@ TEST(ModelChecker, SafeAndEveryInvariantHoldOnEveryReachableStateOfTheDomain) {
   EXPECT_EQ(r.nonzero_offers, 12468U);
   EXPECT_TRUE(r.closed) << "one more request reaches new states: the reachable set is not closed";
   ASSERT_EQ(r.depths.size(), d.max_requests + 1);
-  EXPECT_EQ(r.depths.back(), pfx::proof::DepthCount{})
+  EXPECT_EQ(r.depths.back(), pfx::refinement::DepthCount{})
       << "the deepest depth adds states: the domain is not closed one request earlier";
 
   // A second search, written apart from the checker, counts the same per depth and finds nothing
@@ -77,15 +77,15 @@ TEST(ModelChecker, SafeAndEveryInvariantHoldOnEveryReachableStateOfTheDomain) {
   // depth, so that the program takes about as long as the checker alone; the figures of the
   // documented domain are still pinned above.
 #if defined(__SANITIZE_ADDRESS__)
-  pfx::proof::ModelDomain counted = d;
+  pfx::refinement::ModelDomain counted = d;
   counted.max_prompt = 3;
   counted.max_keep_min = 3;
   counted.max_chunk = 3;
-  const pfx::proof::ModelReport checked = pfx::proof::check_model(counted);
+  const pfx::refinement::ModelReport checked = pfx::refinement::check_model(counted);
   EXPECT_TRUE(checked.closed);
 #else
-  const pfx::proof::ModelDomain counted = d;
-  const pfx::proof::ModelReport& checked = r;
+  const pfx::refinement::ModelDomain counted = d;
+  const pfx::refinement::ModelReport& checked = r;
 #endif
   const pfx::test::IndependentCount c = pfx::test::count_independently(counted, counted.max_requests);
   expect_same_counts(checked, c);
@@ -96,12 +96,12 @@ TEST(ModelChecker, ASearchBoundedBeforeTheFixpointVisitsItsDeepestDepthAndSaysIt
   pfx::test::verifies("SAFE");
   // Bounded at one request, the domain is not closed: the deepest depth holds states, the checker
   // must visit them (the same counts as the second search), and must not claim a fixpoint.
-  pfx::proof::ModelDomain d = pfx::proof::model_domain;
+  pfx::refinement::ModelDomain d = pfx::refinement::model_domain;
   d.max_prompt = 3;
   d.max_keep_min = 2;
   d.max_chunk = 3;
   d.max_requests = 1;
-  const pfx::proof::ModelReport r = pfx::proof::check_model(d);
+  const pfx::refinement::ModelReport r = pfx::refinement::check_model(d);
   const pfx::test::IndependentCount c = pfx::test::count_independently(d, d.max_requests);
   EXPECT_EQ(r.failed, 0U) << r.violation << " after:" << path_of(r.path);
   expect_same_counts(r, c);

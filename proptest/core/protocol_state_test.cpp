@@ -2,7 +2,7 @@
 // events included, against the reference protocol model; every invariant of the catalogue is checked
 // after every step.
 
-#include <pfx/conformance/bridge.hpp>
+#include <pfx/refinement/bridge.hpp>
 #include "support/generators.hpp"
 #include "support/requirement.hpp"
 
@@ -57,9 +57,9 @@ struct Step : rc::state::Command<Model, Lane> {
   }
 
   void run(const Model& model, Lane& lane) const override {
-    RC_ASSERT(pfx::bridge::to_spec(lane.machine) == model.state);
+    RC_ASSERT(pfx::refinement::to_spec(lane.machine) == model.state);
     pfx::spec::State next = model.state;
-    const pfx::bridge::Comparison c = pfx::bridge::step_both(lane.machine, next, event);
+    const pfx::refinement::Comparison c = pfx::refinement::step_both(lane.machine, next, event);
     ++lane.steps;
     lane.seen.insert(std::string(kind) + (c.machine.accepted() ? "" : " refused"));
     if (c.machine.has_decision && c.machine.offset > 0) lane.seen.insert("reuse");
@@ -178,8 +178,8 @@ PFX_PROPERTY(Protocol, EveryRunAgreesWithTheModelAndKeepsEveryInvariant,
   Lane lane;
   pfx::spec::Config start = *pfx::gen::config();
   start.keep_min = std::min<std::size_t>(start.keep_min, 4);  // so that runs of short prompts reuse
-  RC_ASSERT(lane.machine.configure(pfx::bridge::to_core(start)).accepted());
-  const Model initial{pfx::bridge::to_spec(lane.machine), {}};
+  RC_ASSERT(lane.machine.configure(pfx::refinement::to_core(start)).accepted());
+  const Model initial{pfx::refinement::to_spec(lane.machine), {}};
   rc::state::check(initial, lane,
                    rc::state::gen::execOneOfWithArgs<Query, Begin, Begin, Commit, Commit, Abort,
                                                      Record, Clear, Configure>());

@@ -1,7 +1,7 @@
 // The offset rule on random cases built to hit the interesting ones: the machine against the
 // independent reference model, and every invariant of the catalogue.
 
-#include <pfx/conformance/bridge.hpp>
+#include <pfx/refinement/bridge.hpp>
 #include "support/generators.hpp"
 #include "support/requirement.hpp"
 
@@ -22,7 +22,7 @@ using pfx::gen::Case;
 /// A machine configured and holding the case's record.
 pfx::Machine holding(const Case& k) {
   pfx::Machine m;
-  RC_ASSERT(m.configure(pfx::bridge::to_core(k.config)).accepted());
+  RC_ASSERT(m.configure(pfx::refinement::to_core(k.config)).accepted());
   RC_ASSERT(m.record(k.ids, k.canonical_end).accepted());
   return m;
 }
@@ -50,14 +50,14 @@ PFX_PROPERTY(Rule, MachineAnswersExactlyAsTheReferenceModel, "INV-7", (const Cas
   const pfx::spec::Event query = pfx::spec::Query{k.prompt};
   const pfx::Outcome out = m.query(k.prompt);
   tag(k, out.decision);
-  RC_ASSERT(pfx::bridge::to_spec(out, query) == pfx::spec::reference_decision(model_of(k), k.prompt));
+  RC_ASSERT(pfx::refinement::to_spec(out, query) == pfx::spec::reference_decision(model_of(k), k.prompt));
 }
 
 PFX_PROPERTY(Rule, EveryAnswerKeepsEveryInvariantOfTheCatalogue,
              "INV-1 INV-2 INV-3 INV-4 INV-5 INV-6 INV-7 INV-9", (const Case& k)) {
   pfx::Machine m = holding(k);
-  pfx::spec::State model = pfx::bridge::to_spec(m);
-  const pfx::bridge::Comparison c = pfx::bridge::step_both(m, model, pfx::spec::Query{k.prompt});
+  pfx::spec::State model = pfx::refinement::to_spec(m);
+  const pfx::refinement::Comparison c = pfx::refinement::step_both(m, model, pfx::spec::Query{k.prompt});
   RC_ASSERT(std::string(c.violated) == "");
   RC_ASSERT(c.machine == c.reference);
   RC_ASSERT(c.states_agree);
@@ -169,7 +169,7 @@ PFX_PROPERTY(Rule, FullWidthSettingsAreNeverTruncated, "INV-4 INV-5", (Case k)) 
 // empty record, both, and a canonical_end at the top of the range.
 
 PFX_PROPERTY(Rule, BoundsAreEachBoundsDefinition, "INV-1 INV-2 INV-3 INV-5", (const Case& k)) {
-  const pfx::Config config = pfx::bridge::to_core(k.config);
+  const pfx::Config config = pfx::refinement::to_core(k.config);
   const pfx::Bounds b = pfx::bounds(config, k.ids, k.canonical_end, k.prompt);
   RC_ASSERT(b.common_prefix == pfx::spec::lcp(k.ids, k.prompt));
   RC_ASSERT(b.canonical_end == k.canonical_end);

@@ -1,7 +1,7 @@
 // Regression properties for the seed's audits: 253 (a stale KV is never read as the current
 // context), 259 (reuse is on by default), 260 (never offer a row decode wrote).
 
-#include <pfx/conformance/bridge.hpp>
+#include <pfx/refinement/bridge.hpp>
 #include "support/generators.hpp"
 #include "support/requirement.hpp"
 
@@ -29,7 +29,7 @@ PFX_PROPERTY(SeedAudit253, AfterBeginAndAbortNoRewrittenRowIsOfferedAgain, "AUDI
   // A request begins at its offset and fails after overwriting rows past it; the next request with
   // the old context must not be offered those rows.
   pfx::Machine m;
-  RC_ASSERT(m.configure(pfx::bridge::to_core(k.config)).accepted());
+  RC_ASSERT(m.configure(pfx::refinement::to_core(k.config)).accepted());
   RC_ASSERT(m.record(k.ids, k.canonical_end).accepted());
   const std::size_t offset = m.query(k.prompt).decision.offset;
   RC_ASSERT(m.begin(k.prompt, offset).accepted());
@@ -44,7 +44,7 @@ PFX_PROPERTY(SeedAudit253, DisablingForgetsWhatIsHeldSoReEnablingOffersNothingSt
   // While disabled the KV state is still written but nothing is recorded; turning reuse back on must
   // not resurrect the old record.
   pfx::Machine m;
-  pfx::Config on = pfx::bridge::to_core(k.config);
+  pfx::Config on = pfx::refinement::to_core(k.config);
   on.enabled = true;
   RC_ASSERT(m.configure(on).accepted());
   RC_ASSERT(m.record(k.ids, k.canonical_end).accepted());
@@ -85,7 +85,7 @@ PFX_PROPERTY(SeedAudit260, RowsWrittenByDecodeAreNeverOffered, "AUDIT-260 INV-2"
   // A request prefills its prompt, decodes `generated` tokens, and commits prompt + generated with
   // canonical_end = len(prompt). However the next prompt continues, no decode row is offered.
   pfx::Machine m;
-  RC_ASSERT(m.configure(pfx::bridge::to_core(k.config)).accepted());
+  RC_ASSERT(m.configure(pfx::refinement::to_core(k.config)).accepted());
   const std::size_t offset = m.query(k.prompt).decision.offset;
   RC_ASSERT(m.begin(k.prompt, offset).accepted());
   const std::size_t generated = *rc::gen::inRange<std::size_t>(1, 40);

@@ -21,13 +21,13 @@
 namespace {
 
 using pfx::token;
-using pfx::driver::HostReferenceEngine;
+using pfx::engines::HostReferenceEngine;
 
 /// Records where each engine call of a run starts, so that a test can see a run begin at row 0 and
 /// write its rows in order.
-class CallRecordingEngine final : public pfx::driver::WrappedEngine {
+class CallRecordingEngine final : public pfx::engines::WrappedEngine {
  public:
-  using pfx::driver::WrappedEngine::WrappedEngine;
+  using pfx::engines::WrappedEngine::WrappedEngine;
   void prefill(pfx::driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override {
     calls.push_back({position, tokens.size()});
@@ -57,7 +57,7 @@ void expect_cold_calls(const std::vector<CallRecordingEngine::Call>& calls, std:
 }
 
 PFX_PROPERTY(ColdRun, StartsAtRowZeroReadsOnlyWhatItWroteAndEqualsAFreshState, "THM-1 CLI-1", ()) {
-  const pfx::driver::ReferenceModelShape model = *pfx::test::model_shapes();
+  const pfx::engines::ReferenceModelShape model = *pfx::test::model_shapes();
   HostReferenceEngine inner(model);
   pfx::test::PoisonAuditingEngine audited(inner);  // throws if a call finds a live row at or past it
   CallRecordingEngine engine(audited);
@@ -111,12 +111,12 @@ PFX_PROPERTY(Lane, WithReuseOffEveryRequestOfAReusingWorkloadIsCold, "INV-6 THM-
   // The same multi-turn traces that a lane with reuse on resumes: with reuse off, each request
   // reports offset 0, prefills its whole prompt from row 0 and finds every row at or past each call
   // poisoned, so it reads nothing an earlier request wrote.
-  const pfx::driver::ReferenceModelShape model = *pfx::test::model_shapes();
+  const pfx::engines::ReferenceModelShape model = *pfx::test::model_shapes();
   HostReferenceEngine inner(model);
   pfx::test::PoisonAuditingEngine audited(inner);
   CallRecordingEngine engine(audited);
   const std::size_t capacity = 160;
-  pfx::driver::Lane lane(engine, {.capacity = capacity, .enabled = false, .keep_min = 0, .poison = true});
+  pfx::driver::Lane lane(engine, {.capacity = capacity, .config = {.enabled = false, .keep_min = 0}, .poison = true});
   pfx::test::TraceBuilder trace(model.vocab, capacity, *rc::gen::arbitrary<std::uint64_t>());
   const auto steps = *rc::gen::resize(12, rc::gen::container<std::vector<pfx::test::TraceStep>>(
                                               pfx::test::trace_steps(model.vocab)));

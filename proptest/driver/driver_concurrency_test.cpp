@@ -22,7 +22,7 @@
 namespace {
 
 using pfx::token;
-using pfx::driver::HostReferenceEngine;
+using pfx::engines::HostReferenceEngine;
 using pfx::driver::Lane;
 
 constexpr std::size_t capacity = 96;
@@ -55,7 +55,7 @@ TEST(Concurrency, ALaneServedFromSeveralThreadsAtOnceStaysExact) {
   std::cout << "seed " << seed << " (the prompts and each thread's choices)\n";
   const std::vector<std::vector<token>> prompts = shared_prefix_prompts(seed);
   HostReferenceEngine engine({.vocab = 16, .chunk = 3});
-  Lane lane(engine, {.capacity = capacity, .enabled = true, .keep_min = 0, .poison = true});
+  Lane lane(engine, {.capacity = capacity, .config = {.enabled = true, .keep_min = 0}, .poison = true});
 
   constexpr std::size_t threads = 4;
   constexpr std::size_t requests_per_thread = 250;

@@ -23,7 +23,7 @@ namespace {
 using pfx::token;
 using pfx::driver::Lane;
 using pfx::driver::cuda::KvStateOnDevice;
-using pfx::driver::cuda::ReferenceEngineOnDevice;
+using pfx::engines::cuda::ReferenceEngineOnDevice;
 
 constexpr std::size_t capacity = 256;
 
@@ -54,21 +54,21 @@ TEST(Cuda, TheBackendSaysWhyItCannotRunWhenItCannot) {
     EXPECT_FALSE(std::string(e.what()).empty());
     std::cout << "as expected: " << e.what() << "\n";
   }
-  EXPECT_THROW(ReferenceEngineOnDevice engine(pfx::driver::ReferenceModelShape{}), pfx::driver::CudaError);
+  EXPECT_THROW(ReferenceEngineOnDevice engine(pfx::engines::ReferenceModelShape{}), pfx::driver::CudaError);
 }
 
 TEST(Cuda, AfterAnyMixOfFailuresEveryResponseEqualsAColdRunBitForBit) {
   PFX_REQUIRE_CUDA_DEVICE();
   pfx::test::verifies("THM-1 DRV-2 DRV-4 DRV-6");
   rc::detail::checkGTest([] {
-    const pfx::driver::ReferenceModelShape shape = *pfx::test::model_shapes();
+    const pfx::engines::ReferenceModelShape shape = *pfx::test::model_shapes();
     const std::size_t keep_min = *rc::gen::element<std::size_t>(0, 1, 5, 16);
     const double rate = *rc::gen::element(0.0, 0.2);
     const auto steps = *rc::gen::container<std::vector<pfx::test::TraceStep>>(pfx::test::trace_steps(shape.vocab));
     ReferenceEngineOnDevice engine(shape);
     pfx::test::PoisonAuditingEngine audited(engine);
-    pfx::driver::FaultyEngine faulty(audited, rate, shape.seed);
-    Lane lane(faulty, {.capacity = capacity, .enabled = true, .keep_min = keep_min, .poison = true});
+    pfx::engines::FaultyEngine faulty(audited, rate, shape.seed);
+    Lane lane(faulty, {.capacity = capacity, .config = {.enabled = true, .keep_min = keep_min}, .poison = true});
     pfx::test::TraceBuilder trace(shape.vocab, capacity, shape.seed);
     const pfx::test::TraceReplay replay = pfx::test::replay_against_cold(lane, engine, capacity, steps, trace);
     RC_CLASSIFY(replay.reused > 0, "some rows reused");
@@ -108,7 +108,7 @@ TEST(Cuda, TheKvStateIsAllocatedOnceAndPoisoned) {
   PFX_REQUIRE_CUDA_DEVICE();
   pfx::test::verifies("DRV-1 DRV-2 DRV-6");
   ReferenceEngineOnDevice engine({.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = 4, .seed = 5});
-  Lane lane(engine, {.capacity = 64, .enabled = true, .keep_min = 0, .poison = true});
+  Lane lane(engine, {.capacity = 64, .config = {.enabled = true, .keep_min = 0}, .poison = true});
   const auto& kv = dynamic_cast<const KvStateOnDevice&>(lane.kv());
   const float* allocation = kv.device_data();
   for (const float x : kv.copy_rows(0, 64)) ASSERT_TRUE(std::isnan(x));
@@ -128,7 +128,7 @@ TEST(Cuda, AnEngineThatReadsARowTheLaneGaveUpIsCaughtOnTheDevice) {
   pfx::test::verifies("DRV-2 DRV-6");
   ReferenceEngineOnDevice engine({.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = 4, .seed = 5});
   pfx::test::PeekingEngine peeking(engine);
-  Lane lane(peeking, {.capacity = 64, .enabled = true, .keep_min = 0, .poison = true});
+  Lane lane(peeking, {.capacity = 64, .config = {.enabled = true, .keep_min = 0}, .poison = true});
   const std::vector<token> first = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
   (void)lane.serve(first, 6);
   std::vector<token> second(first.begin(), first.begin() + 12);

@@ -21,7 +21,7 @@
 namespace {
 
 using pfx::token;
-using pfx::driver::HostReferenceEngine;
+using pfx::engines::HostReferenceEngine;
 using pfx::driver::Lane;
 
 constexpr std::size_t capacity = 128;
@@ -71,7 +71,7 @@ bool is_kind(const std::exception_ptr& error, Kind kind) {
 
 /// Throws `kind` on its `fail_at`-th call (prefill or decode), after writing that call's rows half
 /// the time, so that a partly written request is aborted too.
-class ThrowingEngine final : public pfx::driver::WrappedEngine {
+class ThrowingEngine final : public pfx::engines::WrappedEngine {
  public:
   ThrowingEngine(Engine& inner, Kind kind, std::size_t fail_at, bool after_writing)
       : WrappedEngine(inner), kind_(kind), fail_at_(fail_at), after_writing_(after_writing) {}
@@ -111,7 +111,7 @@ PFX_PROPERTY(Exceptions, AnyExceptionAbortsTheWriteAndTheNextRequestIsCold, "DRV
   RC_PRE(second.size() + max_new_tokens <= capacity && first.size() + 4 <= capacity);
 
   ThrowingEngine throwing(engine, kind, *rc::gen::inRange<std::size_t>(0, 8), *rc::gen::arbitrary<bool>());
-  Lane lane(throwing, {.capacity = capacity, .enabled = true, .keep_min = 0, .poison = true});
+  Lane lane(throwing, {.capacity = capacity, .config = {.enabled = true, .keep_min = 0}, .poison = true});
   const pfx::driver::Response warm = lane.serve(first, 4);
   std::vector<token> held = first;
   held.insert(held.end(), warm.generated.begin(), warm.generated.end());

@@ -17,21 +17,21 @@
 namespace {
 
 using pfx::token;
-using pfx::driver::FaultyEngine;
-using pfx::driver::HostReferenceEngine;
+using pfx::engines::FaultyEngine;
+using pfx::engines::HostReferenceEngine;
 using pfx::driver::Lane;
 
 constexpr std::size_t capacity = 256;
 
 PFX_PROPERTY(Faults, AfterAnyMixOfFailuresEveryResponseEqualsCold, "DRV-4 THM-1 INV-8 DRV-2", ()) {
-  const pfx::driver::ReferenceModelShape shape = *pfx::test::model_shapes();
+  const pfx::engines::ReferenceModelShape shape = *pfx::test::model_shapes();
   const std::size_t keep_min = *rc::gen::element<std::size_t>(0, 1, 5);
   const double rate = *rc::gen::element(0.05, 0.2, 0.5);
   const auto steps = *rc::gen::container<std::vector<pfx::test::TraceStep>>(pfx::test::trace_steps(shape.vocab));
   HostReferenceEngine engine(shape);
   pfx::test::PoisonAuditingEngine audited(engine);  // DRV-2: every call starts on poisoned rows
   FaultyEngine faulty(audited, rate, *rc::gen::arbitrary<std::uint64_t>());
-  Lane lane(faulty, {.capacity = capacity, .enabled = true, .keep_min = keep_min, .poison = true});
+  Lane lane(faulty, {.capacity = capacity, .config = {.enabled = true, .keep_min = keep_min}, .poison = true});
   pfx::test::TraceBuilder trace(shape.vocab, capacity, shape.seed);
 
   const pfx::test::TraceReplay replay = pfx::test::replay_against_cold(lane, engine, capacity, steps, trace);
@@ -49,7 +49,7 @@ TEST(Poisoning, AnEngineThatReadsARowTheLaneGaveUpIsCaught) {
 
   for (const bool poison : {true, false}) {
     pfx::test::PeekingEngine peeking(engine);
-    Lane lane(peeking, {.capacity = 64, .enabled = true, .keep_min = 0, .poison = poison});
+    Lane lane(peeking, {.capacity = 64, .config = {.enabled = true, .keep_min = 0}, .poison = poison});
     (void)lane.serve(first, 6);  // rows 0..24 written: 20 by prefill, 5 by decode
     ASSERT_EQ(lane.written_end(), 25U);
 
@@ -74,7 +74,7 @@ TEST(Poisoning, AStaleReadInAnEarlierChunkIsCaughtToo) {
   pfx::test::verifies("DRV-2");
   HostReferenceEngine engine({.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = 4, .seed = 5});
   pfx::test::PeekingEngine peeking(engine);
-  Lane lane(peeking, {.capacity = 20, .enabled = true, .keep_min = 0, .poison = true});
+  Lane lane(peeking, {.capacity = 20, .config = {.enabled = true, .keep_min = 0}, .poison = true});
   const std::vector<token> first = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   (void)lane.serve(first, 4);  // rows 0..18 written
   std::vector<token> second(first.begin(), first.begin() + 12);
@@ -92,7 +92,7 @@ TEST(Poisoning, AStaleReadInADecodeStepIsCaught) {
   pfx::test::verifies("DRV-2");
   HostReferenceEngine engine({.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = 4, .seed = 5});
   pfx::test::PeekingEngine peeking(engine);
-  Lane lane(peeking, {.capacity = 64, .enabled = true, .keep_min = 0, .poison = true});
+  Lane lane(peeking, {.capacity = 64, .config = {.enabled = true, .keep_min = 0}, .poison = true});
   const std::vector<token> first = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
   (void)lane.serve(first, 6);  // rows 0..24 written
   std::vector<token> second(first.begin(), first.begin() + 12);

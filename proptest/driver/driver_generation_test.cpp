@@ -127,7 +127,7 @@ PFX_PROPERTY(Generation, TheStaleRowCheckRejectsEveryNonFiniteLogit, "DRV-2", ()
 TEST(Lane, PoisonsBeforeTheEngineRunsAndWaitsForTheDeviceBeforeItCommits) {
   pfx::test::verifies("DRV-2 DRV-4 INV-8");
   RecordingEngine engine(4, 16);
-  pfx::driver::Lane lane(engine, {.capacity = 32, .enabled = true, .keep_min = 0, .poison = true});
+  pfx::driver::Lane lane(engine, {.capacity = 32, .config = {.enabled = true, .keep_min = 0}, .poison = true});
   bool writing_at_synchronize = false;
   engine.last_kv->on_synchronize = [&] { writing_at_synchronize = lane.machine().phase() == pfx::Phase::writing; };
   EXPECT_EQ(engine.log, (std::vector<std::string>{"forget 0", "fill 0 32"}));  // a new state is given up, poisoned

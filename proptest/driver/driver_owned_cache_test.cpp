@@ -22,10 +22,10 @@
 namespace {
 
 using pfx::token;
-using pfx::driver::CacheOwningEngine;
-using pfx::driver::HostReferenceEngine;
+using pfx::engines::CacheOwningEngine;
+using pfx::engines::HostReferenceEngine;
 using pfx::driver::Lane;
-using pfx::driver::ReferenceModelShape;
+using pfx::engines::ReferenceModelShape;
 using pfx::driver::TraceRequest;
 
 constexpr std::size_t capacity = 256;
@@ -51,7 +51,7 @@ PFX_PROPERTY(OwnedCache, EveryResponseEqualsAColdRunOfThePlainEngine, "DRV-8 THM
   const auto steps = *rc::gen::container<std::vector<pfx::test::TraceStep>>(pfx::test::trace_steps(shape.vocab));
   CacheOwningEngine engine(shape, capacity);
   HostReferenceEngine plain(shape);
-  Lane lane(engine, {.capacity = capacity, .enabled = true, .keep_min = keep_min, .poison = true});
+  Lane lane(engine, {.capacity = capacity, .config = {.enabled = true, .keep_min = keep_min}, .poison = true});
   RC_ASSERT(!lane.kv().owns_rows());
   RC_ASSERT(lane.kv().memory_bytes() == 0U);
   pfx::test::TraceBuilder trace(shape.vocab, capacity, shape.seed);
@@ -123,7 +123,7 @@ TEST(OwnedCache, TheConformanceCheckFindsTheEnginesGrid) {
 }
 
 /// Counts the KV states an engine makes.
-class CountingEngine final : public pfx::driver::WrappedEngine {
+class CountingEngine final : public pfx::engines::WrappedEngine {
  public:
   using WrappedEngine::WrappedEngine;
   std::unique_ptr<pfx::driver::KvState> make_kv_state(std::size_t rows) const override {
@@ -169,7 +169,7 @@ TEST(Verify, PassesOnTheEnginesGridFailsOffItAndFailsWhenNothingIsCompared) {
     HostReferenceEngine plain(shape);
     CacheOwningEngine cached(shape, 512);
     pfx::driver::Engine& engine = owned ? static_cast<pfx::driver::Engine&>(cached) : plain;
-    const pfx::driver::VerifyReport good = pfx::driver::verify(engine, trace, {.capacity = 512, .keep_min = 4});
+    const pfx::driver::VerifyReport good = pfx::driver::verify(engine, trace, {.capacity = 512, .config = {.keep_min = 4}});
     EXPECT_TRUE(good.ok());
     EXPECT_EQ(good.compared, trace.size());
     EXPECT_EQ(good.mismatches, 0U);
@@ -178,7 +178,7 @@ TEST(Verify, PassesOnTheEnginesGridFailsOffItAndFailsWhenNothingIsCompared) {
     EXPECT_EQ(good.first_mismatch, std::nullopt);
 
     // The rule of the original class (chunk 1) resumes off the engine's grid: THM-1's counterexample.
-    const pfx::driver::VerifyReport off = pfx::driver::verify(engine, trace, {.capacity = 512, .keep_min = 1, .rule_chunk = 1});
+    const pfx::driver::VerifyReport off = pfx::driver::verify(engine, trace, {.capacity = 512, .config = {.keep_min = 1}, .rule_chunk = 1});
     EXPECT_FALSE(off.ok());
     EXPECT_GT(off.mismatches, 0U);
     ASSERT_TRUE(off.first_mismatch.has_value());

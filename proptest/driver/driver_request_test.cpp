@@ -21,7 +21,7 @@ namespace {
 
 using pfx::token;
 using pfx::driver::ConfigError;
-using pfx::driver::HostReferenceEngine;
+using pfx::engines::HostReferenceEngine;
 using pfx::driver::Lane;
 using pfx::driver::RequestError;
 
@@ -39,7 +39,7 @@ std::string message_of(Call&& call) {
 PFX_PROPERTY(Requests, ABadRequestIsRefusedAndChangesNothing, "DRV-3 INV-10", ()) {
   const std::size_t capacity = *rc::gen::inRange<std::size_t>(8, 80);
   HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4, .seed = 3});
-  Lane lane(engine, {.capacity = capacity, .enabled = true, .keep_min = 0, .poison = true});
+  Lane lane(engine, {.capacity = capacity, .config = {.enabled = true, .keep_min = 0}, .poison = true});
   const auto history = *rc::gen::container<std::vector<token>>(capacity / 2, rc::gen::inRange<token>(0, 16));
   if (!history.empty()) (void)lane.serve(history, *rc::gen::inRange<std::size_t>(0, capacity / 2));
 
@@ -87,7 +87,7 @@ PFX_PROPERTY(Requests, EveryRequestThatFitsIsServed, "DRV-3", ()) {
   // many new tokens as fit (len(prompt) + max_new_tokens <= capacity), mostly at the limits.
   const std::size_t capacity = *rc::gen::inRange<std::size_t>(1, 40);
   HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4, .seed = 3});
-  Lane lane(engine, {.capacity = capacity, .enabled = true, .keep_min = 0, .poison = true});
+  Lane lane(engine, {.capacity = capacity, .config = {.enabled = true, .keep_min = 0}, .poison = true});
   const std::size_t length = *rc::gen::weightedElement<std::size_t>(
       {{2, capacity}, {1, 1}, {2, *rc::gen::inRange<std::size_t>(1, capacity + 1)}});
   const auto tokens = rc::gen::weightedOneOf<token>(
@@ -104,7 +104,7 @@ PFX_PROPERTY(Requests, EveryRequestThatFitsIsServed, "DRV-3", ()) {
 TEST(Requests, APromptThatFillsTheStateExactlyIsServed) {
   pfx::test::verifies("DRV-3");
   HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4, .seed = 3});
-  Lane lane(engine, {.capacity = 12, .enabled = true, .keep_min = 0, .poison = true});
+  Lane lane(engine, {.capacity = 12, .config = {.enabled = true, .keep_min = 0}, .poison = true});
   const std::vector<token> prompt(9, 2);
   EXPECT_EQ(lane.serve(prompt, 3).generated.size(), 3U);  // 9 + 3 = 12 rows: fits
   EXPECT_EQ(lane.serve(prompt, 0).generated.size(), 0U);  // prefill only: logits, no tokens
@@ -121,7 +121,7 @@ TEST(Requests, ALaneOrModelThatCannotWorkIsRefusedAtConstruction) {
             std::string::npos);
   EXPECT_NE(message_of<std::invalid_argument>([] { HostReferenceEngine no_grid({.chunk = 0}); }).find("chunk = 0"),
             std::string::npos);
-  EXPECT_THROW(pfx::driver::FaultyEngine(engine, 1.5, 0), std::invalid_argument);
+  EXPECT_THROW(pfx::engines::FaultyEngine(engine, 1.5, 0), std::invalid_argument);
   const auto kv = engine.make_kv_state(4);
   std::vector<float> logits(16);
   const std::vector<token> tokens = {1, 2};
@@ -215,10 +215,8 @@ TEST(Environment, TheProcessEnvironmentIsRead) {
   const pfx::Config config = pfx::driver::config_from_environment();
   EXPECT_FALSE(config.enabled);
   EXPECT_EQ(config.keep_min, 7U);
-  EXPECT_EQ(pfx::driver::lane_options_from_environment({.capacity = 99}).keep_min, 7U);
-  EXPECT_EQ(pfx::driver::lane_options_from_environment({.capacity = 99}).capacity, 99U);
+  EXPECT_EQ(pfx::driver::config_from_environment({.keep_min = 3, .chunk = 5}).chunk, 5U);  // the variables set no chunk
   ASSERT_EQ(setenv("TF_GLM53_PREFIX_CACHE_MIN", "seven", 1), 0);
-  EXPECT_THROW((void)pfx::driver::lane_options_from_environment(), ConfigError);
   EXPECT_THROW((void)pfx::driver::config_from_environment(), ConfigError);
   unsetenv("TF_GLM53_PREFIX_CACHE");
   unsetenv("TF_GLM53_PREFIX_CACHE_MIN");

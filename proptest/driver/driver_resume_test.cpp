@@ -18,9 +18,9 @@
 namespace {
 
 using pfx::token;
-using pfx::driver::HostReferenceEngine;
+using pfx::engines::HostReferenceEngine;
 using pfx::driver::Lane;
-using pfx::driver::ReferenceModelShape;
+using pfx::engines::ReferenceModelShape;
 
 constexpr std::size_t capacity = 256;
 
@@ -30,7 +30,7 @@ PFX_PROPERTY(Resume, EveryResponseEqualsAColdRunBitForBit, "THM-1 AUDIT-253 AUDI
   const auto steps = *rc::gen::container<std::vector<pfx::test::TraceStep>>(pfx::test::trace_steps(shape.vocab));
   HostReferenceEngine engine(shape);
   pfx::test::PoisonAuditingEngine audited(engine);  // DRV-2: every call starts on poisoned rows
-  Lane lane(audited, {.capacity = capacity, .enabled = true, .keep_min = keep_min, .poison = true});
+  Lane lane(audited, {.capacity = capacity, .config = {.enabled = true, .keep_min = keep_min}, .poison = true});
   pfx::test::TraceBuilder trace(shape.vocab, capacity, shape.seed);
 
   const pfx::test::TraceReplay replay = pfx::test::replay_against_cold(lane, engine, capacity, steps, trace);
@@ -41,7 +41,7 @@ PFX_PROPERTY(Resume, EveryResponseEqualsAColdRunBitForBit, "THM-1 AUDIT-253 AUDI
 TEST(Resume, AConversationReusesItsRowsAndEveryTurnEqualsCold) {
   pfx::test::verifies("THM-1");
   HostReferenceEngine engine({.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = 4, .seed = 7});
-  Lane lane(engine, {.capacity = capacity, .enabled = true, .keep_min = 4, .poison = true});
+  Lane lane(engine, {.capacity = capacity, .config = {.enabled = true, .keep_min = 4}, .poison = true});
   std::vector<token> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
   for (int turn = 0; turn < 4; ++turn) {
     const pfx::driver::Response response = lane.serve(prompt, 5);
@@ -145,7 +145,7 @@ TEST(Lane, AllocatesTheKvStateOnceAtFullCapacity) {
   pfx::test::verifies("DRV-1 MEM-1");
   const ReferenceModelShape shape{.vocab = 16, .width = 8, .hidden = 8, .layers = 3, .chunk = 4, .seed = 1};
   HostReferenceEngine engine(shape);
-  Lane lane(engine, {.capacity = 300, .enabled = true, .keep_min = 0, .poison = true});
+  Lane lane(engine, {.capacity = 300, .config = {.enabled = true, .keep_min = 0}, .poison = true});
   const auto& kv = dynamic_cast<const pfx::driver::HostKvState&>(lane.kv());
   const float* allocation = kv.data();
   EXPECT_EQ(kv.memory_bytes(), sizeof(float) * 300 * 3 * 2 * 8);

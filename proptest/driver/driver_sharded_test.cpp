@@ -32,8 +32,8 @@
 namespace {
 
 using pfx::token;
-using pfx::driver::FaultyEngine;
-using pfx::driver::HostReferenceEngine;
+using pfx::engines::FaultyEngine;
+using pfx::engines::HostReferenceEngine;
 using pfx::driver::Lane;
 using pfx::driver::ShardLayout;
 using pfx::driver::ShardedLane;
@@ -53,10 +53,10 @@ struct Plan {
   std::vector<std::size_t> unsharded_offsets;
 };
 
-Plan plan_of(const pfx::driver::ReferenceModelShape& shape, std::size_t keep_min,
+Plan plan_of(const pfx::engines::ReferenceModelShape& shape, std::size_t keep_min,
              const std::vector<pfx::test::TraceStep>& steps) {
   HostReferenceEngine engine(shape);
-  Lane lane(engine, {.capacity = capacity, .enabled = true, .keep_min = keep_min, .poison = true});
+  Lane lane(engine, {.capacity = capacity, .config = {.enabled = true, .keep_min = keep_min}, .poison = true});
   pfx::test::TraceBuilder trace(shape.vocab, capacity, shape.seed);
   Plan plan;
   for (const pfx::test::TraceStep& step : steps) {
@@ -94,7 +94,7 @@ struct Run {
 /// Runs the plan on `ranks` threads, each a rank of a ThreadsCollective with its own ShardedLane over
 /// `layout` and its own FaultyEngine (rate `rate`). At step `diverge_at`, rank `diverge_rank` first
 /// serves a request of its own, alone, so that its record differs from the others'.
-Run run_ranks(const pfx::driver::ReferenceModelShape& shape, std::size_t keep_min, std::size_t ranks,
+Run run_ranks(const pfx::engines::ReferenceModelShape& shape, std::size_t keep_min, std::size_t ranks,
               const ShardLayout& layout, double rate, std::uint64_t seed, const Plan& plan,
               std::size_t diverge_at = std::numeric_limits<std::size_t>::max(), std::size_t diverge_rank = 0) {
   pfx::driver::ThreadsCollective group(ranks);
@@ -107,7 +107,7 @@ Run run_ranks(const pfx::driver::ReferenceModelShape& shape, std::size_t keep_mi
     threads.emplace_back([&, r] {
       HostReferenceEngine engine(shape);
       FaultyEngine faulty(engine, rate, seed + r);
-      ShardedLane lane(faulty, {.capacity = capacity, .enabled = true, .keep_min = keep_min, .poison = true},
+      ShardedLane lane(faulty, {.capacity = capacity, .config = {.enabled = true, .keep_min = keep_min}, .poison = true},
                        layout, group.rank(r));
       for (std::size_t s = 0; s < plan.prompts.size(); ++s) {
         RankStep step;
@@ -128,7 +128,7 @@ Run run_ranks(const pfx::driver::ReferenceModelShape& shape, std::size_t keep_mi
             step.served = true;
             step.rows =
                 lane.kv().copy_rows(0, pfx::test::rows_written(prompt.size(), plan.max_new_tokens[s]));
-          } catch (const pfx::driver::InjectedFault&) {
+          } catch (const pfx::engines::InjectedFault&) {
             step.error = "injected";
           } catch (const pfx::driver::PeerFault&) {
             step.error = "peer";
@@ -233,7 +233,7 @@ rc::Gen<std::vector<pfx::test::TraceStep>> short_traces(std::size_t vocab) {
 }
 
 PFX_PROPERTY(Sharded, EveryRankTakesTheUnshardedOffsetAndEqualsColdBitForBit, "SHARD-1 SHARD-2 THM-1", ()) {
-  const pfx::driver::ReferenceModelShape shape = *pfx::test::model_shapes();
+  const pfx::engines::ReferenceModelShape shape = *pfx::test::model_shapes();
   const std::size_t keep_min = *rc::gen::element<std::size_t>(0, 1, 5);
   const ShardLayout layout = *layouts();
   const bool single_controller = *rc::gen::arbitrary<bool>();
@@ -255,7 +255,7 @@ PFX_PROPERTY(Sharded, EveryRankTakesTheUnshardedOffsetAndEqualsColdBitForBit, "S
 }
 
 PFX_PROPERTY(Sharded, AFaultOnAnyRankAbortsTheWriteOnEveryRank, "SHARD-3 DRV-4 THM-1 INV-8", ()) {
-  const pfx::driver::ReferenceModelShape shape = *pfx::test::model_shapes();
+  const pfx::engines::ReferenceModelShape shape = *pfx::test::model_shapes();
   const std::size_t keep_min = *rc::gen::element<std::size_t>(0, 1, 5);
   const ShardLayout layout = *layouts();
   const double rate = *rc::gen::element(0.05, 0.2);
@@ -270,7 +270,7 @@ PFX_PROPERTY(Sharded, AFaultOnAnyRankAbortsTheWriteOnEveryRank, "SHARD-3 DRV-4 T
 }
 
 PFX_PROPERTY(Sharded, ADivergentRecordOnOneRankMeansNoRankReuses, "SHARD-2 THM-1", ()) {
-  const pfx::driver::ReferenceModelShape shape = *pfx::test::model_shapes();
+  const pfx::engines::ReferenceModelShape shape = *pfx::test::model_shapes();
   const std::size_t keep_min = *rc::gen::element<std::size_t>(0, 1, 5);
   const ShardLayout layout = *rc::gen::suchThat(layouts(), [](const ShardLayout& l) { return l.ranks > 1; });
   const Plan plan = plan_of(shape, keep_min, *short_traces(shape.vocab));
@@ -300,7 +300,7 @@ PFX_PROPERTY(Sharded, ADivergentRecordOnOneRankMeansNoRankReuses, "SHARD-2 THM-1
 }
 
 PFX_PROPERTY(Sharded, ALaneOverShardsPoisonsAndRecoversLikeOneState, "SHARD-1 DRV-2 DRV-4 THM-1", ()) {
-  const pfx::driver::ReferenceModelShape shape = *pfx::test::model_shapes();
+  const pfx::engines::ReferenceModelShape shape = *pfx::test::model_shapes();
   const std::size_t keep_min = *rc::gen::element<std::size_t>(0, 1, 5);
   const ShardLayout layout = *layouts();
   const double rate = *rc::gen::element(0.0, 0.1, 0.3);
@@ -309,7 +309,7 @@ PFX_PROPERTY(Sharded, ALaneOverShardsPoisonsAndRecoversLikeOneState, "SHARD-1 DR
   pfx::test::PoisonAuditingEngine audited(engine);
   FaultyEngine faulty(audited, rate, *rc::gen::arbitrary<std::uint64_t>());
   pfx::driver::ShardedEngine sharded(faulty, layout);
-  Lane lane(sharded, {.capacity = capacity, .enabled = true, .keep_min = keep_min, .poison = true});
+  Lane lane(sharded, {.capacity = capacity, .config = {.enabled = true, .keep_min = keep_min}, .poison = true});
   pfx::test::TraceBuilder trace(shape.vocab, capacity, shape.seed);
   const pfx::test::TraceReplay replay = pfx::test::replay_against_cold(lane, engine, capacity, steps, trace);
   RC_ASSERT(replay.failures == faulty.failures());

@@ -18,9 +18,9 @@
 namespace {
 
 using pfx::token;
-using pfx::driver::BlockedAttentionEngine;
-using pfx::driver::NondeterministicEngine;
-using pfx::driver::ReferenceModelShape;
+using pfx::engines::BlockedAttentionEngine;
+using pfx::engines::NondeterministicEngine;
+using pfx::engines::ReferenceModelShape;
 
 constexpr std::size_t capacity = 128;
 

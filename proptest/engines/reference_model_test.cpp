@@ -22,8 +22,8 @@
 namespace {
 
 using pfx::token;
-using pfx::driver::HostReferenceEngine;
-using pfx::driver::ReferenceModelShape;
+using pfx::engines::HostReferenceEngine;
+using pfx::engines::ReferenceModelShape;
 
 constexpr float nan = std::numeric_limits<float>::quiet_NaN();
 
@@ -44,7 +44,7 @@ bool any_nan(const std::vector<float>& xs) {
 }
 
 TEST(Attends, IsThePositionAndThePowersOfTwoBeforeIt) {
-  using pfx::driver::attends;
+  using pfx::engines::attends;
   EXPECT_TRUE(attends(0, 0));
   EXPECT_TRUE(attends(1000, 1000));
   EXPECT_TRUE(attends(1000, 999));
@@ -81,7 +81,7 @@ PFX_PROPERTY(ReferenceModel, APrefillReadsExactlyTheAttendedRows, "THM-1 DRV-2",
   engine.prefill(*kv, tokens.subspan(start, end - start), start, logits);
 
   bool read = false;
-  for (std::size_t p = start; p < end; ++p) read = read || pfx::driver::attends(p, poisoned);
+  for (std::size_t p = start; p < end; ++p) read = read || pfx::engines::attends(p, poisoned);
   const std::vector<float> rows = kv->copy_rows(start, end);
   RC_CLASSIFY(read, "the poisoned row is attended");
   if (read) {
@@ -105,7 +105,7 @@ PFX_PROPERTY(ReferenceModel, ADecodeStepReadsExactlyTheAttendedRows, "THM-1 DRV-
   pfx::driver::prefill_on_grid(engine, *kv, std::span(prompt).first(p), 0, logits);
   kv->fill(poisoned, poisoned + 1, nan);
   engine.decode(*kv, prompt.back(), p, logits);
-  RC_ASSERT(any_nan(logits) == pfx::driver::attends(p, poisoned));
+  RC_ASSERT(any_nan(logits) == pfx::engines::attends(p, poisoned));
 }
 
 // Row j reaches row p in one layer when p - j is a power of two, and in L layers when p - j is a sum
@@ -193,7 +193,7 @@ TEST(ReferenceModel, AResumeOffTheGridDiffersFromColdOnTypicalPrompts) {
 PFX_PROPERTY(ReferenceModel, TheLogitsSummedOnTwoThreadsAreThoseOfOneBitForBit, "THM-1", ()) {
   // From 2^16 ids the unembedding's rows are split between two threads; every row must still be the
   // plain ordered sum, or the engine's answers would depend on the vocabulary's size class.
-  constexpr std::size_t split_from = pfx::driver::reference::unembed_split_from;
+  constexpr std::size_t split_from = pfx::engines::reference::unembed_split_from;
   const std::size_t rows = *rc::gen::element(split_from - 1, split_from, split_from + 1, 3 * split_from + 7);
   const std::size_t columns = *rc::gen::element<std::size_t>(1, 7, 16);
   std::mt19937_64 random(*rc::gen::arbitrary<std::uint64_t>());
@@ -206,8 +206,8 @@ PFX_PROPERTY(ReferenceModel, TheLogitsSummedOnTwoThreadsAreThoseOfOneBitForBit, 
   for (float& v : x) v = draw();
   std::vector<float> one(rows, std::numeric_limits<float>::quiet_NaN());
   std::vector<float> two(rows, std::numeric_limits<float>::quiet_NaN());
-  pfx::driver::reference::matvec(one.data(), m, x.data(), rows, columns);
-  pfx::driver::reference::unembed(two.data(), m, x.data(), rows, columns);
+  pfx::engines::reference::matvec(one.data(), m, x.data(), rows, columns);
+  pfx::engines::reference::unembed(two.data(), m, x.data(), rows, columns);
   RC_ASSERT(pfx::test::same_bits(one, two));
   RC_ASSERT(!any_nan(two));  // every row written, the upper half's too
 }

@@ -1,13 +1,13 @@
 // fuzz_machine: the machine (core/) and the reference model (spec/) driven side by side through an
 // event stream decoded from the input (machine_events.hpp). A finding is any step where the two
 // answer differently, their states differ afterwards, or the machine's step breaks an invariant of
-// the catalogue (INV-1..11), checked by spec/conformance/include/pfx/conformance/bridge.hpp exactly as the property tests do.
+// the catalogue (INV-1..11), checked by spec/refinement/include/pfx/refinement/bridge.hpp exactly as the property tests do.
 
 #include "byte_reader.hpp"
-#include <pfx/conformance/describe.hpp>
+#include <pfx/refinement/describe.hpp>
 #include "finding.hpp"
 #include "machine_events.hpp"
-#include <pfx/conformance/bridge.hpp>
+#include <pfx/refinement/bridge.hpp>
 
 #include <pfx/core.hpp>
 #include <pfx/spec/model.hpp>
@@ -24,9 +24,9 @@ namespace {
 constexpr std::size_t most_events = 512;
 
 [[noreturn]] void mismatch(std::size_t index, const pfx::spec::Event& event, const pfx::spec::State& before,
-                           const pfx::bridge::Comparison& c, const pfx::Machine& machine,
+                           const pfx::refinement::Comparison& c, const pfx::Machine& machine,
                            const pfx::spec::State& model) {
-  using pfx::fuzz::describe;
+  using pfx::refinement::describe;
   std::ostringstream what;
   what << "event " << index << ": " << describe(event)               //
        << "\n  state before: " << describe(before)                   //
@@ -35,7 +35,7 @@ constexpr std::size_t most_events = 512;
        << "\n  violated:     " << (c.violated.empty() ? "none" : c.violated)  //
        << "\n  states agree: " << (c.states_agree ? "yes" : "no");
   if (!c.states_agree) {
-    what << "\n  machine state:   " << describe(pfx::bridge::to_spec(machine))
+    what << "\n  machine state:   " << describe(pfx::refinement::to_spec(machine))
          << "\n  reference state: " << describe(model);
   }
   pfx::fuzz::report_finding("fuzz_machine", what.str());
@@ -52,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (std::size_t index = 0; index < most_events && !in.exhausted(); ++index) {
     const pfx::spec::Event event = decoder.next(model);
     const pfx::spec::State before = model;
-    const pfx::bridge::Comparison c = pfx::bridge::step_both(machine, model, event);
+    const pfx::refinement::Comparison c = pfx::refinement::step_both(machine, model, event);
     if (!c.ok()) mismatch(index, event, before, c, machine, model);
     if (const auto* begin = std::get_if<pfx::spec::Begin>(&event); begin != nullptr && c.reference.accepted()) {
       decoder.writing(begin->prompt);

@@ -1,5 +1,5 @@
 # What `cmake --install` lays down (docs/integration.md, "What is installed"): the headers of core,
-# spec, spec/conformance and driver, the driver's library and the CMake package (component `pfx`);
+# spec, spec/refinement and driver, the driver's library and the CMake package (component `pfx`);
 # the headers, library and export of pfx::engines (component `engines`); the pfx program (component
 # `program`); the headers, library and export of pfx::conform (component `conform`). Nothing else: no test code, no proptest/ header, no Markdown, no build-only header.
 #
@@ -29,8 +29,8 @@ endfunction()
 
 headers_of(expected_pfx core)
 headers_of(spec spec)
-headers_of(conformance spec/conformance)
-list(APPEND expected_pfx ${spec} ${conformance}
+headers_of(refinement spec/refinement)
+list(APPEND expected_pfx ${spec} ${refinement}
      "${CMAKEDIR}/pfxConfig.cmake" "${CMAKEDIR}/pfxConfigVersion.cmake"
      "${CMAKEDIR}/pfxTargets.cmake" "${CMAKEDIR}/pfxTargets-${CONFIG}.cmake")
 set(expected_engines)
@@ -119,7 +119,7 @@ function(probe prefix expect_engines)
     set(want "probe: COMPONENTS engines found=0" "probe: COMPONENTS conform found=0")
     set(unwanted "probe: pfx::engines defined" "probe: pfx::conform defined")
   endif()
-  foreach(target core spec conformance)
+  foreach(target core spec refinement)
     list(APPEND want "probe: pfx::${target} defined")
   endforeach()
   if(DRIVER)

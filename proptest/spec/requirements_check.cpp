@@ -6,7 +6,7 @@
 //
 //   pfx_requirements_check RESULTS_DIR [INDEX]
 
-#include <pfx/conformance/test_reports.hpp>
+#include <pfx/refinement/test_reports.hpp>
 #include <pfx/spec/catalogue.hpp>
 #include <pfx/spec/requirements.hpp>
 
@@ -46,20 +46,20 @@ std::string join(const Ids& ids) {
 }
 
 /// Suite.Name -> the IDs it records, from every report in `dir`. A failed test vouches for nothing.
-IdsByTest recorded(const std::map<std::string, pfx::conformance::TestReport>& reports) {
+IdsByTest recorded(const std::map<std::string, pfx::refinement::TestReport>& reports) {
   IdsByTest by_test;
   for (const auto& [test, report] : reports) {
-    if (!report.ids.empty() && report.outcome != pfx::conformance::TestOutcome::failed) by_test[test] = report.ids;
+    if (!report.ids.empty() && report.outcome != pfx::refinement::TestOutcome::failed) by_test[test] = report.ids;
   }
   return by_test;
 }
 
 /// Suite.Name of every test that was skipped (for example a CUDA test on a machine without a
 /// device). A skipped test vouches for nothing.
-std::set<std::string> skipped(const std::map<std::string, pfx::conformance::TestReport>& reports) {
+std::set<std::string> skipped(const std::map<std::string, pfx::refinement::TestReport>& reports) {
   std::set<std::string> tests;
   for (const auto& [test, report] : reports) {
-    if (report.outcome == pfx::conformance::TestOutcome::skipped) tests.insert(test);
+    if (report.outcome == pfx::refinement::TestOutcome::skipped) tests.insert(test);
   }
   return tests;
 }
@@ -98,7 +98,7 @@ int check(int argc, char** argv) {
   for (const pfx::spec::Requirement& r : pfx::spec::requirements) known.insert(std::string(r.id));
 
   int problems = 0;
-  const auto reports = pfx::conformance::read_test_reports(dir);
+  const auto reports = pfx::refinement::read_test_reports(dir);
   const IdsByTest by_test = recorded(reports);
   const std::set<std::string> not_run = skipped(reports);
   std::map<std::string, Ids> tests_of;

@@ -7,8 +7,8 @@
 // machines' properties are meant to fail, so RapidCheck's closing note that some properties failed
 // (with an RC_PARAMS to reproduce them) refers to those; the gtest verdict is what counts.
 
-#include <pfx/conformance/describe.hpp>
-#include <pfx/conformance/model_checker.hpp>
+#include <pfx/refinement/describe.hpp>
+#include <pfx/refinement/model_checker.hpp>
 #include "support/judged_run.hpp"
 #include "support/requirement.hpp"
 #include "support/wrong_machines.hpp"
@@ -42,11 +42,11 @@ std::size_t safe_up_to(const Ghost& g, const Tokens& prompt) {
   return n;
 }
 
-void print(const std::string& title, const pfx::proof::Finding& f) {
+void print(const std::string& title, const pfx::refinement::Finding& f) {
   std::cout << "  " << title << ": " << f.count << " failed";
   if (f.count != 0) {
     std::cout << ", first " << f.what << " after:";
-    for (const pfx::spec::Event& e : f.path) std::cout << "\n      " << pfx::fuzz::describe(e);
+    for (const pfx::spec::Event& e : f.path) std::cout << "\n      " << pfx::refinement::describe(e);
   }
   std::cout << "\n";
 }
@@ -54,12 +54,12 @@ void print(const std::string& title, const pfx::proof::Finding& f) {
 /// A domain small enough to search for each wrong machine in a fraction of a second, large enough
 /// for every mistake of the catalogue: two requests (one to hold, one to write over it), prompts of
 /// 3 tokens, chunks 1 and 2.
-constexpr pfx::proof::ModelDomain wrong_machine_domain{2, 3, 1, 2, 1, 2};
+constexpr pfx::refinement::ModelDomain wrong_machine_domain{2, 3, 1, 2, 1, 2};
 
 /// The model checker catches `M` by exactly the judgments the catalogue names for it.
 template <class M>
 void checker_catches() {
-  const pfx::proof::ModelReport r = pfx::proof::check_model<M>(wrong_machine_domain);
+  const pfx::refinement::ModelReport r = pfx::refinement::check_model<M>(wrong_machine_domain);
   std::cout << "model checker on the wrong machine that " << M::name << ": " << r.states << " states, "
             << r.transitions << " transitions\n";
   print("SAFE", r.safe);
@@ -259,7 +259,7 @@ PFX_PROPERTY(JudgedRun, CoreMachineKeepsEveryInvariantOnEveryRandomRun, "INV-11"
 
 TEST(WrongMachine, CoreMachinePassesTheCheckerOnTheSameDomain) {
   pfx::test::verifies("SAFE");
-  const pfx::proof::ModelReport r = pfx::proof::check_model(wrong_machine_domain);
+  const pfx::refinement::ModelReport r = pfx::refinement::check_model(wrong_machine_domain);
   EXPECT_EQ(r.failed, 0U) << r.violation;
   EXPECT_GT(r.nonzero_offers, 0U);
 }

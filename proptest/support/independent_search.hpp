@@ -1,15 +1,15 @@
 #pragma once
 
 /// \file
-/// A second count of the model checker's search (spec/conformance/include/pfx/conformance/
+/// A second count of the model checker's search (spec/refinement/include/pfx/refinement/
 /// model_checker.hpp), written again from the domain's description in docs/spec.md and sharing no
 /// code with the checker but the machine, the ghost and the reference's granted offset: a plain
 /// breadth-first search by number of requests. The tests compare its states, transitions and offers
 /// per depth with the checker's, so that a checker that silently explores less (skips a depth, drops
 /// an event, merges states it should not) fails.
 
-#include <pfx/conformance/bridge.hpp>
-#include <pfx/conformance/model_checker.hpp>
+#include <pfx/refinement/bridge.hpp>
+#include <pfx/refinement/model_checker.hpp>
 
 #include <pfx/core.hpp>
 #include <pfx/spec/ghost.hpp>
@@ -31,7 +31,7 @@ namespace pfx::test {
 /// What the second count saw: per depth (requests), and how many new states one more request past
 /// the last depth reaches (0: the reachable set is closed, a fixpoint).
 struct IndependentCount {
-  std::vector<proof::DepthCount> depths;
+  std::vector<refinement::DepthCount> depths;
   std::size_t beyond = 0;
 };
 
@@ -95,14 +95,14 @@ std::vector<std::int32_t> numbers(const spec::State& s, const spec::Ghost& g, Ma
 /// One state and its image with the two letters swapped are one state (docs/spec.md, "symmetry"):
 /// the lesser of the two, as bytes.
 inline std::string identity(const Machine& m, const spec::Ghost& g, std::size_t alphabet) {
-  const spec::State s = bridge::to_spec(m);
+  const spec::State s = refinement::to_spec(m);
   std::vector<std::int32_t> v = numbers(s, g, [](spec::Token t) { return std::int32_t{t}; });
   if (alphabet == 2) v = std::min(v, numbers(s, g, [](spec::Token t) { return std::int32_t{1} - t; }));
   return {reinterpret_cast<const char*>(v.data()), v.size() * sizeof(std::int32_t)};
 }
 
 /// The events of the domain's alphabet applied to a state (docs/spec.md, the table of the domain).
-inline std::vector<spec::Event> alphabet_of(const spec::State& s, const proof::ModelDomain& d,
+inline std::vector<spec::Event> alphabet_of(const spec::State& s, const refinement::ModelDomain& d,
                                             const std::vector<spec::Tokens>& prompts) {
   std::vector<spec::Event> out;
   out.emplace_back(spec::Clear{});
@@ -152,7 +152,7 @@ inline std::vector<spec::Event> alphabet_of(const spec::State& s, const proof::M
 /// Breadth-first search of the domain by number of requests (an accepted begin or record), up to
 /// `max_depth` requests: a depth's states are every state its predecessors reach by events that are
 /// not requests, then the next depth's are those a request reaches, less those already seen.
-inline IndependentCount count_independently(const proof::ModelDomain& d, std::size_t max_depth) {
+inline IndependentCount count_independently(const refinement::ModelDomain& d, std::size_t max_depth) {
   struct State {
     Machine machine;
     spec::Ghost ghost;
@@ -163,7 +163,7 @@ inline IndependentCount count_independently(const proof::ModelDomain& d, std::si
   seen.insert(independent::identity(frontier[0].machine, frontier[0].ghost, d.alphabet));
   IndependentCount result;
   for (std::size_t depth = 0;; ++depth) {
-    proof::DepthCount count;
+    refinement::DepthCount count;
     std::unordered_map<std::string, State> requested;  // one request on, by identity
     for (std::size_t i = 0; i < frontier.size(); ++i) {
       const State here = frontier[i];
@@ -174,10 +174,10 @@ inline IndependentCount count_independently(const proof::ModelDomain& d, std::si
           if (here.machine.query(p).decision.offset > 0) ++count.nonzero_offers;
         }
       }
-      for (const spec::Event& e : independent::alphabet_of(bridge::to_spec(here.machine), d, prompts)) {
+      for (const spec::Event& e : independent::alphabet_of(refinement::to_spec(here.machine), d, prompts)) {
         ++count.transitions;
         Machine machine = here.machine;
-        if (!machine.apply(bridge::to_core(e)).accepted()) continue;  // changes nothing (INV-10, checked elsewhere)
+        if (!machine.apply(refinement::to_core(e)).accepted()) continue;  // changes nothing (INV-10, checked elsewhere)
         State there{std::move(machine), here.ghost};
         spec::follow(there.ghost, e, true);
         std::string id = independent::identity(there.machine, there.ghost, d.alphabet);

@@ -1,7 +1,7 @@
 #pragma once
 
 /// \file
-/// A random run of the whole protocol on any machine with core's surface (bridge::MachineLike),
+/// A random run of the whole protocol on any machine with core's surface (refinement::MachineLike),
 /// each step judged by one of the verifier's judgments: SAFE against the ghost state (every prompt
 /// asked so far, after every step), the reference protocol (answer and state, step by step from the
 /// machine's own state), or the catalogue's invariants. Core's Machine must pass every judgment; the
@@ -10,8 +10,8 @@
 
 #include "support/generators.hpp"
 
-#include <pfx/conformance/bridge.hpp>
-#include <pfx/conformance/describe.hpp>
+#include <pfx/refinement/bridge.hpp>
+#include <pfx/refinement/describe.hpp>
 
 #include <pfx/core.hpp>
 #include <pfx/spec/catalogue.hpp>
@@ -100,7 +100,7 @@ inline spec::Event event(const spec::State& s, const std::vector<spec::Tokens>& 
 }  // namespace judged
 
 /// The property: a random run of `M` from a small configuration passes `judgment` on every step.
-template <bridge::MachineLike M>
+template <refinement::MachineLike M>
 void judged_run(Judgment judgment) {
   M machine;
   spec::Ghost ghost;
@@ -109,26 +109,26 @@ void judged_run(Judgment judgment) {
   start.keep_min = *rc::gen::inRange<std::size_t>(0, 4);
   start.chunk = *rc::gen::inRange<std::size_t>(1, 4);
   const spec::Event configure = spec::Configure{start};
-  RC_ASSERT(machine.apply(bridge::to_core(configure)).accepted());
+  RC_ASSERT(machine.apply(refinement::to_core(configure)).accepted());
   spec::follow(ghost, configure, true);
-  RC_LOG() << fuzz::describe(configure) << "\n";
+  RC_LOG() << refinement::describe(configure) << "\n";
   const std::size_t steps = *rc::gen::inRange<std::size_t>(1, 40);
   std::size_t reused = 0;  // non-zero offers judged: the run is not vacuous
   for (std::size_t n = 0; n < steps; ++n) {
-    const spec::State before = bridge::to_spec(machine);
+    const spec::State before = refinement::to_spec(machine);
     const spec::Event e = judged::event(before, asked);
     if (const auto* b = std::get_if<spec::Begin>(&e)) asked.push_back(b->prompt);
     if (const auto* r = std::get_if<spec::Record>(&e)) asked.push_back(r->ids);
-    const spec::Output says = bridge::to_spec(machine.apply(bridge::to_core(e)), e);
-    const spec::State after = bridge::to_spec(machine);
+    const spec::Output says = refinement::to_spec(machine.apply(refinement::to_core(e)), e);
+    const spec::State after = refinement::to_spec(machine);
     spec::follow(ghost, e, says.accepted());
-    RC_LOG() << fuzz::describe(e) << " -> " << fuzz::describe(says) << "\n";
+    RC_LOG() << refinement::describe(e) << " -> " << refinement::describe(says) << "\n";
     if (judgment == Judgment::reference) {
       spec::State model = before;
       const spec::Output reference = spec::apply(model, e);
-      if (says != reference) RC_LOG() << "the reference answers " << fuzz::describe(reference) << "\n";
+      if (says != reference) RC_LOG() << "the reference answers " << refinement::describe(reference) << "\n";
       RC_ASSERT(says == reference);
-      if (after != model) RC_LOG() << "the reference's state: " << fuzz::describe(model) << "\n";
+      if (after != model) RC_LOG() << "the reference's state: " << refinement::describe(model) << "\n";
       RC_ASSERT(after == model);
     }
     if (judgment == Judgment::invariant) {
@@ -137,10 +137,10 @@ void judged_run(Judgment judgment) {
     if (after.writing) continue;  // queries are refused while writing
     for (const spec::Tokens& p : asked) {
       const spec::Event query = spec::Query{p};
-      const spec::Output offer = bridge::to_spec(machine.query(p), query);
+      const spec::Output offer = refinement::to_spec(machine.query(p), query);
       if (judgment == Judgment::reference) {
         const spec::Output expected = spec::reference_decision(after, p);
-        if (offer != expected) RC_LOG() << "for " << fuzz::describe(p) << " the reference answers " << fuzz::describe(expected) << "\n";
+        if (offer != expected) RC_LOG() << "for " << refinement::describe(p) << " the reference answers " << refinement::describe(expected) << "\n";
         RC_ASSERT(offer == expected);
       }
       if (judgment == Judgment::invariant) {
@@ -148,7 +148,7 @@ void judged_run(Judgment judgment) {
       }
       if (offer.offset != 0) ++reused;
       if (judgment == Judgment::safe && !ghost.safe(p, offer.offset)) {
-        RC_LOG() << "SAFE fails: offset " << offer.offset << " for " << fuzz::describe(p) << "\n";
+        RC_LOG() << "SAFE fails: offset " << offer.offset << " for " << refinement::describe(p) << "\n";
         RC_FAIL("SAFE: the offer includes a row that is not what a cold prefill writes there");
       }
     }

@@ -29,10 +29,10 @@ namespace pfx::test {
 
 /// Small models, so that a property runs hundreds of traces in seconds; chunk and keep_min vary so
 /// that offsets land on and off every bound.
-inline rc::Gen<driver::ReferenceModelShape> model_shapes() {
+inline rc::Gen<engines::ReferenceModelShape> model_shapes() {
   return rc::gen::apply(
       [](std::size_t vocab, std::size_t width, std::size_t layers, std::size_t chunk, std::uint64_t seed) {
-        return driver::ReferenceModelShape{.vocab = vocab, .width = width, .hidden = 2 * width,
+        return engines::ReferenceModelShape{.vocab = vocab, .width = width, .hidden = 2 * width,
                                            .layers = layers, .chunk = chunk, .seed = seed};
       },
       rc::gen::element<std::size_t>(8, 24, 64), rc::gen::element<std::size_t>(4, 8, 16),
@@ -79,9 +79,9 @@ inline std::optional<std::string> differs_from_cold(const driver::Lane& lane, co
 /// An engine with a bug: once `peek` (or `peek_in_decode`) is set, after each prefill chunk (or
 /// decode step) it also reads the row just past the one it wrote, which it has not written. It adds 0 x that row to a logit, which changes nothing unless
 /// the row is NaN.
-class PeekingEngine final : public driver::WrappedEngine {
+class PeekingEngine final : public engines::WrappedEngine {
  public:
-  using driver::WrappedEngine::WrappedEngine;
+  using engines::WrappedEngine::WrappedEngine;
   void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override {
     inner_.prefill(kv, tokens, position, logits);
@@ -110,9 +110,9 @@ class PoisonNotApplied : public std::logic_error {
 /// Checks, on every call, what poisoning promises: a request writes rows in order, so when the
 /// engine is asked for row `position` (prefill or decode), that row and every row after it hold
 /// nothing (NaN). A row left over from an earlier request, or from a failed call, would show here.
-class PoisonAuditingEngine final : public driver::WrappedEngine {
+class PoisonAuditingEngine final : public engines::WrappedEngine {
  public:
-  using driver::WrappedEngine::WrappedEngine;
+  using engines::WrappedEngine::WrappedEngine;
   void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override {
     audit(kv, position);
@@ -305,7 +305,7 @@ inline TraceReplay replay_against_cold(driver::Lane& lane, driver::Engine& engin
       replay.reused += offset;
       replay.served_after_a_failure += replay.failures > 0 ? 1 : 0;
       trace.answered(prompt, response.generated);
-    } catch (const driver::InjectedFault&) {
+    } catch (const engines::InjectedFault&) {
       ++replay.failures;
       if (lane.machine().phase() != Phase::idle) RC_FAIL("the lane is still writing after a failure" + where);
       const std::vector<token> untouched(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(offset));

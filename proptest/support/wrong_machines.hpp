@@ -3,13 +3,13 @@
 /// \file
 /// Machines known to be wrong: each is core's Machine with one deliberate mistake, the kind a
 /// protocol implementation could plausibly make. They exist to show that the verifier can fail:
-/// the model checker (spec/conformance/include/pfx/conformance/model_checker.hpp) and the property
+/// the model checker (spec/refinement/include/pfx/refinement/model_checker.hpp) and the property
 /// tests (proptest/support/judged_run.hpp) must catch every one, each by the judgments named in
 /// `caught_by`, and `NeverReuses` shows that SAFE alone is not the whole verdict (it is safe, and
-/// wrong). Each has core's surface (bridge::MachineLike), so it plugs into the checker and the
+/// wrong). Each has core's surface (refinement::MachineLike), so it plugs into the checker and the
 /// properties without touching core.
 
-#include <pfx/conformance/bridge.hpp>
+#include <pfx/refinement/bridge.hpp>
 
 #include <pfx/core.hpp>
 
@@ -209,13 +209,13 @@ class NeverReuses : public Forwarding {
   friend bool operator==(const NeverReuses&, const NeverReuses&) = default;
 };
 
-static_assert(bridge::MachineLike<KeepsItsRecordAcrossAClearDuringAWriteFromRow0>);
-static_assert(bridge::MachineLike<KeepsItsRecordAcrossANewGrid>);
-static_assert(bridge::MachineLike<OffersOneRowTooMany>);
-static_assert(bridge::MachineLike<RepublishesAfterAnAbort>);
-static_assert(bridge::MachineLike<PublishesPastTheBegunPrompt>);
-static_assert(bridge::MachineLike<PublishesIdsOtherThanTheBegunPrompt>);
-static_assert(bridge::MachineLike<RecordsDecodeRowsAsPrefill>);
-static_assert(bridge::MachineLike<NeverReuses>);
+static_assert(refinement::MachineLike<KeepsItsRecordAcrossAClearDuringAWriteFromRow0>);
+static_assert(refinement::MachineLike<KeepsItsRecordAcrossANewGrid>);
+static_assert(refinement::MachineLike<OffersOneRowTooMany>);
+static_assert(refinement::MachineLike<RepublishesAfterAnAbort>);
+static_assert(refinement::MachineLike<PublishesPastTheBegunPrompt>);
+static_assert(refinement::MachineLike<PublishesIdsOtherThanTheBegunPrompt>);
+static_assert(refinement::MachineLike<RecordsDecodeRowsAsPrefill>);
+static_assert(refinement::MachineLike<NeverReuses>);
 
 }  // namespace pfx::test::wrong

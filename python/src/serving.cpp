@@ -32,7 +32,7 @@ py::object float32_buffer(const std::vector<float>& values) {
 
 driver::LaneOptions lane_options(std::size_t keep_min, std::size_t capacity, bool enabled,
                                  std::optional<std::size_t> rule_chunk, bool poison) {
-  return {.capacity = capacity, .enabled = enabled, .keep_min = keep_min, .rule_chunk = rule_chunk.value_or(0),
+  return {.capacity = capacity, .config = {.enabled = enabled, .keep_min = keep_min}, .rule_chunk = rule_chunk.value_or(0),
           .poison = poison};
 }
 
@@ -135,8 +135,8 @@ void add_serving(py::module_& m) {
       .def("clear", &ServingLane::clear, "Forgets the record (the rows are given up by the next request).")
       .def_property_readonly("chunk", [](const ServingLane& l) { return l.engine().chunk(); })
       .def_property_readonly("capacity", [](const ServingLane& l) { return l.lane().options().capacity; })
-      .def_property_readonly("keep_min", [](const ServingLane& l) { return l.lane().options().keep_min; })
-      .def_property_readonly("enabled", [](const ServingLane& l) { return l.lane().options().enabled; })
+      .def_property_readonly("keep_min", [](const ServingLane& l) { return l.lane().options().config.keep_min; })
+      .def_property_readonly("enabled", [](const ServingLane& l) { return l.lane().options().config.enabled; })
       .def_property_readonly("held", [](const ServingLane& l) {
         const auto& ids = l.lane().machine().held().ids;
         return std::vector<token>(ids.begin(), ids.end());

@@ -210,7 +210,7 @@ TEST(LlamaEngine, ALaneWithReuseEqualsColdRunsByteForByteAndTheUnalignedRuleDoes
   }
   pfx::driver::LaneOptions lane;
   lane.capacity = 1024;
-  lane.keep_min = 64;
+  lane.config.keep_min = 64;
   const pfx::driver::VerifyReport aligned = pfx::driver::verify(engine, trace, lane);
   EXPECT_TRUE(aligned.ok()) << (aligned.first_mismatch ? aligned.first_mismatch->what : "nothing compared");
   EXPECT_GT(aligned.reused_tokens, 0u);

@@ -27,8 +27,8 @@ int main() {
   const std::size_t expected = pfx::spec::reference_offset(s, {1, 2, 3, 9});
   std::printf("pfx %s: offset %zu (reference %zu)\n", PFX_VERSION_STRING, reuse(), expected);
 
-  pfx::driver::HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4});
-  pfx::driver::Lane lane(engine, {.capacity = 64, .enabled = true, .keep_min = 4});
+  pfx::engines::HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4});
+  pfx::driver::Lane lane(engine, {.capacity = 64, .config = {.enabled = true, .keep_min = 4}});
   std::vector<pfx::token> turn = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   const auto first = lane.serve(turn, 3);
   turn.insert(turn.end(), first.generated.begin(), first.generated.end());

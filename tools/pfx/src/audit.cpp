@@ -5,9 +5,9 @@
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
 
-#include <pfx/conformance/exhaustive_proof.hpp>
-#include <pfx/conformance/model_checker.hpp>
-#include <pfx/conformance/test_reports.hpp>
+#include <pfx/refinement/exhaustive_proof.hpp>
+#include <pfx/refinement/model_checker.hpp>
+#include <pfx/refinement/test_reports.hpp>
 
 #include <pfx/spec/catalogue.hpp>
 #include <pfx/spec/requirements.hpp>
@@ -48,9 +48,9 @@ struct Check {
   json details_json;  ///< null but for the model checker
 };
 
-/// A bounded exhaustive proof's result (spec/conformance/include/pfx/conformance/exhaustive_proof.hpp), every step of which was
+/// A bounded exhaustive proof's result (spec/refinement/include/pfx/refinement/exhaustive_proof.hpp), every step of which was
 /// compared with the reference model and checked against INV-1..10.
-Check exhaustive(std::string name, std::string domain, const proof::Tally& t) {
+Check exhaustive(std::string name, std::string domain, const refinement::Tally& t) {
   Check check{std::move(name), std::move(domain), t.checked, t.failed,
               fmt::format("{} decisions granted a non-zero offset", t.granted), {}, nullptr, {}, nullptr};
   if (t.failed == 0) return check;
@@ -99,7 +99,7 @@ Check random_runs(const AuditOptions& options, const CaseHook& before_case) {
               nullptr};
   if (!r.first) return check;
   const RandomRunFailure& f = *r.first;
-  const bridge::Comparison& c = f.comparison;
+  const refinement::Comparison& c = f.comparison;
   std::vector<std::string>& lines = check.counterexample;
   lines.push_back(fmt::format("case {}, event {} of seed {}:", f.case_index + 1, f.step_index + 1, options.seed));
   std::vector<std::string> events;
@@ -132,8 +132,8 @@ Check random_runs(const AuditOptions& options, const CaseHook& before_case) {
 
 /// The bounded model checker (model_checker.hpp): SAFE against the ghost state on every reachable
 /// state, and the reference and every invariant on every step.
-Check model_check(const proof::ModelDomain& d) {
-  const proof::ModelReport r = proof::check_model(d);
+Check model_check(const refinement::ModelDomain& d) {
+  const refinement::ModelReport r = refinement::check_model(d);
   Check check{"model",
               fmt::format("alphabet {}, prompts 0..{} tokens, 0..{} generated, {} requests deep, keep_min 0..{}, "
                           "chunk 0..{}",
@@ -148,7 +148,7 @@ Check model_check(const proof::ModelDomain& d) {
               nullptr};
   json depths = json::array();
   for (std::size_t depth = 0; depth < r.depths.size(); ++depth) {
-    const proof::DepthCount& c = r.depths[depth];
+    const refinement::DepthCount& c = r.depths[depth];
     check.details.push_back(fmt::format("depth {}: {} new states, {} transitions, {} offers ({} non-zero)", depth,
                                         c.states, c.transitions, c.offers, c.nonzero_offers));
     depths.push_back({{"depth", depth}, {"states", c.states}, {"transitions", c.transitions}, {"offers", c.offers},
@@ -206,19 +206,19 @@ std::vector<Check> run_checks(const AuditOptions& options, ProgressBar& progress
     progress.update(checks.size());
     return interrupted_by() == 0;
   };
-  const proof::Domain& rule = options.rule;
-  const proof::Domain protocol{options.protocol_length, proof::run_time_protocol_domain.max_keep_min,
-                               proof::run_time_protocol_domain.max_chunk};
-  const auto domain = [](const proof::Domain& d) {
+  const refinement::Domain& rule = options.rule;
+  const refinement::Domain protocol{options.protocol_length, refinement::run_time_protocol_domain.max_keep_min,
+                               refinement::run_time_protocol_domain.max_chunk};
+  const auto domain = [](const refinement::Domain& d) {
     return fmt::format("alphabet {{0,1}}, length <= {}, keep_min 0..{}, chunk 1..{}, enabled and not", d.max_length,
                        d.max_keep_min, d.max_chunk);
   };
   if (!next("rule")) return checks;
-  checks.push_back(exhaustive("rule", domain(rule), proof::prove_rule_over(rule)));
+  checks.push_back(exhaustive("rule", domain(rule), refinement::prove_rule_over(rule)));
   if (!next("protocol")) return checks;
-  checks.push_back(exhaustive("protocol", domain(protocol), proof::prove_protocol_over(protocol)));
+  checks.push_back(exhaustive("protocol", domain(protocol), refinement::prove_protocol_over(protocol)));
   if (!next("configure")) return checks;
-  checks.push_back(exhaustive("configure", "keep_min 0..2, chunk 0..4, enabled and not", proof::prove_configure(4)));
+  checks.push_back(exhaustive("configure", "keep_min 0..2, chunk 0..4, enabled and not", refinement::prove_configure(4)));
   if (!next("random runs")) return checks;
   progress.restart(options.cases, "cases", fmt::format("audit: random runs (4/{})", phases));
   checks.push_back(random_runs(options, [&progress](std::size_t done) {
@@ -226,7 +226,7 @@ std::vector<Check> run_checks(const AuditOptions& options, ProgressBar& progress
     return interrupted_by() == 0;
   }));
   if (!next("model checker")) return checks;
-  proof::ModelDomain model = options.model;
+  refinement::ModelDomain model = options.model;
   model.max_requests = options.protocol_length;
   checks.push_back(model_check(model));
   progress.erase();
@@ -243,9 +243,9 @@ using RanById = std::map<std::string, Ran>;
 RanById read_results(const AuditOptions& options) {
   RanById by_id;
   if (options.results.empty()) return by_id;
-  std::map<std::string, conformance::TestReport> reports;
+  std::map<std::string, refinement::TestReport> reports;
   try {
-    reports = conformance::read_test_reports(options.results);
+    reports = refinement::read_test_reports(options.results);
   } catch (const std::runtime_error& e) {
     throw InputError(fmt::format("--results: {}", e.what()));
   }
@@ -253,9 +253,9 @@ RanById read_results(const AuditOptions& options) {
     for (const std::string& id : report.ids) {
       Ran& ran = by_id[id];
       switch (report.outcome) {
-        case conformance::TestOutcome::passed: ran.passed.push_back(test); break;
-        case conformance::TestOutcome::failed: ran.failed.push_back(test); break;
-        case conformance::TestOutcome::skipped: ran.skipped.push_back(test); break;
+        case refinement::TestOutcome::passed: ran.passed.push_back(test); break;
+        case refinement::TestOutcome::failed: ran.failed.push_back(test); break;
+        case refinement::TestOutcome::skipped: ran.skipped.push_back(test); break;
       }
     }
   }

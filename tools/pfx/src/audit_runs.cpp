@@ -124,11 +124,11 @@ RandomRunsReport run_random_cases(std::uint64_t seed, std::size_t cases, std::si
       events.push_back(s == 0 ? spec::Event{source.configure()} : source.next(model, writing_prompt));
       const spec::Event& event = events.back();
       const spec::State before = model;
-      const bridge::Comparison result = step(machine, model, event);
+      const refinement::Comparison result = step(machine, model, event);
       ++report.steps;
       if (!result.ok()) {
         if (report.failed++ == 0) {
-          report.first = RandomRunFailure{c, s, events, before, bridge::to_spec(machine), model, result};
+          report.first = RandomRunFailure{c, s, events, before, refinement::to_spec(machine), model, result};
         }
         break;  // the machine and the model no longer agree on the state: the rest would not mean much
       }

@@ -32,7 +32,7 @@ using json = nlohmann::ordered_json;
 
 struct ConformOptions {
   std::string engine = "reference";
-  std::size_t chunk = driver::ReferenceModelShape{}.chunk;
+  std::size_t chunk = engines::ReferenceModelShape{}.chunk;
   std::optional<std::size_t> rule_chunk;
   std::string budget = "default";
   std::optional<std::uint64_t> seed;
@@ -52,20 +52,20 @@ NamedEngine make_engine(const ConformOptions& o) {
     LlamaEngine llama = llama_engine(o.llama, o.chunk);
     return {std::move(llama.engine), std::move(llama.description)};
   }
-  const driver::ReferenceModelShape shape{.chunk = o.chunk};
+  const engines::ReferenceModelShape shape{.chunk = o.chunk};
   const std::string model = describe_engine(shape);
   try {
-    if (o.engine == "reference") return {std::make_unique<driver::HostReferenceEngine>(shape), "host " + model};
+    if (o.engine == "reference") return {std::make_unique<engines::HostReferenceEngine>(shape), "host " + model};
     if (o.engine == "blocked-attention") {
-      return {std::make_unique<driver::BlockedAttentionEngine>(shape), "host blocked-attention " + model};
+      return {std::make_unique<engines::BlockedAttentionEngine>(shape), "host blocked-attention " + model};
     }
     if (o.engine == "nondeterministic") {
-      return {std::make_unique<driver::NondeterministicEngine>(shape), "host nondeterministic " + model};
+      return {std::make_unique<engines::NondeterministicEngine>(shape), "host nondeterministic " + model};
     }
     if (o.engine == "cuda") {
       const std::string why_not = driver::cuda::unavailable_reason();
       if (!why_not.empty()) throw InputError(fmt::format("--engine cuda: {}", why_not));
-      return {std::make_unique<driver::cuda::ReferenceEngineOnDevice>(shape), "CUDA " + model};
+      return {std::make_unique<engines::cuda::ReferenceEngineOnDevice>(shape), "CUDA " + model};
     }
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());

@@ -59,27 +59,27 @@ void check_embedded_workload_capacity(std::size_t capacity) {
 }
 
 driver::LaneOptions lane_options(std::size_t capacity, std::optional<std::size_t> keep_min) {
-  driver::LaneOptions lane = driver::lane_options_from_environment({.capacity = capacity, .poison = true});
-  if (keep_min) lane.keep_min = *keep_min;
+  driver::LaneOptions lane{.capacity = capacity, .config = driver::config_from_environment(), .poison = true};
+  if (keep_min) lane.config.keep_min = *keep_min;
   return lane;
 }
 
-std::unique_ptr<driver::Engine> host_engine(const driver::ReferenceModelShape& shape) {
+std::unique_ptr<driver::Engine> host_engine(const engines::ReferenceModelShape& shape) {
   try {
-    return std::make_unique<driver::HostReferenceEngine>(shape);
+    return std::make_unique<engines::HostReferenceEngine>(shape);
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
   }
 }
 
-std::string describe_engine(const driver::ReferenceModelShape& shape) {
+std::string describe_engine(const engines::ReferenceModelShape& shape) {
   return fmt::format("reference engine (vocab {}, width {}, {} layers, chunk {})", shape.vocab, shape.width,
                      shape.layers, shape.chunk);
 }
 
 std::string describe_lane(const std::string& engine, const driver::LaneOptions& lane) {
-  return fmt::format("{}, capacity {}, reuse {}, keep_min {}{}", engine, lane.capacity, lane.enabled ? "on" : "off",
-                     lane.keep_min, lane.rule_chunk != 0 ? fmt::format(", rule chunk {}", lane.rule_chunk) : "");
+  return fmt::format("{}, capacity {}, reuse {}, keep_min {}{}", engine, lane.capacity, lane.config.enabled ? "on" : "off",
+                     lane.config.keep_min, lane.rule_chunk != 0 ? fmt::format(", rule chunk {}", lane.rule_chunk) : "");
 }
 
 std::string percent(std::size_t part, std::size_t whole) {

@@ -50,7 +50,7 @@ std::string ReplaySummary::unchecked(bool verify) const {
 
 Replayer::Replayer(driver::Engine& engine, const ReplaySettings& settings)
     : start_(std::chrono::steady_clock::now()), fault_rate_(settings.fault_rate), seed_(settings.seed) {
-  if (settings.fault_rate > 0) faulty_ = std::make_unique<driver::FaultyEngine>(engine, settings.fault_rate, settings.seed);
+  if (settings.fault_rate > 0) faulty_ = std::make_unique<engines::FaultyEngine>(engine, settings.fault_rate, settings.seed);
   driver::Engine& served = faulty_ ? *faulty_ : engine;
   if (settings.dcp > 1 || settings.collective != nullptr) {
     collective_ = settings.collective;
@@ -104,7 +104,7 @@ void Replayer::serve(const TraceItem& item, const ReplayListener& listener, bool
     } else {
       response = lane.serve(request.prompt, request.max_new_tokens);
     }
-  } catch (const driver::InjectedFault& e) {  // the lane aborted: the record keeps rows [0, offset)
+  } catch (const engines::InjectedFault& e) {  // the lane aborted: the record keeps rows [0, offset)
     report.error = e.what();
     report.injected = true;
   } catch (const driver::PeerFault& e) {  // another rank's injected failure aborted it everywhere

@@ -168,17 +168,17 @@ ChosenEngine make_engine(const ReplayOptions& options) {
     return {std::move(llama.engine), std::move(llama.description)};
   }
   if (options.engine == "none") {
-    return {std::make_unique<driver::DecisionsOnlyEngine>(options.model.chunk, options.model.vocab),
+    return {std::make_unique<engines::DecisionsOnlyEngine>(options.model.chunk, options.model.vocab),
             fmt::format("no engine (decisions only: chunk {}, vocab {})", options.model.chunk, options.model.vocab)};
   }
-  const driver::ReferenceModelShape shape{.vocab = options.model.vocab, .chunk = options.model.chunk};
+  const engines::ReferenceModelShape shape{.vocab = options.model.vocab, .chunk = options.model.chunk};
   const std::string why_not = driver::cuda::unavailable_reason();
   const bool on_device = options.backend == "cuda" || (options.backend == "auto" && why_not.empty());
   if (options.backend == "cuda" && !why_not.empty()) throw InputError(fmt::format("--backend cuda: {}", why_not));
   const std::string model = describe_engine(shape);
   if (!on_device) return {host_engine(shape), "host " + model};
   try {
-    return {std::make_unique<driver::cuda::ReferenceEngineOnDevice>(shape), "CUDA " + model};
+    return {std::make_unique<engines::cuda::ReferenceEngineOnDevice>(shape), "CUDA " + model};
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());
   }

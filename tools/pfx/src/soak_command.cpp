@@ -126,7 +126,7 @@ int run_soak(SoakOptions& options, const Streams& streams) {
   lane = lane_options(settings.workload.capacity, options.keep_min);
   settings.replay.seed = options.fault_seed.value_or(settings.workload.seed);
 
-  const driver::ReferenceModelShape shape{.vocab = settings.workload.vocab, .chunk = options.chunk};
+  const engines::ReferenceModelShape shape{.vocab = settings.workload.vocab, .chunk = options.chunk};
   std::unique_ptr<driver::Engine> engine;
   std::string description;
   if (options.engine == "llama") {  // the workload's tokens are the model's

@@ -22,8 +22,8 @@ void add_lane_settings(nlohmann::ordered_json& settings, const std::string& engi
   settings["chunk"] = chunk;
   settings["vocab"] = vocab;
   settings["capacity"] = lane.capacity;
-  settings["reuse"] = lane.enabled;
-  settings["keep_min"] = lane.keep_min;
+  settings["reuse"] = lane.config.enabled;
+  settings["keep_min"] = lane.config.keep_min;
 }
 
 }  // namespace pfx::cli

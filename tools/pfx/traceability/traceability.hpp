@@ -67,7 +67,7 @@ struct Requirement {
 [[nodiscard]] std::string test_index(std::span<const Tag> tags);
 
 /// The same index for the requirements check: "Suite.Name<TAB>ID ID\n" per test
-/// (spec/conformance/include/pfx/conformance/test_index.hpp reads it).
+/// (spec/refinement/include/pfx/refinement/test_index.hpp reads it).
 [[nodiscard]] std::string index_lines(std::span<const Tag> tags);
 
 /// The C++ source that `pfx audit` is built with: traced_requirements() (tools/pfx/include/pfx/cli/

@@ -20,8 +20,6 @@
 
 namespace pfx::driver {
 
-struct LaneOptions;  // pfx/driver/lane.hpp
-
 inline constexpr std::string_view prefix_cache_variable = "TF_GLM53_PREFIX_CACHE";
 inline constexpr std::string_view prefix_cache_min_variable = "TF_GLM53_PREFIX_CACHE_MIN";
 
@@ -31,12 +29,8 @@ inline constexpr std::string_view prefix_cache_min_variable = "TF_GLM53_PREFIX_C
 [[nodiscard]] Config apply_environment(Config base, std::optional<std::string_view> prefix_cache,
                                        std::optional<std::string_view> prefix_cache_min);
 
-/// `base` with the process environment applied.
+/// `base` with the process environment applied. A lane's: `options.config =
+/// config_from_environment(options.config)`.
 [[nodiscard]] Config config_from_environment(Config base = {});
-
-/// The lane's options with the process environment applied to their reuse flag and keep_min
-/// (driver/src/lane_environment.cpp; include pfx/driver/lane.hpp to call it).
-[[nodiscard]] LaneOptions lane_options_from_environment();
-[[nodiscard]] LaneOptions lane_options_from_environment(const LaneOptions& base);
 
 }  // namespace pfx::driver

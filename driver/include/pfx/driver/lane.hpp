@@ -6,6 +6,7 @@
 
 #include <pfx/driver/engine.hpp>
 #include <pfx/driver/kv_state.hpp>
+#include <pfx/config.hpp>
 #include <pfx/machine.hpp>
 #include <pfx/token.hpp>
 
@@ -24,13 +25,14 @@ inline constexpr bool poison_by_default = false;
 inline constexpr bool poison_by_default = true;
 #endif
 
-/// How a lane is set up. enabled and keep_min have the seed's meanings and defaults (the same knobs
-/// as pfx::Config's, docs/configuration.md); see
-/// lane_options_from_environment for TF_GLM53_PREFIX_CACHE and TF_GLM53_PREFIX_CACHE_MIN.
+/// How a lane is set up.
 struct LaneOptions {
   std::size_t capacity = 4096;  ///< token rows of the KV state, allocated once
-  bool enabled = true;          ///< reuse on; TF_GLM53_PREFIX_CACHE (audit 259: on by default)
-  std::size_t keep_min = 64;    ///< TF_GLM53_PREFIX_CACHE_MIN
+  /// The rule's knobs, with pfx::Config's meanings and defaults (reuse on, keep_min 64;
+  /// docs/configuration.md): `options.config = config_from_environment(options.config)` applies
+  /// TF_GLM53_PREFIX_CACHE and TF_GLM53_PREFIX_CACHE_MIN. config.chunk is not read: the rule's chunk
+  /// is rule_chunk's.
+  Config config{};
   /// The rule's chunk (INV-5): 0, the default, takes the engine's prefill chunk, as THM-1 requires.
   /// Another value is for showing why it does: the lane still prefills on the engine's grid, from
   /// whatever offset the rule grants, so a rule chunk that is not a multiple of the engine's lets

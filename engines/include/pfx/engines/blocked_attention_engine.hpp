@@ -27,9 +27,9 @@
 #include <memory>
 #include <span>
 
-namespace pfx::driver {
+namespace pfx::engines {
 
-class BlockedAttentionEngine final : public Engine {
+class BlockedAttentionEngine final : public driver::Engine {
  public:
   /// Throws std::invalid_argument when the shape is unusable.
   explicit BlockedAttentionEngine(ReferenceModelShape shape);
@@ -40,17 +40,17 @@ class BlockedAttentionEngine final : public Engine {
   [[nodiscard]] const ReferenceModelShape& model() const noexcept { return shape_; }
 
   /// A HostKvState with this model's layers and width.
-  [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override;
+  [[nodiscard]] std::unique_ptr<driver::KvState> make_kv_state(std::size_t capacity) const override;
 
   /// As HostReferenceEngine's: `kv` from make_kv_state (or a ShardedKvState of HostKvStates);
   /// positions past its capacity and tokens outside the vocabulary are std::out_of_range.
-  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
+  void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override;
-  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override;
+  void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override;
 
  private:
   ReferenceModelShape shape_;
   ReferenceWeights weights_;
 };
 
-}  // namespace pfx::driver
+}  // namespace pfx::engines

@@ -15,9 +15,9 @@
 #include <memory>
 #include <span>
 
-namespace pfx::driver {
+namespace pfx::engines {
 
-class CacheOwningEngine final : public Engine {
+class CacheOwningEngine final : public driver::Engine {
  public:
   /// A cache of `capacity` rows for the reference model of `shape`. Throws std::invalid_argument on an
   /// unusable shape or a capacity of 0.
@@ -28,24 +28,24 @@ class CacheOwningEngine final : public Engine {
 
   /// A view of the engine's cache, `capacity` rows of it (std::length_error past the cache's). Every
   /// view shares the one cache: a view's forget(from) drops rows from `from` on, whoever wrote them.
-  [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override;
+  [[nodiscard]] std::unique_ptr<driver::KvState> make_kv_state(std::size_t capacity) const override;
 
   /// Writes rows [position, position + tokens.size()) of the cache. Throws std::logic_error unless the
   /// cache holds exactly rows [0, position) (a write that does not continue them, as llama.cpp refuses
   /// one), and std::invalid_argument for a KV state that is not a view of this engine's cache.
-  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position, std::span<float> logits) override;
-  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override;
+  void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position, std::span<float> logits) override;
+  void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override;
 
   /// Rows the cache holds: [0, held()).
   [[nodiscard]] std::size_t held() const noexcept { return held_; }
 
  private:
   class View;
-  void check_view(const KvState& kv, std::size_t position, const char* what) const;
+  void check_view(const driver::KvState& kv, std::size_t position, const char* what) const;
 
   HostReferenceEngine inner_;
-  mutable HostKvState cache_;  ///< the engine's own memory; views write it through the engine
+  mutable driver::HostKvState cache_;  ///< the engine's own memory; views write it through the engine
   mutable std::size_t held_ = 0;
 };
 
-}  // namespace pfx::driver
+}  // namespace pfx::engines

@@ -24,16 +24,16 @@
 #include <span>
 #include <vector>
 
-namespace pfx::driver {
+namespace pfx::engines {
 
 /// A KV state of `capacity` positions that stores nothing (0 layers, 0 floats): fill and copy_rows
 /// check their range, as every KV state does, and do nothing else.
-class RowlessKvState final : public KvState {
+class RowlessKvState final : public driver::KvState {
  public:
   explicit RowlessKvState(std::size_t capacity) : shape_{.capacity = capacity, .layers = 0, .width = 0} {}
 
-  [[nodiscard]] const KvShape& shape() const noexcept override { return shape_; }
-  void forget(std::size_t from) override { check_rows(shape_, from, shape_.capacity, "RowlessKvState::forget"); }
+  [[nodiscard]] const driver::KvShape& shape() const noexcept override { return shape_; }
+  void forget(std::size_t from) override { driver::check_rows(shape_, from, shape_.capacity, "RowlessKvState::forget"); }
   [[nodiscard]] bool owns_rows() const noexcept override { return true; }
   void fill(std::size_t from, std::size_t to, float value) override;
   [[nodiscard]] std::vector<float> copy_rows(std::size_t from, std::size_t to) const override;
@@ -41,10 +41,10 @@ class RowlessKvState final : public KvState {
   [[nodiscard]] std::size_t memory_bytes() const noexcept override { return 0; }
 
  private:
-  KvShape shape_;
+  driver::KvShape shape_;
 };
 
-class DecisionsOnlyEngine final : public Engine {
+class DecisionsOnlyEngine final : public driver::Engine {
  public:
   /// Throws std::invalid_argument when chunk or vocab is 0.
   DecisionsOnlyEngine(std::size_t chunk, std::size_t vocab);
@@ -53,16 +53,16 @@ class DecisionsOnlyEngine final : public Engine {
   [[nodiscard]] std::size_t vocab() const noexcept override { return vocab_; }
 
   /// A RowlessKvState of `capacity` positions.
-  [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override;
+  [[nodiscard]] std::unique_ptr<driver::KvState> make_kv_state(std::size_t capacity) const override;
 
   /// Computes and writes no row (checking only that the rows are within `kv`), and sets the logits
   /// to zero: finite, so the lane's stale-row check passes, and their argmax is token 0.
-  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position, std::span<float> logits) override;
-  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override;
+  void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position, std::span<float> logits) override;
+  void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override;
 
  private:
   std::size_t chunk_;
   std::size_t vocab_;
 };
 
-}  // namespace pfx::driver
+}  // namespace pfx::engines

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <span>
 
-namespace pfx::driver {
+namespace pfx::engines {
 
 class DriftingEngine final : public WrappedEngine {
  public:
@@ -20,10 +20,10 @@ class DriftingEngine final : public WrappedEngine {
 
   /// The inner engine's prefill, then logits[0] += 1e-3 x (prefill calls served so far, this one
   /// included).
-  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
+  void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override;
   /// The inner engine's decode, unchanged.
-  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override;
+  void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override;
 
   /// Prefill calls served so far.
   [[nodiscard]] std::size_t calls() const noexcept { return calls_; }
@@ -32,4 +32,4 @@ class DriftingEngine final : public WrappedEngine {
   std::size_t calls_ = 0;
 };
 
-}  // namespace pfx::driver
+}  // namespace pfx::engines

@@ -15,7 +15,7 @@
 #include <span>
 #include <stdexcept>
 
-namespace pfx::driver {
+namespace pfx::engines {
 
 /// What FaultyEngine throws.
 class InjectedFault : public std::runtime_error {
@@ -27,11 +27,11 @@ class FaultyEngine final : public WrappedEngine {
  public:
   /// Each prefill or decode call fails with probability `rate` (0 <= rate <= 1, else
   /// std::invalid_argument); `seed` makes the failures reproducible.
-  FaultyEngine(Engine& inner, double rate, std::uint64_t seed);
+  FaultyEngine(driver::Engine& inner, double rate, std::uint64_t seed);
 
-  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
+  void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override;
-  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override;
+  void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override;
 
   /// Failures injected so far.
   [[nodiscard]] std::size_t failures() const noexcept { return failures_; }
@@ -42,11 +42,11 @@ class FaultyEngine final : public WrappedEngine {
   enum class Mode { before_writing, after_writing, after_garbage };
   /// Runs `step`, or fails around it in one of the modes.
   template <class Step>
-  void maybe_fail(KvState& kv, std::size_t begin, std::size_t end, const char* what, Step&& step);
+  void maybe_fail(driver::KvState& kv, std::size_t begin, std::size_t end, const char* what, Step&& step);
 
   std::bernoulli_distribution fails_;
   std::mt19937_64 random_;
   std::size_t failures_ = 0;
 };
 
-}  // namespace pfx::driver
+}  // namespace pfx::engines

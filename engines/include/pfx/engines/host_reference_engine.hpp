@@ -13,9 +13,9 @@
 #include <span>
 #include <vector>
 
-namespace pfx::driver {
+namespace pfx::engines {
 
-class HostReferenceEngine final : public Engine {
+class HostReferenceEngine final : public driver::Engine {
  public:
   /// Throws std::invalid_argument when the shape is unusable.
   explicit HostReferenceEngine(const ReferenceModelShape& shape = {});
@@ -25,19 +25,19 @@ class HostReferenceEngine final : public Engine {
   [[nodiscard]] const ReferenceModelShape& model() const noexcept { return shape_; }
 
   /// A HostKvState with this model's layers and width.
-  [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override;
+  [[nodiscard]] std::unique_ptr<driver::KvState> make_kv_state(std::size_t capacity) const override;
 
   /// `kv` must come from make_kv_state, or be a ShardedKvState whose shards do (its rows are read
   /// from their owners in position order, so the results do not depend on the layout);
   /// std::invalid_argument otherwise. Positions past its
   /// capacity and tokens outside the vocabulary are std::out_of_range.
-  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
+  void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override;
-  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override;
+  void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override;
 
  private:
   ReferenceModelShape shape_;
   ReferenceWeights weights_;
 };
 
-}  // namespace pfx::driver
+}  // namespace pfx::engines

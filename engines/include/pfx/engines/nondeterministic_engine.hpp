@@ -19,9 +19,9 @@
 #include <memory>
 #include <span>
 
-namespace pfx::driver {
+namespace pfx::engines {
 
-class NondeterministicEngine final : public Engine {
+class NondeterministicEngine final : public driver::Engine {
  public:
   /// Throws std::invalid_argument when the shape is unusable.
   explicit NondeterministicEngine(ReferenceModelShape shape, std::uint64_t seed = 1);
@@ -31,14 +31,14 @@ class NondeterministicEngine final : public Engine {
   [[nodiscard]] const ReferenceModelShape& model() const noexcept { return shape_; }
 
   /// A HostKvState with this model's layers and width.
-  [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override;
+  [[nodiscard]] std::unique_ptr<driver::KvState> make_kv_state(std::size_t capacity) const override;
 
   /// As HostReferenceEngine's, except that each partial softmax result sums its rows in a
   /// permuted order.
-  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
+  void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override;
   /// As HostReferenceEngine's, except that the online pass visits the rows in a permuted order.
-  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override;
+  void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override;
 
  private:
   /// The next value of the order stream.
@@ -49,4 +49,4 @@ class NondeterministicEngine final : public Engine {
   std::uint64_t state_;
 };
 
-}  // namespace pfx::driver
+}  // namespace pfx::engines

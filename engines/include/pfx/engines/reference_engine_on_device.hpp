@@ -13,13 +13,13 @@
 #include <memory>
 #include <span>
 
-namespace pfx::driver::cuda {
+namespace pfx::engines::cuda {
 
 /// The reference engine (<pfx/engines/reference_model.hpp>) as CUDA kernels on the KV state's stream,
 /// with the same weights as HostReferenceEngine. Every reduction has a fixed order (no atomics), so
 /// a run is a deterministic function of its inputs on one device. It need not match the host engine
 /// bit for bit. It keeps scratch buffers between calls, so one caller at a time (one lane).
-class ReferenceEngineOnDevice final : public Engine {
+class ReferenceEngineOnDevice final : public driver::Engine {
  public:
   /// Uploads the weights. Throws std::invalid_argument for an unusable shape, CudaError on a CUDA
   /// failure or when built without CUDA.
@@ -31,17 +31,17 @@ class ReferenceEngineOnDevice final : public Engine {
   [[nodiscard]] const ReferenceModelShape& model() const noexcept;
 
   /// A KvStateOnDevice with this model's layers and width.
-  [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override;
+  [[nodiscard]] std::unique_ptr<driver::KvState> make_kv_state(std::size_t capacity) const override;
   /// `kv` must come from make_kv_state (std::invalid_argument otherwise); rows past its capacity and
   /// tokens outside the vocabulary are std::out_of_range. The logits are copied to the host, so they
   /// are ready when the call returns.
-  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position,
+  void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override;
-  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override;
+  void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace pfx::driver::cuda
+}  // namespace pfx::engines::cuda

@@ -30,7 +30,7 @@
 #include <span>
 #include <vector>
 
-namespace pfx::driver {
+namespace pfx::engines {
 
 /// Sizes of the reference model. Defaults are small enough for property tests.
 struct ReferenceModelShape {
@@ -52,7 +52,7 @@ void validate(const ReferenceModelShape& shape);
 /// (std::invalid_argument), at least one token (std::invalid_argument), rows [position, position +
 /// tokens.size()) within the state (std::out_of_range), vocab logits (std::invalid_argument), every
 /// token in the vocabulary (std::out_of_range). Each message starts with `engine`.
-void check_call(const char* engine, const ReferenceModelShape& shape, const KvShape& kv,
+void check_call(const char* engine, const ReferenceModelShape& shape, const driver::KvShape& kv,
                 std::span<const token> tokens, std::size_t position, std::span<const float> logits);
 
 /// The weights, row-major, generated from the seed. Host and CUDA engines use the same weights.
@@ -86,4 +86,4 @@ struct ReferenceWeights {
   return static_cast<float>(z >> 40) / static_cast<float>(1ULL << 24) * 0.5f - 0.25f;
 }
 
-}  // namespace pfx::driver
+}  // namespace pfx::engines

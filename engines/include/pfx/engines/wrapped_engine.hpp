@@ -10,21 +10,21 @@
 #include <cstddef>
 #include <memory>
 
-namespace pfx::driver {
+namespace pfx::engines {
 
-class WrappedEngine : public Engine {
+class WrappedEngine : public driver::Engine {
  public:
   /// `inner` must outlive the wrapper.
-  explicit WrappedEngine(Engine& inner) noexcept : inner_(inner) {}
+  explicit WrappedEngine(driver::Engine& inner) noexcept : inner_(inner) {}
 
   [[nodiscard]] std::size_t chunk() const noexcept override { return inner_.chunk(); }
   [[nodiscard]] std::size_t vocab() const noexcept override { return inner_.vocab(); }
-  [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override {
+  [[nodiscard]] std::unique_ptr<driver::KvState> make_kv_state(std::size_t capacity) const override {
     return inner_.make_kv_state(capacity);
   }
 
  protected:
-  Engine& inner_;
+  driver::Engine& inner_;
 };
 
-}  // namespace pfx::driver
+}  // namespace pfx::engines

@@ -14,7 +14,7 @@
 #include <span>
 #include <variant>
 
-namespace pfx::bridge {
+namespace pfx::refinement {
 
 /// What the bridge, the model checker and the property tests read of a machine: core's Machine, or
 /// any type with the same surface, such as the deliberately wrong machines that show the verifier
@@ -116,4 +116,4 @@ constexpr Comparison step_both(Machine& machine, spec::State& model, const spec:
   return c;
 }
 
-}  // namespace pfx::bridge
+}  // namespace pfx::refinement

@@ -10,7 +10,7 @@
 #include <string>
 #include <variant>
 
-namespace pfx::fuzz {
+namespace pfx::refinement {
 
 /// "[0,1,1]"; long sequences show their first 48 tokens and their length.
 inline std::string describe(const spec::Tokens& tokens) {
@@ -72,4 +72,4 @@ inline std::string describe(const spec::Output& o) {
   return out.str();
 }
 
-}  // namespace pfx::fuzz
+}  // namespace pfx::refinement

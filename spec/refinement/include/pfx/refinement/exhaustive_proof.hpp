@@ -7,7 +7,7 @@
 /// (compile_time_proof.cpp: a violation fails the build) and at run time (exhaustive_test.cpp:
 /// coverage sees them, and a failure prints the counterexample).
 
-#include <pfx/conformance/bridge.hpp>
+#include <pfx/refinement/bridge.hpp>
 
 #include <pfx/core.hpp>
 #include <pfx/spec/catalogue.hpp>
@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace pfx::proof {
+namespace pfx::refinement {
 
 /// Every sequence over {0, 1} of length 0..max_length, shortest first.
 constexpr std::vector<spec::Tokens> all_sequences(std::size_t max_length) {
@@ -64,7 +64,7 @@ constexpr Tally prove_rule(const spec::Config& config, std::size_t max_length) {
   Machine machine;
   spec::State model;
   const spec::Event configure = spec::Configure{config};
-  tally.count(bridge::step_both(machine, model, configure).ok(), config, {}, 0, {}, 0);
+  tally.count(refinement::step_both(machine, model, configure).ok(), config, {}, 0, {}, 0);
 
   const std::vector<spec::Tokens> sequences = all_sequences(max_length);
   std::vector<spec::Event> queries;  // built once: the constant evaluator is slow to allocate
@@ -73,13 +73,13 @@ constexpr Tally prove_rule(const spec::Config& config, std::size_t max_length) {
   for (const spec::Tokens& ids : sequences) {
     for (std::size_t end = 0; end <= ids.size(); ++end) {
       const spec::Event record = spec::Record{ids, end};
-      tally.count(bridge::step_both(machine, model, record).ok(), config, ids, end, {}, 1);
-      const spec::State held = bridge::to_spec(machine);
+      tally.count(refinement::step_both(machine, model, record).ok(), config, ids, end, {}, 1);
+      const spec::State held = refinement::to_spec(machine);
       for (const spec::Event& query : queries) {
         // A query changes nothing (prove_protocol checks that), so the state before is the state
         // after, and the reference answers from the model's state.
         const spec::Tokens& prompt = std::get<spec::Query>(query).prompt;
-        const spec::Output machine_says = bridge::to_spec(machine.query(prompt), query);
+        const spec::Output machine_says = refinement::to_spec(machine.query(prompt), query);
         const spec::Output reference_says = spec::reference_decision(model, prompt);
         const spec::Step step{held.config, held, query, machine_says, held};
         tally.count(machine_says == reference_says && spec::all_hold(step), config, ids, end,
@@ -101,13 +101,13 @@ constexpr Tally prove_protocol(const spec::Config& config, std::size_t max_lengt
   Machine idle;
   spec::State idle_model;
   const spec::Event configure = spec::Configure{config};
-  tally.count(bridge::step_both(idle, idle_model, configure).ok(), config, {}, 0, {}, 0);
+  tally.count(refinement::step_both(idle, idle_model, configure).ok(), config, {}, 0, {}, 0);
 
   const std::vector<spec::Tokens> sequences = all_sequences(max_length);
   for (const spec::Tokens& ids : sequences) {
     for (std::size_t end = 0; end <= ids.size(); ++end) {
       const spec::Event record = spec::Record{ids, end};
-      tally.count(bridge::step_both(idle, idle_model, record).ok(), config, ids, end, {}, 1);
+      tally.count(refinement::step_both(idle, idle_model, record).ok(), config, ids, end, {}, 1);
 
       // Idle refuses commit and abort; record refuses a canonical_end past its ids.
       const spec::Event idle_refused[] = {spec::Commit{ids, end}, spec::Abort{},
@@ -115,7 +115,7 @@ constexpr Tally prove_protocol(const spec::Config& config, std::size_t max_lengt
       for (const spec::Event& e : idle_refused) {
         Machine m = idle;
         spec::State s = idle_model;
-        tally.count(bridge::step_both(m, s, e).ok(), config, ids, end, {}, 2);
+        tally.count(refinement::step_both(m, s, e).ok(), config, ids, end, {}, 2);
       }
 
       for (const spec::Tokens& prompt : sequences) {
@@ -125,7 +125,7 @@ constexpr Tally prove_protocol(const spec::Config& config, std::size_t max_lengt
           Machine writing = idle;
           spec::State writing_model = idle_model;
           const spec::Event begin = spec::Begin{prompt, offset};
-          const bridge::Comparison began = bridge::step_both(writing, writing_model, begin);
+          const refinement::Comparison began = refinement::step_both(writing, writing_model, begin);
           tally.count(began.ok(), config, ids, end, prompt, 3);
           if (writing.phase() != Phase::writing) continue;
           if (began.machine.offset != 0) ++tally.granted;
@@ -153,7 +153,7 @@ constexpr Tally prove_protocol(const spec::Config& config, std::size_t max_lengt
           for (const spec::Event& e : in_writing) {
             Machine m = writing;
             spec::State s = writing_model;
-            tally.count(bridge::step_both(m, s, e).ok(), config, ids, end, prompt, which);
+            tally.count(refinement::step_both(m, s, e).ok(), config, ids, end, prompt, which);
             // After an abort, the lane's commit and a clear: the lane's next move, that is the
             // commit of the write the clear tainted, or a second request for the same prompt at
             // the offset granted then.
@@ -171,7 +171,7 @@ constexpr Tally prove_protocol(const spec::Config& config, std::size_t max_lengt
               next.push_back(spec::Commit{answered, prompt.size()});
             }
             for (const spec::Event& n : next) {
-              tally.count(bridge::step_both(m, s, n).ok(), config, ids, end, prompt, which + 100);
+              tally.count(refinement::step_both(m, s, n).ok(), config, ids, end, prompt, which + 100);
             }
             ++which;
           }
@@ -192,10 +192,10 @@ constexpr Tally prove_configure(std::size_t max_chunk) {
         Machine m;
         spec::State s;
         const spec::Event record = spec::Record{ids, 3};
-        tally.count(bridge::step_both(m, s, record).ok(), {}, ids, 3, {}, 0);
+        tally.count(refinement::step_both(m, s, record).ok(), {}, ids, 3, {}, 0);
         const spec::Config c{enabled, keep_min, chunk};
         const spec::Event configure = spec::Configure{c};
-        tally.count(bridge::step_both(m, s, configure).ok(), c, ids, 3, {}, 1);
+        tally.count(refinement::step_both(m, s, configure).ok(), c, ids, 3, {}, 1);
       }
     }
   }
@@ -264,4 +264,4 @@ inline constexpr Domain compile_time_protocol_domain{2, 1, 1};
 inline constexpr Domain run_time_rule_domain{5, 3, 3};
 inline constexpr Domain run_time_protocol_domain{3, 3, 3};
 
-}  // namespace pfx::proof
+}  // namespace pfx::refinement

@@ -11,7 +11,7 @@
 /// requests), and counts per depth, so that a second search can show it explored all it claims
 /// (proptest/core/model_checker_test.cpp).
 
-#include <pfx/conformance/bridge.hpp>
+#include <pfx/refinement/bridge.hpp>
 
 #include <pfx/core.hpp>
 #include <pfx/spec/catalogue.hpp>
@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-namespace pfx::proof {
+namespace pfx::refinement {
 
 /// The checked domain. Prompts: every sequence over {0 .. alphabet-1} of length 0..max_prompt.
 /// Requests: accepted begins and records, at most max_requests on any path. A commit reports
@@ -129,7 +129,7 @@ struct KeyWriter {
   }
 };
 
-template <bridge::MachineLike M>
+template <refinement::MachineLike M>
 std::string key_with(const M& m, const spec::Ghost& g, spec::Token flip) {
   KeyWriter w{{}, flip};
   w.key.reserve(512);
@@ -169,7 +169,7 @@ std::string key_with(const M& m, const spec::Ghost& g, spec::Token flip) {
 /// letters, swapping them maps every event of the domain to another event of the domain and changes
 /// no answer (the machine, the model and the ghost only compare tokens for equality), so a state and
 /// its swapped image share one key: the lesser of the two.
-template <bridge::MachineLike M>
+template <refinement::MachineLike M>
 std::string key_of(const M& m, const spec::Ghost& g, std::size_t alphabet) {
   std::string key = key_with(m, g, 0);
   if (alphabet == 2) key = std::min(key, key_with(m, g, 1));
@@ -185,7 +185,7 @@ std::string key_of(const M& m, const spec::Ghost& g, std::size_t alphabet) {
 /// the fewest requests any path to it needs, whatever the order of the events (a second count can
 /// then reproduce the figures per depth). A step the reference does not make is reported and its
 /// state explored all the same, so that SAFE is judged on a wrong machine's own states.
-template <bridge::MachineLike M = Machine>
+template <refinement::MachineLike M = Machine>
 ModelReport check_model(const ModelDomain& d) {
   ModelReport report;
   report.depths.resize(d.max_requests + 1);
@@ -236,14 +236,14 @@ ModelReport check_model(const ModelDomain& d) {
       ++count.states;
       const M machine = nodes[index].machine;
       const spec::Ghost ghost = nodes[index].ghost;
-      const spec::State state = bridge::to_spec(machine);
+      const spec::State state = refinement::to_spec(machine);
 
       // SAFE, and the rule's invariants, for every prompt asked of this state.
       if (!state.writing) {
         for (const spec::Tokens& prompt : prompts) {
           const spec::Event query = spec::Query{prompt};
           const Outcome out = machine.query(prompt);
-          const spec::Output says = bridge::to_spec(out, query);
+          const spec::Output says = refinement::to_spec(out, query);
           const spec::Step step{state.config, state, query, says, state};
           ++count.offers;
           if (out.decision.offset != 0) ++count.nonzero_offers;
@@ -292,14 +292,14 @@ ModelReport check_model(const ModelDomain& d) {
       }
 
       for (const spec::Event& event : events) {
-        // bridge::step_both, reusing the state before (already translated).
+        // refinement::step_both, reusing the state before (already translated).
         ++count.transitions;
         M after_machine = machine;
         spec::State model = state;
-        const spec::Output says = bridge::to_spec(after_machine.apply(bridge::to_core(event)), event);
+        const spec::Output says = refinement::to_spec(after_machine.apply(refinement::to_core(event)), event);
         const spec::Output reference = spec::apply(model, event);
         const bool unchanged = after_machine == machine;
-        const spec::State after = unchanged ? state : bridge::to_spec(after_machine);
+        const spec::State after = unchanged ? state : refinement::to_spec(after_machine);
         const spec::Step step{state.config, state, event, says, after};
         const std::string_view broken = spec::first_violation(step);
         if (says != reference || after != model) {
@@ -345,4 +345,4 @@ ModelReport check_model(const ModelDomain& d) {
   return report;
 }
 
-}  // namespace pfx::proof
+}  // namespace pfx::refinement

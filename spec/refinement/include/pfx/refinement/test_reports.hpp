@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace pfx::conformance {
+namespace pfx::refinement {
 
 enum class TestOutcome { passed, failed, skipped };
 
@@ -67,4 +67,4 @@ struct TestReport {
   return reports;
 }
 
-}  // namespace pfx::conformance
+}  // namespace pfx::refinement

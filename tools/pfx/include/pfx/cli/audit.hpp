@@ -2,7 +2,7 @@
 
 /// \file
 /// `pfx audit` (docs/cli.md, "pfx audit"): checks the invariant catalogue INV-1..11 at run time, on
-/// the bounded exhaustive domain of spec/conformance/include/pfx/conformance/exhaustive_proof.hpp, on
+/// the bounded exhaustive domain of spec/refinement/include/pfx/refinement/exhaustive_proof.hpp, on
 /// seeded random protocol runs, and with the bounded model checker (model_checker.hpp: SAFE against
 /// the ghost state); says what each covered, and with which compiler and flags it was built; then
 /// prints the traceability table (audit_table.hpp). Exits exit_mismatch on any violation,
@@ -12,8 +12,8 @@
 #include <pfx/cli/audit_table.hpp>
 #include <pfx/cli/command.hpp>
 
-#include <pfx/conformance/exhaustive_proof.hpp>
-#include <pfx/conformance/model_checker.hpp>
+#include <pfx/refinement/exhaustive_proof.hpp>
+#include <pfx/refinement/model_checker.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -38,8 +38,8 @@ struct AuditOptions {
   /// The exhaustive rule proof's domain and the model checker's (whose depth is protocol_length). The
   /// command line always checks the documented ones; tests under the sanitizers, where the rule proof
   /// alone takes 40 s, take smaller ones and still see the checks' text and verdicts.
-  proof::Domain rule = proof::run_time_rule_domain;
-  proof::ModelDomain model = proof::model_domain;
+  refinement::Domain rule = refinement::run_time_rule_domain;
+  refinement::ModelDomain model = refinement::model_domain;
   bool json = false;
   bool no_progress = false;  ///< no progress line on a terminal
   /// The folder of the suite's test reports (build/<preset>/proptest/results after ctest); when
@@ -47,7 +47,7 @@ struct AuditOptions {
   /// passed. Empty: not read.
   std::string results;
   /// How each random step is taken; tests substitute a broken one.
-  Stepper step = bridge::step_both;
+  Stepper step = refinement::step_both;
   /// The traceability table as the build traced it; tests substitute an incomplete one.
   std::span<const TracedRequirement> traced = traced_requirements();
 };

@@ -4,9 +4,9 @@
 /// The seeded random protocol runs of `pfx audit`: each case configures a fresh machine and model,
 /// then drives both through random events (refused ones included), one step_both per event, so that
 /// every step is compared with the reference model and checked against INV-1..10.
-/// Uses pfx::conformance (pfx/conformance/bridge.hpp), as pfx_cli and its tests do.
+/// Uses pfx::refinement (pfx/refinement/bridge.hpp), as pfx_cli and its tests do.
 
-#include <pfx/conformance/bridge.hpp>
+#include <pfx/refinement/bridge.hpp>
 
 #include <pfx/core.hpp>
 #include <pfx/spec/model.hpp>
@@ -21,9 +21,9 @@
 namespace pfx::cli {
 
 /// One step of a run: `event` applied to the machine and the model side by side, compared, and
-/// checked against the catalogue. The audit uses bridge::step_both; tests pass a broken one to show
+/// checked against the catalogue. The audit uses refinement::step_both; tests pass a broken one to show
 /// that a violation is reported.
-using Stepper = std::function<bridge::Comparison(Machine&, spec::State&, const spec::Event&)>;
+using Stepper = std::function<refinement::Comparison(Machine&, spec::State&, const spec::Event&)>;
 
 /// The first step that failed: which case and step, the events of that case up to it, and what the
 /// machine and the model said.
@@ -34,7 +34,7 @@ struct RandomRunFailure {
   spec::State before;               ///< the model's state before the failing event
   spec::State machine_after;        ///< the machine's state after it
   spec::State model_after;          ///< the model's state after it
-  bridge::Comparison comparison;
+  refinement::Comparison comparison;
 };
 
 struct RandomRunsReport {

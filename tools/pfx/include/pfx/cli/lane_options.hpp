@@ -47,10 +47,10 @@ void check_embedded_workload_capacity(std::size_t capacity);
 [[nodiscard]] driver::LaneOptions lane_options(std::size_t capacity, std::optional<std::size_t> keep_min);
 
 /// The host reference engine of `shape`; a shape it refuses is an InputError.
-[[nodiscard]] std::unique_ptr<driver::Engine> host_engine(const driver::ReferenceModelShape& shape);
+[[nodiscard]] std::unique_ptr<driver::Engine> host_engine(const engines::ReferenceModelShape& shape);
 
 /// "reference engine (vocab V, width W, L layers, chunk C)".
-[[nodiscard]] std::string describe_engine(const driver::ReferenceModelShape& shape);
+[[nodiscard]] std::string describe_engine(const engines::ReferenceModelShape& shape);
 
 /// "<engine>, capacity N, reuse on|off, keep_min K": the lane line of the commands' text output.
 [[nodiscard]] std::string describe_lane(const std::string& engine, const driver::LaneOptions& lane);

@@ -106,7 +106,7 @@ struct ReplayListener {
   std::function<void(const TraceClear&)> clear = [](const TraceClear&) {};
 };
 
-/// A replay in progress: the lane (on a driver::FaultyEngine around the engine when
+/// A replay in progress: the lane (on a engines::FaultyEngine around the engine when
 /// settings.fault_rate > 0), with settings.verify the cold side (driver::run_cold on the engine
 /// itself and a KV state of its own, through no Machine and no Lane), and the totals so far.
 /// `replay` feeds it a whole trace; `pfx soak` a generated stream, of which it compares only a sample.
@@ -127,7 +127,7 @@ class Replayer {
 
  private:
   std::chrono::steady_clock::time_point start_;
-  std::unique_ptr<driver::FaultyEngine> faulty_;
+  std::unique_ptr<engines::FaultyEngine> faulty_;
   std::unique_ptr<driver::Lane> lane_;
   std::unique_ptr<driver::SoloCollective> solo_;
   std::unique_ptr<driver::ShardedLane> sharded_;  ///< instead of lane_ when sharded
