@@ -104,11 +104,11 @@ int exit_status(Verdict verdict) noexcept {
   switch (verdict) {
     case Verdict::safe: return 0;
     case Verdict::unsafe: return 1;
-    case Verdict::nondeterministic:
-    case Verdict::no_exact_grid: return 3;
-    case Verdict::degenerate: return 4;
+    case Verdict::nondeterministic: return 4;
+    case Verdict::no_exact_grid: return 5;
+    case Verdict::degenerate: return 6;
   }
-  return 3;
+  return 3;  // no verdict: an internal error (docs/cli.md, "Exit status")
 }
 
 namespace {

@@ -41,7 +41,7 @@ pfx_expect_status(cli.audit_negative_cases_exits_2 STATUS 2 MATCH "pfx audit: --
 # A write error on standard output (a full disk: /dev/full) is reported and fails the run, for a
 # command that would otherwise succeed.
 add_test(NAME cli.replay_write_error_exits_non_zero
-         COMMAND sh -c "\"$1\" replay --requests 3 >/dev/full 2>\"$2\"; status=$?; cat \"$2\"; [ $status -eq 3 ] && grep -q 'pfx: cannot write the output' \"$2\""
+         COMMAND sh -c "\"$1\" replay --requests 3 >/dev/full 2>\"$2\"; status=$?; cat \"$2\"; [ $status -eq 74 ] && grep -q 'pfx: cannot write the output' \"$2\""
                  sh $<TARGET_FILE:pfx_program> "${CMAKE_CURRENT_BINARY_DIR}/write_error.err")
 set_tests_properties(cli.replay_write_error_exits_non_zero PROPERTIES LABELS cli)
 

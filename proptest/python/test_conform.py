@@ -74,7 +74,7 @@ class ConformProtocol(unittest.TestCase):
         report = pfx.conform(Noisy(2), budget="quick")
         self.assertFalse(report.deterministic)
         self.assertEqual(report.verdict, "nondeterministic")
-        self.assertEqual(report.exit_status, 3)
+        self.assertEqual(report.exit_status, 4)
         self.assertIsNone(report.recommended)
         self.assertEqual(report.cold_disagreement.difference.where, "logits")
         self.assertIn("verdict: nondeterministic", str(report))

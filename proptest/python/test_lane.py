@@ -246,7 +246,7 @@ class ConformPremises(unittest.TestCase):
             with self.subTest(premise=premise, engine=type(engine).__name__):
                 report = pfx.conform(engine, budget="quick")
                 self.assertEqual(report.verdict, "degenerate", str(report))
-                self.assertEqual(report.exit_status, 4)
+                self.assertEqual(report.exit_status, 6)
                 self.assertEqual(report.premise_failure.premise, premise)
                 self.assertIn(premise, str(report.premise_failure))
                 self.assertIsNone(report.recommended)

@@ -95,10 +95,10 @@ int run(std::span<const std::string> arguments, std::ostream& out, std::ostream&
       const int error = errno;
       err << "pfx: cannot write the output" << (error != 0 ? std::string(": ") + std::strerror(error) : std::string())
           << "; what was printed is incomplete\n";
-      status = exit_internal;
+      status = exit_output_lost;
     }
     err.flush();
-    if (err.fail()) status = exit_internal;  // the messages were lost: nothing else can say so
+    if (err.fail()) status = exit_output_lost;  // the messages were lost: nothing else can say so
     return status;
   } catch (const std::exception& e) {  // setting up the commands failed (out of memory, say)
     err << "pfx: internal error: " << e.what() << "\n";

@@ -82,10 +82,10 @@ struct PremiseFailure {
 enum class Verdict {
   safe,             ///< a grid is exact and the rule chunk's grid is exact (exit status 0)
   unsafe,           ///< a grid is exact, but not the rule chunk's (exit status 1)
-  nondeterministic, ///< two cold runs of a prompt differ: no grid can be exact (exit status 3)
-  no_exact_grid,    ///< cold runs agree, yet every grid has a resume that differs (exit status 3)
+  nondeterministic, ///< two cold runs of a prompt differ: no grid can be exact (exit status 4)
+  no_exact_grid,    ///< cold runs agree, yet every grid has a resume that differs (exit status 5)
   degenerate,       ///< a premise failed: the engine writes no rows, or its logits are not finite or
-                    ///< ignore the tokens; no grid was judged (exit status 4)
+                    ///< ignore the tokens; no grid was judged (exit status 6)
 };
 
 /// "safe", "unsafe", "nondeterministic", "no exact grid", "degenerate".

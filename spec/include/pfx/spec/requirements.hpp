@@ -94,7 +94,8 @@ inline constexpr std::array requirements = {
                 "differ) from one that depends on something else, and names the first mismatch of every other grid"},
     Requirement{"CONF-2",
                 "pfx conform runs the check on a shipped engine and exits 0 when the rule chunk is on an exact grid, "
-                "1 when it is not (printing the safe one), 3 when no grid is exact and 2 on bad input"},
+                "1 when it is not (printing the safe one), 4 when the engine is not deterministic, 5 when no grid is exact, "
+                "6 when it is degenerate and 2 on bad input"},
     Requirement{"CONF-3",
                 "pfx.conform runs the same check on an engine written in Python; on a PyTorch transformer its "
                 "verdict is confirmed independently: a grid it calls exact gives a Python lane no mismatch over a "

@@ -13,12 +13,14 @@ class App;
 
 namespace pfx::cli {
 
-/// The exit statuses of every command.
+/// The exit statuses of every command (docs/cli.md, "Exit status"). `pfx conform`'s verdicts other
+/// than safe and unsafe add 4, 5 and 6 (pfx::conform::exit_status); 128 + N is a signal's.
 enum ExitStatus : int {
-  exit_ok = 0,        ///< all good
-  exit_mismatch = 1,  ///< a check failed: a bit-exactness mismatch, an invariant violated
-  exit_bad_input = 2, ///< bad input: an option, a trace line, a file; nothing was run
-  exit_internal = 3,  ///< an unexpected failure (a device error in the middle of a run, ...)
+  exit_ok = 0,           ///< all good
+  exit_mismatch = 1,     ///< a check failed: a bit-exactness mismatch, an invariant violated
+  exit_bad_input = 2,    ///< bad input: an option, a trace line, a file; nothing was run
+  exit_internal = 3,     ///< an internal error, and only that (a device error in the middle of a run, ...)
+  exit_output_lost = 74, ///< the output could not be written: EX_IOERR of sysexits.h
 };
 
 /// Bad input. The message names the problem (the option, the line and the field); main prints it
