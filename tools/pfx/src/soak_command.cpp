@@ -3,7 +3,7 @@
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/lane_options.hpp>
-#include <pfx/cli/llama_options.hpp>
+#include <pfx/cli/engine_option.hpp>
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
 #include <pfx/cli/soak.hpp>

@@ -1,4 +1,4 @@
-#include <pfx/cli/llama_options.hpp>
+#include <pfx/cli/engine_option.hpp>
 
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/options.hpp>
