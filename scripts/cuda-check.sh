@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CUDA checks, for a machine with a GPU: builds the `device` preset, runs the CUDA tests (which
-# must run, not skip) and the whole suite, `pfx replay --backend cuda --verify`, `pfx conform --engine
+# must run, not skip) and the whole suite, `pfx replay --engine cuda --verify`, `pfx conform --engine
 # cuda` (on which grid a resume on the device equals its cold run), then the driver benchmarks. Prints what it measured.
 #
 #   scripts/cuda-check.sh              builds the device preset here, then checks
@@ -39,7 +39,7 @@ else
 fi
 
 # The main job on the device: the embedded workload, each response checked against a cold run.
-build/device/bin/pfx replay --backend cuda --verify --no-progress | tail -3
+build/device/bin/pfx replay --engine cuda --verify --no-progress | tail -3
 
 # The conformance check on the CUDA reference engine (docs/conform.md): deterministic, exact on the
 # multiples of its chunk, and the configured chunk safe (exit status 0), or this script fails.

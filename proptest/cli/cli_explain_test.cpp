@@ -308,6 +308,9 @@ TEST(CliExplain, TheKnobIsEnabledAndTheDeprecatedDisabledStillTurnsItOff) {
   EXPECT_EQ(off.status, pfx::cli::exit_ok) << off.err;
   EXPECT_TRUE(off.out.ends_with("\noffset 0: disabled, decided by none\n")) << off.out;
   EXPECT_EQ(deprecated.out, off.out);
+  EXPECT_NE(deprecated.err.find("warning: --disabled is deprecated; it is --enabled 0"), std::string::npos)
+      << deprecated.err;
+  EXPECT_EQ(off.err, "");
   const pfx::test::PfxRun both = pfx::test::run_pfx(args + " --enabled 1 --disabled");
   EXPECT_EQ(both.status, pfx::cli::exit_bad_input);
   EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;

@@ -7,6 +7,8 @@
 #include "cli/in_process.hpp"
 
 #include <pfx/cli/command.hpp>
+#include <pfx/cli/engine_option.hpp>
+#include <pfx/cli/options.hpp>
 #include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/replay.hpp>
 #include <pfx/cli/run.hpp>
@@ -364,7 +366,7 @@ TEST(ReplayCommand, EngineNoneReportsAsAModelWouldAndRefusesWhatNeedsOne) {
   };
   for (const Refused& r : std::vector<Refused>{
            {"--engine none --verify", "--verify needs a model: --engine none computes no KV row"},
-           {"--engine none --backend host", "--backend host: --engine none runs on no backend"},
+           {"--engine none --backend host", "--backend host contradicts --engine none: give --engine alone"},
            {"--engine none --dcp 4", "--dcp 4: --engine none has no KV state to shard"},
            {"--engine nothing", "--engine"}}) {
     const PfxRun bad = run_pfx("replay --requests 2 " + r.options);
@@ -372,6 +374,42 @@ TEST(ReplayCommand, EngineNoneReportsAsAModelWouldAndRefusesWhatNeedsOne) {
     EXPECT_NE(bad.err.find(r.message), std::string::npos) << r.options << ": " << bad.err;
     EXPECT_EQ(bad.out, "") << r.options << ": nothing ran";
   }
+}
+
+// One --engine vocabulary and one --chunk default across replay, soak and conform (docs/cli.md,
+// "Engines"): each command takes the engines its job allows, refuses the others saying why, and the
+// deprecated --backend still works, with a warning naming the new spelling.
+TEST(Engines, EveryCommandTakesOneVocabularyAndOneChunkDefault) {
+  pfx::test::verifies("CLI-2");
+  for (const std::string& engine : pfx::cli::engine_names()) {
+    for (const std::string command : {"replay", "soak", "conform"}) {
+      const PfxRun ran = run_pfx(command + " --engine " + engine + " --help");
+      EXPECT_EQ(ran.status, pfx::cli::exit_ok) << command << " --engine " << engine << ": " << ran.err;
+    }
+  }
+  const PfxRun blocked = run_pfx("replay --requests 6 --engine blocked-attention --verify --no-progress");
+  EXPECT_EQ(blocked.status, pfx::cli::exit_ok) << blocked.out << blocked.err;
+  EXPECT_NE(blocked.out.find("lane: host blocked-attention reference engine"), std::string::npos) << blocked.out;
+  const PfxRun noisy = run_pfx("replay --requests 6 --engine nondeterministic --verify --no-progress");
+  EXPECT_EQ(noisy.status, pfx::cli::exit_mismatch) << noisy.out << noisy.err;  // two runs of it differ
+  for (const std::string command : {"soak --requests 10", "conform --budget quick"}) {
+    const PfxRun none = run_pfx(command + " --engine none");
+    EXPECT_EQ(none.status, pfx::cli::exit_bad_input) << command;
+    EXPECT_NE(none.err.find("--engine none computes no KV row and no logit"), std::string::npos) << none.err;
+  }
+
+  const nlohmann::json conform = nlohmann::json::parse(run_pfx("conform --budget quick --json").out);
+  EXPECT_EQ(conform["chunk"], pfx::cli::default_chunk);
+  const PfxRun replay = run_pfx("replay --requests 2 --json --no-progress");
+  EXPECT_EQ(json_lines(replay.out).back()["settings"]["chunk"], pfx::cli::default_chunk);
+  const PfxRun soak = run_pfx("soak --requests 10 --warmup 5 --json --no-progress");
+  EXPECT_EQ(nlohmann::json::parse(soak.out)["settings"]["chunk"], pfx::cli::default_chunk) << soak.out << soak.err;
+
+  const PfxRun host = run_pfx("replay --requests 2 --backend host --no-progress");
+  EXPECT_EQ(host.status, pfx::cli::exit_ok) << host.err;
+  EXPECT_NE(host.err.find("warning: --backend is deprecated; --backend host is --engine reference"), std::string::npos)
+      << host.err;
+  EXPECT_NE(host.out.find("lane: host reference engine"), std::string::npos) << host.out;
 }
 
 TEST(ReplayCommand, EngineNoneReplaysTwoTurnsOfAMillionTokens) {

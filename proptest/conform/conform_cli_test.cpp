@@ -17,7 +17,7 @@ TEST(ConformCli, TheReferenceEngineOnItsOwnChunkIsSafe) {
   pfx::test::verifies("CONF-2");
   const pfx::test::PfxRun ran = run_pfx("conform --budget quick");
   EXPECT_EQ(ran.status, 0) << ran.out << ran.err;
-  EXPECT_NE(ran.out.find("grid 8 (prefill chunk, rule chunk): exact"), std::string::npos) << ran.out;
+  EXPECT_NE(ran.out.find("grid 64 (prefill chunk, rule chunk): exact"), std::string::npos) << ran.out;  // the one --chunk default
   EXPECT_NE(ran.out.find("verdict: safe"), std::string::npos) << ran.out;
 }
 

@@ -9,11 +9,6 @@
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
 #include <pfx/conform/check.hpp>
-#include <pfx/driver/cuda.hpp>
-#include <pfx/engines/blocked_attention_engine.hpp>
-#include <pfx/engines/host_reference_engine.hpp>
-#include <pfx/engines/nondeterministic_engine.hpp>
-#include <pfx/engines/reference_engine_on_device.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -31,53 +26,15 @@ namespace {
 using json = nlohmann::ordered_json;
 
 struct ConformOptions {
-  std::string engine = "reference";
-  std::size_t chunk = engines::ReferenceModelShape{}.chunk;
+  EngineChoice engine;
+  std::size_t chunk = default_chunk;
   std::optional<std::size_t> rule_chunk;
   std::string budget = "default";
   std::optional<std::uint64_t> seed;
   std::optional<std::size_t> max_grid;
   bool json = false;
   bool no_progress = false;
-  LlamaOptions llama;  ///< of --engine llama
 };
-
-struct NamedEngine {
-  std::unique_ptr<driver::Engine> engine;
-  std::string description;
-};
-
-NamedEngine make_engine(const ConformOptions& o) {
-  if (o.engine == "llama") {
-    LlamaEngine llama = llama_engine(o.llama, o.chunk);
-    return {std::move(llama.engine), std::move(llama.description)};
-  }
-  const engines::ReferenceModelShape shape{.chunk = o.chunk};
-  const std::string model = describe_engine(shape);
-  try {
-    if (o.engine == "reference") return {std::make_unique<engines::HostReferenceEngine>(shape), "host " + model};
-    if (o.engine == "blocked-attention") {
-      return {std::make_unique<engines::BlockedAttentionEngine>(shape), "host blocked-attention " + model};
-    }
-    if (o.engine == "nondeterministic") {
-      return {std::make_unique<engines::NondeterministicEngine>(shape), "host nondeterministic " + model};
-    }
-    if (o.engine == "cuda") {
-      const std::string why_not = driver::cuda::unavailable_reason();
-      if (!why_not.empty()) throw InputError(fmt::format("--engine cuda: {}", why_not));
-      return {std::make_unique<engines::cuda::ReferenceEngineOnDevice>(shape), "CUDA " + model};
-    }
-  } catch (const std::invalid_argument& e) {
-    throw InputError(e.what());
-  }
-  throw InputError(fmt::format("--engine {}: unknown engine", o.engine));  // CLI11 checked the name
-}
-
-}  // namespace
-
-std::vector<std::string> conform_engine_names() { return {"reference", "cuda", "blocked-attention", "nondeterministic", "llama"}; }
-
-namespace {
 
 int run_conform(const ConformOptions& o, const Streams& streams) {
   conform::CheckOptions check;
@@ -89,7 +46,7 @@ int run_conform(const ConformOptions& o, const Streams& streams) {
   if (o.seed) check.budget.seed = *o.seed;
   if (o.max_grid) check.budget.max_grid = *o.max_grid;
   check.rule_chunk = o.rule_chunk;
-  const NamedEngine engine = make_engine(o);
+  const ChosenEngine engine = make_engine(o.engine, {.chunk = o.chunk});
   check.engine_name = engine.description;
   const conform::Budget& b = check.budget;
   const std::size_t prompts =
@@ -151,9 +108,7 @@ void add_conform_command(CLI::App& app, const Streams& streams, int& status) {
       "conform", "Check that an engine meets THM-1's premise: on which chunk grid a resume equals a cold run bit "
                  "for bit, and whether the rule's chunk is on it");
   auto options = std::make_shared<ConformOptions>();
-  command->add_option("--engine", options->engine, "The engine to check")
-      ->check(CLI::IsMember(conform_engine_names()))
-      ->capture_default_str();
+  add_engine_option(*command, options->engine, engine_names());
   command->add_option("--chunk", options->chunk, "The engine's own prefill chunk (its cold runs' grid)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 12))
       ->capture_default_str();
@@ -167,11 +122,13 @@ void add_conform_command(CLI::App& app, const Streams& streams, int& status) {
   command->add_option("--max-grid", options->max_grid,
                       "Largest power-of-two grid tried (default: the budget's; the chunks are tried too)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 12));
-  add_llama_options(*command, options->llama);
   command->add_flag("--json", options->json, "Write the report as one JSON object");
   command->add_flag("--no-progress", options->no_progress, "Draw no progress bar");
   command->callback([&streams, &status, options, command] {
     check_llama_options_unused(*command, options->engine);
+    if (options->engine.name == "none") {
+      throw InputError("--engine none computes no KV row and no logit: conform compares them, so it needs a model");
+    }
     status = run_conform(*options, streams);
   });
 }

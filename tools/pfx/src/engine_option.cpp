@@ -1,7 +1,13 @@
 #include <pfx/cli/engine_option.hpp>
 
 #include <pfx/cli/command.hpp>
-#include <pfx/cli/options.hpp>
+#include <pfx/cli/lane_options.hpp>
+#include <pfx/driver/cuda.hpp>
+#include <pfx/engines/blocked_attention_engine.hpp>
+#include <pfx/engines/decisions_only_engine.hpp>
+#include <pfx/engines/host_reference_engine.hpp>
+#include <pfx/engines/nondeterministic_engine.hpp>
+#include <pfx/engines/reference_engine_on_device.hpp>
 #ifdef PFX_CLI_LLAMA
 #include <pfx/llama/engine.hpp>
 #endif
@@ -9,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace pfx::cli {
@@ -21,26 +28,60 @@ bool llama_built() noexcept {
 #endif
 }
 
-void add_llama_options(CLI::App& command, LlamaOptions& options) {
-  command.add_option("--model", options.model, "--engine llama: the GGUF model file");
-  command.add_option("--ubatch", options.ubatch, "--engine llama: llama.cpp's n_ubatch, at most --chunk (default: --chunk)")
+void add_engine_option(CLI::App& command, EngineChoice& choice, const std::vector<std::string>& allowed) {
+  command.add_option("--engine", choice.name,
+                     fmt::format("The engine: {} (docs/cli.md, \"Engines\")", fmt::join(allowed, ", ")))
+      ->check(CLI::IsMember(allowed))
+      ->capture_default_str();
+  LlamaOptions& llama = choice.llama;
+  command.add_option("--model", llama.model, "--engine llama: the GGUF model file");
+  command.add_option("--ubatch", llama.ubatch, "--engine llama: llama.cpp's n_ubatch, at most --chunk (default: --chunk)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
-  command.add_option("--threads", options.threads, "--engine llama: threads (default 1: results do not depend on it, speed on a busy machine does)")
+  command.add_option("--threads", llama.threads, "--engine llama: threads (default 1: results do not depend on it, speed on a busy machine does)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
-  command.add_option("--flash-attn", options.flash_attention, "--engine llama: flash attention on, off or auto")
+  command.add_option("--flash-attn", llama.flash_attention, "--engine llama: flash attention on, off or auto")
       ->check(CLI::IsMember({"on", "off", "auto"}))->capture_default_str();
-  command.add_option("--kv-type", options.kv_type, "--engine llama: the KV cache's element type")
+  command.add_option("--kv-type", llama.kv_type, "--engine llama: the KV cache's element type")
       ->check(CLI::IsMember({"f16", "f32"}))->capture_default_str();
 }
 
-void check_llama_options_unused(const CLI::App& command, const std::string& engine) {
-  if (engine == "llama") return;
+void check_llama_options_unused(const CLI::App& command, const EngineChoice& choice) {
+  if (choice.name == "llama") return;
   for (const char* name : {"--model", "--ubatch", "--threads", "--flash-attn", "--kv-type"}) {
-    if (command.count(name) > 0) throw InputError(fmt::format("{} is an option of --engine llama, not of --engine {}", name, engine));
+    if (command.count(name) > 0) {
+      throw InputError(fmt::format("{} is an option of --engine llama, not of --engine {}", name, choice.name));
+    }
   }
 }
 
-LlamaEngine llama_engine(const LlamaOptions& options, std::size_t chunk) {
+ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceModelShape& shape) {
+  const std::string& name = choice.name;
+  if (name == "llama") return llama_engine(choice.llama, shape.chunk);
+  if (name == "none") {
+    return {std::make_unique<engines::DecisionsOnlyEngine>(shape.chunk, shape.vocab),
+            fmt::format("no engine (decisions only: chunk {}, vocab {})", shape.chunk, shape.vocab)};
+  }
+  const std::string model = describe_engine(shape);
+  try {
+    if (name == "reference") return {std::make_unique<engines::HostReferenceEngine>(shape), "host " + model};
+    if (name == "blocked-attention") {
+      return {std::make_unique<engines::BlockedAttentionEngine>(shape), "host blocked-attention " + model};
+    }
+    if (name == "nondeterministic") {
+      return {std::make_unique<engines::NondeterministicEngine>(shape), "host nondeterministic " + model};
+    }
+    if (name == "cuda") {
+      const std::string why_not = driver::cuda::unavailable_reason();
+      if (!why_not.empty()) throw InputError(fmt::format("--engine cuda: {}", why_not));
+      return {std::make_unique<engines::cuda::ReferenceEngineOnDevice>(shape), "CUDA " + model};
+    }
+  } catch (const std::invalid_argument& e) {  // a shape the engine refuses
+    throw InputError(e.what());
+  }
+  throw InputError(fmt::format("--engine {}: unknown engine; the engines are {}", name, fmt::join(engine_names(), ", ")));
+}
+
+ChosenEngine llama_engine(const LlamaOptions& options, std::size_t chunk) {
 #ifdef PFX_CLI_LLAMA
   if (options.model.empty()) throw InputError("--engine llama needs --model PATH (a GGUF file)");
   llama::Settings settings{.model = options.model, .chunk = chunk, .ubatch = options.ubatch, .threads = options.threads,

@@ -91,7 +91,7 @@ Config explain_config(const ExplainOptions& options) {
   Config config;
   config.enabled = options.enabled.value_or(environment.enabled) && !options.disabled;
   config.keep_min = options.keep_min.value_or(environment.keep_min);
-  config.chunk = options.chunk.value_or(default_explain_chunk);
+  config.chunk = options.chunk.value_or(default_chunk);
   return config;
 }
 
@@ -134,7 +134,7 @@ void add_explain_command(CLI::App& app, const Streams& streams, int& status) {
   explain->add_option("--canonical-end", options->canonical_end, "Replaces the record's canonical_end")
       ->check(non_negative());  // CLI11 would wrap -1 round to 2^64 - 1
   explain->add_option("--chunk", options->chunk, "The engine's prefill chunk")
-      ->default_str(std::to_string(default_explain_chunk))
+      ->default_str(std::to_string(default_chunk))
       ->check(non_negative());
   explain->add_option("--keep-min", options->keep_min,
                       "Shortest reuse worth taking (default: TF_GLM53_PREFIX_CACHE_MIN, or 64)")
@@ -144,7 +144,10 @@ void add_explain_command(CLI::App& app, const Streams& streams, int& status) {
           ->check(CLI::IsMember({"0", "1"}));
   explain->add_flag("--disabled", options->disabled, "Deprecated: the same as --enabled 0")->excludes(enabled);
   explain->add_flag("--json", options->json, "Write the explanation as JSON");
-  explain->callback([&streams, &status, options] { status = run_explain(*options, streams); });
+  explain->callback([&streams, &status, options] {
+    if (options->disabled) streams.err << "pfx explain: warning: --disabled is deprecated; it is --enabled 0\n";
+    status = run_explain(*options, streams);
+  });
 }
 
 }  // namespace pfx::cli

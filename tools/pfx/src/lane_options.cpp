@@ -3,7 +3,6 @@
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/options.hpp>
 #include <pfx/driver/environment.hpp>
-#include <pfx/engines/host_reference_engine.hpp>
 #include <pfx/token.hpp>
 
 #include <CLI/CLI.hpp>
@@ -62,14 +61,6 @@ driver::LaneOptions lane_options(std::size_t capacity, std::optional<std::size_t
   driver::LaneOptions lane{.capacity = capacity, .config = driver::config_from_environment(), .poison = true};
   if (keep_min) lane.config.keep_min = *keep_min;
   return lane;
-}
-
-std::unique_ptr<driver::Engine> host_engine(const engines::ReferenceModelShape& shape) {
-  try {
-    return std::make_unique<engines::HostReferenceEngine>(shape);
-  } catch (const std::invalid_argument& e) {
-    throw InputError(e.what());
-  }
 }
 
 std::string describe_engine(const engines::ReferenceModelShape& shape) {

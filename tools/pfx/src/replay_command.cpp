@@ -13,9 +13,6 @@
 #include <pfx/driver/cuda.hpp>
 #include <pfx/driver/environment.hpp>
 #include <pfx/driver/errors.hpp>
-#include <pfx/engines/decisions_only_engine.hpp>
-#include <pfx/engines/host_reference_engine.hpp>
-#include <pfx/engines/reference_engine_on_device.hpp>
 #ifdef PFX_CLI_MPI
 #include <pfx/driver/mpi_collective.hpp>
 #endif
@@ -44,7 +41,7 @@ using json = nlohmann::ordered_json;  // keys in the order written: "type" first
 
 /// The options `pfx replay` and `pfx workload` share, with their defaults (docs/cli.md).
 struct ModelOptions {
-  std::size_t chunk = 64;                 ///< the reference engine's prefill chunk = the rule's chunk
+  std::size_t chunk = default_chunk;      ///< the reference engine's prefill chunk = the rule's chunk
   std::size_t vocab = std::size_t{1} << 18;  ///< 262144 ids: any common tokenizer's fit
   std::size_t capacity = 32768;           ///< KV rows, allocated once
 };
@@ -54,9 +51,8 @@ struct ReplayOptions {
   std::optional<std::string> trace;       ///< none: the embedded workload; "-": standard input
   std::optional<std::size_t> keep_min;    ///< default: TF_GLM53_PREFIX_CACHE_MIN, else 64
   std::optional<std::size_t> rule_chunk;  ///< the rule's alignment; default: the engine's chunk (THM-1)
-  std::string engine = "reference";       ///< or "none": decisions only (DecisionsOnlyEngine); or "llama"
-  LlamaOptions llama;                     ///< of --engine llama
-  std::string backend = "auto";
+  EngineChoice engine;                    ///< --engine (engine_option.hpp)
+  std::string backend;                    ///< --backend, a deprecated spelling of --engine reference|cuda
   bool verify = false;
   double faults = 0;
   std::uint64_t seed = 253;
@@ -125,11 +121,6 @@ Input read_input(const ReplayOptions& options) {
   return {source, std::move(trace.items)};
 }
 
-struct ChosenEngine {
-  std::unique_ptr<driver::Engine> engine;
-  std::string description;
-};
-
 /// Whether this process is one rank of an mpirun job (replay then shards across the ranks).
 bool under_mpirun() noexcept {
 #ifdef PFX_CLI_MPI
@@ -139,19 +130,17 @@ bool under_mpirun() noexcept {
 #endif
 }
 
-/// Throws InputError for options that ask `--engine none` for what it cannot do, before anything is
-/// read or run.
-void check_engine_options(const ReplayOptions& options, bool backend_given) {
-  if (options.engine == "llama") {  // one llama.cpp context per KV state: no shards, no backend choice
-    if (backend_given) throw InputError(fmt::format("--backend {}: --engine llama runs on llama.cpp's own backend", options.backend));
-    if (under_mpirun() || options.dcp > 1) throw InputError("--engine llama cannot shard its KV state: run it with --dcp 1 in one process");
-    return;
+/// Throws InputError for an engine asked for what it cannot do (`none`: a check or shards; `llama`:
+/// shards), before anything is read or run.
+void check_engine_options(const ReplayOptions& options) {
+  const std::string& engine = options.engine.name;
+  if (engine == "llama" && (under_mpirun() || options.dcp > 1)) {  // one llama.cpp context per KV state
+    throw InputError("--engine llama cannot shard its KV state: run it with --dcp 1 in one process");
   }
-  if (options.engine != "none") return;
+  if (engine != "none") return;
   if (options.verify) {
     throw InputError("--verify needs a model: --engine none computes no KV row and no logit to compare with a cold run");
   }
-  if (backend_given) throw InputError(fmt::format("--backend {}: --engine none runs on no backend", options.backend));
   // Sharding splits a KV state's rows; without one, the decisions are one state's (SHARD-1).
   if (under_mpirun()) {
     throw InputError("--engine none has no KV state to shard across mpirun's ranks: run it in one process");
@@ -162,26 +151,19 @@ void check_engine_options(const ReplayOptions& options, bool backend_given) {
   }
 }
 
-ChosenEngine make_engine(const ReplayOptions& options) {
-  if (options.engine == "llama") {
-    LlamaEngine llama = llama_engine(options.llama, options.model.chunk);
-    return {std::move(llama.engine), std::move(llama.description)};
+/// `--backend` as the `--engine` it spells (host: reference; cuda: cuda; auto: cuda when a device is
+/// usable, else reference), with a warning that names the new spelling. InputError when --engine
+/// names another engine.
+void apply_deprecated_backend(ReplayOptions& options, bool engine_given, std::ostream& err) {
+  const std::string engine = options.backend == "host"   ? "reference"
+                             : options.backend == "cuda" ? "cuda"
+                             : driver::cuda::unavailable_reason().empty() ? "cuda" : "reference";
+  if (engine_given && options.engine.name != engine) {
+    throw InputError(fmt::format("--backend {} contradicts --engine {}: give --engine alone", options.backend,
+                                 options.engine.name));
   }
-  if (options.engine == "none") {
-    return {std::make_unique<engines::DecisionsOnlyEngine>(options.model.chunk, options.model.vocab),
-            fmt::format("no engine (decisions only: chunk {}, vocab {})", options.model.chunk, options.model.vocab)};
-  }
-  const engines::ReferenceModelShape shape{.vocab = options.model.vocab, .chunk = options.model.chunk};
-  const std::string why_not = driver::cuda::unavailable_reason();
-  const bool on_device = options.backend == "cuda" || (options.backend == "auto" && why_not.empty());
-  if (options.backend == "cuda" && !why_not.empty()) throw InputError(fmt::format("--backend cuda: {}", why_not));
-  const std::string model = describe_engine(shape);
-  if (!on_device) return {host_engine(shape), "host " + model};
-  try {
-    return {std::make_unique<engines::cuda::ReferenceEngineOnDevice>(shape), "CUDA " + model};
-  } catch (const std::invalid_argument& e) {
-    throw InputError(e.what());
-  }
+  err << fmt::format("pfx replay: warning: --backend is deprecated; --backend {} is --engine {}\n", options.backend, engine);
+  options.engine.name = engine;
 }
 
 double ratio(double cold, double resumed) { return resumed > 0 ? cold / resumed : 0; }
@@ -337,13 +319,14 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
   lane.rule_chunk = options.rule_chunk.value_or(0);
   // A model's vocabulary is its own: the trace is checked against it, so llama's engine comes first.
   ReplayOptions checked = options;
+  const engines::ReferenceModelShape shape{.vocab = options.model.vocab, .chunk = options.model.chunk};
   ChosenEngine early;
-  if (options.engine == "llama") {
-    early = make_engine(options);
+  if (options.engine.name == "llama") {
+    early = make_engine(options.engine, shape);
     checked.model.vocab = early.engine->vocab();
   }
   const Input input = read_input(checked);  // every line checked before anything runs
-  const ChosenEngine engine = early.engine ? std::move(early) : make_engine(options);
+  const ChosenEngine engine = early.engine ? std::move(early) : make_engine(options.engine, shape);
   const ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults,
                                 .seed = options.fault_seed.value_or(options.seed),
                                 .dcp = options.dcp, .interleave = options.interleave, .collective = ranks};
@@ -412,15 +395,10 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
                       "rule chunk that is not a multiple of it shows THM-1's counterexample under --verify")
       ->check(non_negative())
       ->check(CLI::Range(std::size_t{1}, std::numeric_limits<std::size_t>::max()));
-  command->add_option("--engine", options->engine,
-                      "reference: the reference model; none: decisions only, no KV state (what would be reused and "
-                      "prefilled, at the speed of the comparisons); llama: llama.cpp on --model (its vocabulary "
-                      "replaces --vocab)")
-      ->check(CLI::IsMember({"reference", "none", "llama"}))->capture_default_str();
-  add_llama_options(*command, options->llama);
+  add_engine_option(*command, options->engine, engine_names());
   CLI::Option* backend =
-      command->add_option("--backend", options->backend, "host, cuda, or auto (cuda when a device is available)")
-          ->check(CLI::IsMember({"host", "cuda", "auto"}))->capture_default_str();
+      command->add_option("--backend", options->backend, "Deprecated: --engine reference (host) or --engine cuda")
+          ->check(CLI::IsMember({"host", "cuda", "auto"}));
   command->add_flag("--verify", options->verify, "Also serve each request cold and compare bit for bit");
   add_faults_option(*command, options->faults);
   command->add_option("--seed", options->seed, "Seed of the injected failures and of the embedded workload")
@@ -441,8 +419,9 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
     if (options->trace && requests->count() > 0) {
       throw InputError("--requests sizes the embedded workload; it cannot be given with a trace");
     }
+    if (backend->count() > 0) apply_deprecated_backend(*options, command->count("--engine") > 0, streams.err);
     check_llama_options_unused(*command, options->engine);
-    check_engine_options(*options, backend->count() > 0);
+    check_engine_options(*options);
     status = run_replay(*options, streams);
   });
 }

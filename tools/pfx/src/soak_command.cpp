@@ -24,15 +24,14 @@ using json = nlohmann::ordered_json;
 
 struct SoakOptions {
   SoakSettings settings;
-  std::size_t chunk = 64;
+  std::size_t chunk = default_chunk;
   std::optional<std::size_t> keep_min;  ///< default: TF_GLM53_PREFIX_CACHE_MIN, else 64
   std::optional<std::size_t> warmup;    ///< default: the settings' 2000, shrunk to half of --requests
   std::optional<std::uint64_t> fault_seed;  ///< default: --seed
   std::string tolerance = "4096";
   bool json = false;
   bool no_progress = false;
-  std::string engine = "reference";  ///< or "llama"
-  LlamaOptions llama;                ///< of --engine llama
+  EngineChoice engine;               ///< --engine (engine_option.hpp); not none: a soak compares
 };
 
 /// At most this many failed checks are printed one by one; the summary counts them all.
@@ -127,17 +126,10 @@ int run_soak(SoakOptions& options, const Streams& streams) {
   settings.replay.seed = options.fault_seed.value_or(settings.workload.seed);
 
   const engines::ReferenceModelShape shape{.vocab = settings.workload.vocab, .chunk = options.chunk};
-  std::unique_ptr<driver::Engine> engine;
-  std::string description;
-  if (options.engine == "llama") {  // the workload's tokens are the model's
-    LlamaEngine llama = llama_engine(options.llama, options.chunk);
-    engine = std::move(llama.engine);
-    description = std::move(llama.description);
-    settings.workload.vocab = engine->vocab();
-  } else {
-    engine = host_engine(shape);
-    description = "host " + describe_engine(shape);
-  }
+  ChosenEngine chosen = make_engine(options.engine, shape);
+  std::unique_ptr<driver::Engine> engine = std::move(chosen.engine);
+  const std::string description = std::move(chosen.description);
+  settings.workload.vocab = engine->vocab();  // llama's: the workload's tokens are the model's
   const std::size_t requests = settings.workload.requests;
   if (!options.json) {
     streams.out << fmt::format("pfx soak: {} requests of the embedded workload (seed {}), faults {} per engine call\n",
@@ -211,14 +203,15 @@ void add_soak_command(CLI::App& app, const Streams& streams, int& status) {
   command->add_option("--rss-tolerance", options->tolerance,
                       "Growth of resident memory past the baseline that fails the run: KiB, or a percentage such as 5%")
       ->capture_default_str();
-  command->add_option("--engine", options->engine,
-                      "reference: the host reference model; llama: llama.cpp on --model (its vocabulary replaces --vocab)")
-      ->check(CLI::IsMember({"reference", "llama"}))->capture_default_str();
-  add_llama_options(*command, options->llama);
+  add_engine_option(*command, options->engine, engine_names());
   command->add_flag("--json", options->json, "One JSON object with the summary");
   command->add_flag("--no-progress", options->no_progress, "No progress bar, even on a terminal");
   command->callback([options, command, &streams, &status] {
     check_llama_options_unused(*command, options->engine);
+    if (options->engine.name == "none") {
+      throw InputError("--engine none computes no KV row and no logit: a soak compares responses with cold runs, so it "
+                       "needs a model");
+    }
     status = run_soak(*options, streams);
   });
 }

@@ -1,22 +1,38 @@
 #pragma once
 
 /// \file
-/// `--engine llama` of `pfx replay`, `pfx soak` and `pfx conform` (docs/cli.md, docs/engines.md): the
-/// options that set up pfx::llama's engine (--model, --ubatch, --threads, --flash-attn, --kv-type),
-/// and the engine itself. In a pfx built without llama.cpp the options exist and the engine is an
-/// InputError that says so.
+/// The one `--engine` option of `pfx replay`, `pfx soak` and `pfx conform` (docs/cli.md, "Engines"):
+/// one vocabulary, one factory, and the options of llama.cpp's engine that go with it (--model,
+/// --ubatch, --threads, --flash-attn, --kv-type; docs/engines.md). Each command takes the names its
+/// job allows and says why it refuses another. In a pfx built without llama.cpp the llama options
+/// exist and `--engine llama` is an InputError that says so.
 
 #include <pfx/driver/engine.hpp>
+#include <pfx/engines/reference_model.hpp>
 
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace CLI {
 class App;
 }
 
 namespace pfx::cli {
+
+/// Every engine a command may run, by the name `--engine` takes:
+///   reference          the reference model on the host (engines::HostReferenceEngine)
+///   blocked-attention  the reference model whose attention is tiled by the call (THM-1's counterexample class)
+///   nondeterministic   the reference model whose reduction order changes per call
+///   cuda               the reference model on a CUDA device (bad input where no device is usable)
+///   none               no model: decisions only, no KV state (replay)
+///   llama              llama.cpp on --model (its vocabulary replaces --vocab)
+inline const std::vector<std::string>& engine_names() {
+  static const std::vector<std::string> names = {"reference", "blocked-attention", "nondeterministic",
+                                                 "cuda",      "none",              "llama"};
+  return names;
+}
 
 struct LlamaOptions {
   std::string model;          ///< --model: a GGUF file
@@ -26,23 +42,37 @@ struct LlamaOptions {
   std::string kv_type = "f16";
 };
 
-/// Whether this pfx was built with pfx::llama.
-[[nodiscard]] bool llama_built() noexcept;
+/// What `--engine` chose, and llama's options for when it chose llama.
+struct EngineChoice {
+  std::string name = "reference";
+  LlamaOptions llama;
+};
 
-/// Adds --model, --ubatch, --threads, --flash-attn and --kv-type to `command`.
-void add_llama_options(CLI::App& command, LlamaOptions& options);
-
-struct LlamaEngine {
+/// An engine and the words the commands print for it ("host reference engine (vocab 64, ...)").
+struct ChosenEngine {
   std::unique_ptr<driver::Engine> engine;
   std::string description;
 };
 
+/// Whether this pfx was built with pfx::llama.
+[[nodiscard]] bool llama_built() noexcept;
+
+/// Adds --engine, taking the names of engine_names() that are in `allowed` (default reference), and
+/// llama's options, to `command`.
+void add_engine_option(CLI::App& command, EngineChoice& choice, const std::vector<std::string>& allowed);
+
+/// Throws InputError when llama's options were given but the engine is not llama.
+void check_llama_options_unused(const CLI::App& command, const EngineChoice& choice);
+
+/// The chosen engine: the reference model of `shape` on the host (reference, blocked-attention,
+/// nondeterministic) or on a device (cuda), decisions only (none: shape's chunk and vocab), or
+/// llama.cpp (llama: shape.chunk is its n_batch). Throws InputError for a shape the engine refuses,
+/// for cuda where no device is usable, and for llama as llama_engine does.
+[[nodiscard]] ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceModelShape& shape);
+
 /// The llama.cpp engine of `options` whose prefill chunk (n_batch) is `chunk`. Throws InputError when
 /// pfx was built without llama.cpp, when --model is missing, unreadable or not a model, and for a
 /// --ubatch above the chunk.
-[[nodiscard]] LlamaEngine llama_engine(const LlamaOptions& options, std::size_t chunk);
-
-/// Throws InputError when llama options were given but the engine is not llama (`engine`).
-void check_llama_options_unused(const CLI::App& command, const std::string& engine);
+[[nodiscard]] ChosenEngine llama_engine(const LlamaOptions& options, std::size_t chunk);
 
 }  // namespace pfx::cli

@@ -5,6 +5,7 @@
 /// a prompt, each bound with its value and the invariant it keeps, and which bound decided.
 
 #include <pfx/cli/command.hpp>
+#include <pfx/cli/options.hpp>  // default_chunk: the chunk replay runs on, so that both decide alike
 #include <pfx/core.hpp>
 
 #include <cstddef>
@@ -13,15 +14,11 @@
 
 namespace pfx::cli {
 
-/// The default chunk: the prefill chunk of `pfx replay`'s default engine, so that both commands
-/// decide alike unless told otherwise.
-inline constexpr std::size_t default_explain_chunk = 64;
-
 struct ExplainOptions {
   std::string record;  ///< inline JSON, or a file name (explain_input.hpp)
   std::string prompt;  ///< inline JSON, or a file name
   std::optional<std::size_t> canonical_end;  ///< replaces the record's
-  std::optional<std::size_t> chunk;          ///< default_explain_chunk when not given
+  std::optional<std::size_t> chunk;          ///< default_chunk when not given
   std::optional<std::size_t> keep_min;       ///< TF_GLM53_PREFIX_CACHE_MIN (default 64) when not given
   std::optional<bool> enabled;               ///< reuse on or off; TF_GLM53_PREFIX_CACHE when not given
   bool disabled = false;                     ///< deprecated --disabled: the same as enabled = false

@@ -46,9 +46,6 @@ void check_embedded_workload_capacity(std::size_t capacity);
 /// capacity, and poisoning on so that a stale read is caught.
 [[nodiscard]] driver::LaneOptions lane_options(std::size_t capacity, std::optional<std::size_t> keep_min);
 
-/// The host reference engine of `shape`; a shape it refuses is an InputError.
-[[nodiscard]] std::unique_ptr<driver::Engine> host_engine(const engines::ReferenceModelShape& shape);
-
 /// "reference engine (vocab V, width W, L layers, chunk C)".
 [[nodiscard]] std::string describe_engine(const engines::ReferenceModelShape& shape);
 

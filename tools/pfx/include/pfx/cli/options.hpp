@@ -6,10 +6,15 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
 #include <string_view>
 
 namespace pfx::cli {
+
+/// The prefill chunk of the engine, and so the rule's chunk, when --chunk is not given: one default
+/// for every command that takes --chunk (replay, workload, soak, conform, explain).
+inline constexpr std::size_t default_chunk = 64;
 
 /// For an option read into an unsigned integer: CLI11 would read "-1" as 2^64 - 1 and a value past
 /// 2^64 - 1 as 2^64 - 1 (std::strtoull does both, silently), so either is refused here with a message
