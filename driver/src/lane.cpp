@@ -23,7 +23,8 @@ void expect_accepted(const Outcome& outcome, const char* event) {
 
 }  // namespace
 
-Lane::Lane(Engine& engine, const LaneOptions& options) : engine_(engine), options_(options) {
+Lane::Lane(Engine& engine, const LaneOptions& options, BeforeCommit* before_commit)
+    : engine_(engine), options_(options), before_commit_(before_commit) {
   if (options.capacity == 0) throw ConfigError("Lane: capacity must be at least 1 token");
   if (engine.chunk() == 0) throw ConfigError("Lane: the engine's prefill chunk must be at least 1");
   if (engine.vocab() == 0) throw ConfigError("Lane: the engine's vocabulary is empty");
@@ -75,15 +76,21 @@ Response Lane::serve(std::span<const token> prompt, std::size_t max_new_tokens) 
   const Outcome answer = machine_.query(prompt);
   expect_accepted(answer, "query");
   response.decision = answer.decision;
+  last_decision_ = answer.decision;
   expect_accepted(machine_.begin(prompt, answer.decision.offset), "begin");  // INV-8: record shrinks
   response.timings.protocol += since(t);
+  bool wrote = false;
   try {
     write(prompt, max_new_tokens, response, start);
+    wrote = true;
+    if (before_commit_ != nullptr) before_commit_->agree(true);  // a sharded lane's ranks agree here
     t = Clock::now();
     expect_accepted(machine_.commit(ids_, prompt.size()), "commit");  // canonical_end: AUDIT-260
     response.timings.protocol += since(t);
   } catch (...) {
     machine_.abort();  // INV-8: the record keeps rows [0, offset), which this request did not touch
+    // This request failed here: it still takes part in the agreement, so that the others abort too.
+    if (!wrote && before_commit_ != nullptr) before_commit_->agree(false);
     throw;
   }
   response.timings.total = since(start);

@@ -7,8 +7,8 @@
 
 namespace pfx::driver {
 
-ShardedEngine::ShardedEngine(Engine& inner, const ShardLayout& layout, CommitVote* vote)
-    : inner_(inner), layout_(layout), vote_(vote) {
+ShardedEngine::ShardedEngine(Engine& inner, const ShardLayout& layout)
+    : inner_(inner), layout_(layout) {
   if (layout.ranks == 0 || layout.interleave == 0) {
     throw std::invalid_argument("ShardedEngine: ranks and interleave must both be at least 1");
   }
@@ -24,7 +24,7 @@ std::unique_ptr<KvState> ShardedEngine::make_kv_state(std::size_t capacity) cons
     if (shards.back() == nullptr) throw ConfigError("ShardedEngine: the inner engine made no KV state");
     shape = {capacity, shards.back()->shape().layers, shards.back()->shape().width};
   }
-  return std::make_unique<ShardedKvState>(shape, layout_, std::move(shards), vote_);
+  return std::make_unique<ShardedKvState>(shape, layout_, std::move(shards));
 }
 
 }  // namespace pfx::driver

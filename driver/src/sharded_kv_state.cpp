@@ -18,8 +18,8 @@ std::size_t ShardLayout::shard_capacity(std::size_t capacity) const noexcept {
 }
 
 ShardedKvState::ShardedKvState(const KvShape& shape, const ShardLayout& layout,
-                               std::vector<std::unique_ptr<KvState>> shards, CommitVote* vote)
-    : shape_(shape), layout_(layout), shards_(std::move(shards)), vote_(vote) {
+                               std::vector<std::unique_ptr<KvState>> shards)
+    : shape_(shape), layout_(layout), shards_(std::move(shards)) {
   check_shape(shape, "ShardedKvState");
   if (layout.ranks == 0 || layout.interleave == 0) {
     throw std::invalid_argument("ShardedKvState: ranks and interleave must both be at least 1");
@@ -87,13 +87,7 @@ std::vector<float> ShardedKvState::copy_rows(std::size_t from, std::size_t to) c
 }
 
 void ShardedKvState::synchronize() {
-  try {
-    for (const auto& shard : shards_) shard->synchronize();
-  } catch (...) {
-    if (vote_ != nullptr) vote_->vote(false);
-    throw;
-  }
-  if (vote_ != nullptr) vote_->vote(true);
+  for (const auto& shard : shards_) shard->synchronize();
 }
 
 std::size_t ShardedKvState::memory_bytes() const noexcept {

@@ -1,6 +1,7 @@
 #include <pfx/driver/errors.hpp>
 #include <pfx/driver/sharded_lane.hpp>
 
+#include <algorithm>
 #include <array>
 #include <string>
 #include <vector>
@@ -39,32 +40,25 @@ std::uint64_t record_digest(const Record& record) noexcept {
 
 ShardedLane::ShardedLane(Engine& engine, const LaneOptions& options, const ShardLayout& layout,
                          Collective& collective)
-    : collective_(collective), vote_(*this), engine_(engine, layout, &vote_), lane_(engine_, options) {}
+    : collective_(collective), all_wrote_(collective), engine_(engine, layout), lane_(engine_, options, &all_wrote_) {}
 
 const ShardedKvState& ShardedLane::kv() const noexcept {
   return static_cast<const ShardedKvState&>(lane_.kv());  // the ShardedEngine made it
 }
 
-bool ShardedLane::all_of(bool ok) {
-  const std::array<std::uint64_t, 1> mine{ok ? 1U : 0U};
+void ShardedLane::AllWrote::agree(bool wrote) {
+  const std::array<std::uint64_t, 1> mine{wrote ? 1U : 0U};
   std::vector<std::uint64_t> all(collective_.size());
   collective_.all_gather(mine, all);
-  for (const std::uint64_t word : all) {
-    if (word != 1) return false;
-  }
-  return true;
-}
-
-void ShardedLane::Vote::vote(bool local_ok) {
-  if (!armed) return;
-  armed = false;  // one vote per request
-  if (!lane_.all_of(local_ok) && local_ok) {
-    ++lane_.peer_faults_;
+  const bool every_rank_wrote = std::all_of(all.begin(), all.end(), [](std::uint64_t word) { return word == 1; });
+  // A rank that failed rethrows its own error once this returns; the others refuse the commit.
+  if (wrote && !every_rank_wrote) {
     throw PeerFault("ShardedLane::serve: another rank's write failed; the request was aborted on every rank");
   }
 }
 
 ShardedResponse ShardedLane::serve(std::span<const token> prompt, std::size_t max_new_tokens) {
+  // Step 1: the ranks agree on the decision before anything is written.
   const Outcome answer = lane_.machine().query(prompt);
   if (!answer.accepted()) {
     throw std::logic_error("ShardedLane: the machine refused query: " + std::string(describe(answer.refusal)));
@@ -87,14 +81,8 @@ ShardedResponse ShardedLane::serve(std::span<const token> prompt, std::size_t ma
     ++divergences_;
   }
 
-  vote_.armed = true;
-  try {
-    static_cast<Response&>(response) = lane_.serve(prompt, max_new_tokens);
-  } catch (...) {
-    // This rank failed before its synchronize voted: it still takes part in the one outcome exchange.
-    if (vote_.armed) vote_.vote(false);
-    throw;
-  }
+  // The lane's flow; step 2, the agreement on the writes, is its before-commit step (AllWrote).
+  static_cast<Response&>(response) = lane_.serve(prompt, max_new_tokens);
   return response;
 }
 

@@ -73,9 +73,12 @@ Replayer::~Replayer() = default;
 
 void Replayer::serve(const TraceItem& item, const ReplayListener& listener, bool verify) {
   ReplaySummary& summary = summary_;
-  driver::Lane& lane = sharded_ ? sharded_->local_lane() : *lane_;
   if (const auto* clear = std::get_if<TraceClear>(&item)) {
-    lane.clear();
+    if (sharded_) {
+      sharded_->clear();  // this rank's record: the ranks then disagree, and the next request is served cold
+    } else {
+      lane_->clear();
+    }
     ++summary.clears;
     listener.clear(*clear);
     return;
@@ -93,8 +96,6 @@ void Replayer::serve(const TraceItem& item, const ReplayListener& listener, bool
     const std::uint64_t chosen = (seed_ ^ (report.number * 0x9e3779b97f4a7c15ULL)) % collective_->size();
     faulty_->set_rate(chosen == collective_->rank() ? fault_rate_ : 0.0);
   }
-  // Asked before serving, so that a failed request still reports the offset it was given.
-  report.decision = lane.machine().query(request.prompt).decision;
   driver::Response response;
   try {
     if (sharded_) {
@@ -102,7 +103,7 @@ void Replayer::serve(const TraceItem& item, const ReplayListener& listener, bool
       summary.divergences += sharded.diverged ? 1 : 0;
       response = std::move(sharded);
     } else {
-      response = lane.serve(request.prompt, request.max_new_tokens);
+      response = lane_->serve(request.prompt, request.max_new_tokens);
     }
   } catch (const engines::InjectedFault& e) {  // the lane aborted: the record keeps rows [0, offset)
     report.error = e.what();
@@ -114,6 +115,7 @@ void Replayer::serve(const TraceItem& item, const ReplayListener& listener, bool
     report.error = e.what();
   }
   if (!report.error.empty()) {
+    report.decision = sharded_ ? sharded_->last_decision() : lane_->last_decision();  // the offset it was given
     ++summary.failures;
     summary.stale_reads += report.injected ? 0 : 1;
     listener.request(report);
@@ -133,7 +135,7 @@ void Replayer::serve(const TraceItem& item, const ReplayListener& listener, bool
     driver::ColdRun reference;
     try {
       reference = driver::run_cold(*cold_engine_, *cold_kv_, request.prompt, request.max_new_tokens);
-      report.mismatch = difference(lane, response, *cold_kv_, reference, request.prompt.size());
+      report.mismatch = difference(sharded_ ? sharded_->lane() : *lane_, response, *cold_kv_, reference, request.prompt.size());
     } catch (const driver::StaleRowRead& e) {  // the engine itself is broken: nothing to compare with
       report.mismatch = std::string("the cold run failed: ") + e.what();
     }

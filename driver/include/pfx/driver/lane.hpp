@@ -62,6 +62,22 @@ struct Response {
   Timings timings;
 };
 
+/// A step of the lane's flow between the KV writes and the commit (docs/architecture.md): told
+/// whether this request's writes all succeeded, it lets the lane commit by returning, or makes it
+/// abort by throwing. A sharded lane's ranks agree here that every rank wrote (ShardedLane); a lone
+/// lane has no such step.
+class BeforeCommit {
+ public:
+  virtual ~BeforeCommit() = default;
+  BeforeCommit() = default;
+  BeforeCommit(const BeforeCommit&) = delete;
+  BeforeCommit& operator=(const BeforeCommit&) = delete;
+  /// Called once per request that got a decision: with true after its writes and synchronize
+  /// succeeded (throw to refuse the commit), or with false after they failed and the lane aborted
+  /// (the failure is rethrown after it returns).
+  virtual void agree(bool wrote) = 0;
+};
+
 /// One lane serves one request at a time. serve() and clear() may be called from several threads:
 /// they are serialized (each call waits for the one in progress), so that two requests never write
 /// the KV state or the record at once (docs/driver.md, "Concurrent use"). The accessors below read
@@ -71,11 +87,12 @@ class Lane {
   /// Allocates the KV state (engine.make_kv_state(capacity)) and reserves the record, once; with
   /// poisoning on, fills the state with NaN. The machine's chunk is the engine's. Throws ConfigError
   /// when capacity, the engine's chunk or its vocabulary is 0, or the engine's KV state does not
-  /// have the requested capacity.
-  Lane(Engine& engine, const LaneOptions& options);
+  /// have the requested capacity. `before_commit`, if given, is the step between writes and commit;
+  /// it must outlive the lane.
+  Lane(Engine& engine, const LaneOptions& options, BeforeCommit* before_commit = nullptr);
 
   /// Serves one request: query, begin, poison, prefill on the chunk grid from the offset, greedy
-  /// decode, synchronize, commit(prompt + generated, len(prompt)).
+  /// decode, synchronize, the before-commit step if any, commit(prompt + generated, len(prompt)).
   /// Throws RequestError, before anything is written, for an empty prompt, a token outside the
   /// vocabulary, or len(prompt) + max_new_tokens > capacity (the record holds the last generated
   /// token too, though it has no row). On any later failure (the engine throws, StaleRowRead on
@@ -90,6 +107,9 @@ class Lane {
   [[nodiscard]] const KvState& kv() const noexcept { return *kv_; }
   [[nodiscard]] const LaneOptions& options() const noexcept { return options_; }
   [[nodiscard]] const Engine& engine() const noexcept { return engine_; }
+  /// The decision of the last request that got one, also when it then failed: what a failure report
+  /// names (no second query). A default Decision (offset 0) before any.
+  [[nodiscard]] const Decision& last_decision() const noexcept { return last_decision_; }
   /// Rows [0, written_end()) may hold data; with poisoning on, rows past it are NaN.
   [[nodiscard]] std::size_t written_end() const noexcept { return written_end_; }
 
@@ -102,9 +122,11 @@ class Lane {
   std::mutex serving_;  ///< held by serve() and clear() for their whole duration
   Engine& engine_;
   LaneOptions options_;
+  BeforeCommit* before_commit_;
   std::unique_ptr<KvState> kv_;
   Machine machine_;
   std::size_t written_end_ = 0;
+  Decision last_decision_{};
   std::vector<token> ids_;  ///< prompt + generated, kept to avoid an allocation per request
 };
 

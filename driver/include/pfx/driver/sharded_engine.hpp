@@ -17,9 +17,8 @@ namespace pfx::driver {
 
 class ShardedEngine final : public Engine {
  public:
-  /// std::invalid_argument when layout.ranks or layout.interleave is 0. `vote` is given to every
-  /// state this engine makes (ShardedKvState).
-  ShardedEngine(Engine& inner, const ShardLayout& layout, CommitVote* vote = nullptr);
+  /// std::invalid_argument when layout.ranks or layout.interleave is 0.
+  ShardedEngine(Engine& inner, const ShardLayout& layout);
 
   [[nodiscard]] std::size_t chunk() const noexcept override { return inner_.chunk(); }
   [[nodiscard]] std::size_t vocab() const noexcept override { return inner_.vocab(); }
@@ -40,7 +39,6 @@ class ShardedEngine final : public Engine {
  private:
   Engine& inner_;
   ShardLayout layout_;
-  CommitVote* vote_;
 };
 
 }  // namespace pfx::driver

@@ -33,27 +33,12 @@ struct ShardLayout {
   friend constexpr bool operator==(const ShardLayout&, const ShardLayout&) = default;
 };
 
-/// Told by a sharded state's synchronize whether this rank's writes all finished; a sharded lane
-/// uses it to agree with the other ranks before it commits (sharded_lane.hpp).
-class CommitVote {
- public:
-  virtual ~CommitVote() = default;
-  CommitVote() = default;
-  CommitVote(const CommitVote&) = delete;
-  CommitVote& operator=(const CommitVote&) = delete;
-  /// Called once per synchronize, after the shards synchronized (local_ok) or failed to (!local_ok,
-  /// before the error propagates). May throw to refuse the commit.
-  virtual void vote(bool local_ok) = 0;
-};
-
 class ShardedKvState final : public KvState {
  public:
   /// `shape` is the whole state's; every shard must have shape.layers, shape.width and
   /// layout.shard_capacity(shape.capacity) rows, and there must be layout.ranks of them
   /// (std::invalid_argument naming the problem otherwise, as for a zero dimension, ranks or interleave).
-  /// `vote`, if given, is told the outcome of every synchronize.
-  ShardedKvState(const KvShape& shape, const ShardLayout& layout, std::vector<std::unique_ptr<KvState>> shards,
-                 CommitVote* vote = nullptr);
+  ShardedKvState(const KvShape& shape, const ShardLayout& layout, std::vector<std::unique_ptr<KvState>> shards);
 
   [[nodiscard]] const KvShape& shape() const noexcept override { return shape_; }
   [[nodiscard]] const ShardLayout& layout() const noexcept { return layout_; }
@@ -67,7 +52,7 @@ class ShardedKvState final : public KvState {
   void fill(std::size_t from, std::size_t to, float value) override;
   /// Rows [from, to) gathered from their owners in position order, in KvState's layout.
   [[nodiscard]] std::vector<float> copy_rows(std::size_t from, std::size_t to) const override;
-  /// Synchronizes every shard, then tells the vote, if any.
+  /// Synchronizes every shard.
   void synchronize() override;
   /// The shards' bytes together.
   [[nodiscard]] std::size_t memory_bytes() const noexcept override;
@@ -81,7 +66,6 @@ class ShardedKvState final : public KvState {
   KvShape shape_;
   ShardLayout layout_;
   std::vector<std::unique_ptr<KvState>> shards_;
-  CommitVote* vote_;
 };
 
 }  // namespace pfx::driver

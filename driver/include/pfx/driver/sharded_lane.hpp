@@ -47,50 +47,46 @@ class ShardedLane {
   /// throw.
   ShardedLane(Engine& engine, const LaneOptions& options, const ShardLayout& layout, Collective& collective);
 
-  /// Serves one request on every rank of the group; every rank calls it with the same request.
-  /// Agreement first: when the ranks' offsets or record digests differ, every rank clears its record
-  /// and serves the request cold (response.diverged). When the requests differ, every rank throws
-  /// RequestError. Then the Lane's protocol; before it commits, the ranks exchange whether their
-  /// writes succeeded, and unless all did every rank aborts, keeping rows [0, offset): the rank that
-  /// failed rethrows its error, the others throw PeerFault. A RequestError from the lane is thrown on
-  /// every rank that sees it.
+  /// Serves one request on every rank of the group; every rank calls it with the same request. The
+  /// ranks agree twice, the two steps a lone lane does not have:
+  ///   1. on the decision, before anything is written: when the ranks' offsets or record digests
+  ///      differ, every rank clears its record and serves the request cold (response.diverged);
+  ///      when the requests differ, every rank throws RequestError;
+  ///   2. on the writes, as the Lane's before-commit step (BeforeCommit): unless every rank's writes
+  ///      succeeded, every rank aborts, keeping rows [0, offset): the rank that failed rethrows its
+  ///      error, the others throw PeerFault.
+  /// A RequestError from the lane is thrown on every rank that sees it.
   ShardedResponse serve(std::span<const token> prompt, std::size_t max_new_tokens);
 
   /// Forgets this rank's record (the ranks then disagree, and the next request is served cold).
   void clear() { lane_.clear(); }
 
   [[nodiscard]] const Lane& lane() const noexcept { return lane_; }
-  /// This rank's lane, for tests that make one rank's record diverge by serving it alone.
-  [[nodiscard]] Lane& local_lane() noexcept { return lane_; }
+  /// The decision of the last request that got one on this rank, also when it then failed.
+  [[nodiscard]] const Decision& last_decision() const noexcept { return lane_.last_decision(); }
   [[nodiscard]] const Collective& collective() const noexcept { return collective_; }
   [[nodiscard]] const ShardLayout& layout() const noexcept { return engine_.layout(); }
   /// The KV state, rows gathered from their owners by copy_rows.
   [[nodiscard]] const ShardedKvState& kv() const noexcept;
   /// Requests served cold because the ranks disagreed.
   [[nodiscard]] std::size_t divergences() const noexcept { return divergences_; }
-  /// Requests this rank's write succeeded for but another's failed.
-  [[nodiscard]] std::size_t peer_faults() const noexcept { return peer_faults_; }
 
  private:
-  /// The outcome all-gather, run by the KV state's synchronize just before the lane commits.
-  class Vote final : public CommitVote {
+  /// Step 2: one all-gather of whether each rank's writes succeeded, just before the lane commits.
+  class AllWrote final : public BeforeCommit {
    public:
-    explicit Vote(ShardedLane& lane) : lane_(lane) {}
-    void vote(bool local_ok) override;
-    bool armed = false;  ///< only the synchronize of a request served by serve() votes
+    explicit AllWrote(Collective& collective) : collective_(collective) {}
+    void agree(bool wrote) override;
 
    private:
-    ShardedLane& lane_;
+    Collective& collective_;
   };
-  /// True on every rank when every rank's `ok` is true.
-  [[nodiscard]] bool all_of(bool ok);
 
   Collective& collective_;
-  Vote vote_;
+  AllWrote all_wrote_;
   ShardedEngine engine_;
   Lane lane_;
   std::size_t divergences_ = 0;
-  std::size_t peer_faults_ = 0;
 };
 
 }  // namespace pfx::driver
