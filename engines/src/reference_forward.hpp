@@ -1,8 +1,8 @@
 #pragma once
 
-// The reference model's forward pass on the host (pfx/engines/reference_model.hpp), shared by the
-// engines built on it: HostReferenceEngine, BlockedAttentionEngine and NondeterministicEngine differ
-// only in how a query reduces attention over the rows it reads, which each passes in as `attend`.
+// The reference model's forward pass on the host (pfx/engines/reference_model.hpp), and the pieces
+// of attention HostReferenceEngine's reductions are made of: they differ only in how a query reduces
+// attention over the rows it reads, which the engine passes in as `attend`.
 // Private to the engines component: not installed.
 
 #include <pfx/driver/host_kv_state.hpp>
