@@ -15,14 +15,20 @@ function(pfx_expect_status name)
                        ENVIRONMENT "TF_GLM53_PREFIX_CACHE=1;TF_GLM53_PREFIX_CACHE_MIN=64")
 endfunction()
 
-# The audit passes on the docs as built: every invariant holds and every ID has a row and a test.
-# 20000 random runs, not the default 100000, keep it to seconds under the sanitizers.
+# The audit passes on the table this build traced (proptest/traceability/): every invariant holds and
+# every ID has a row and a test. 20000 random runs, not the default 100000, keep it to seconds under
+# the sanitizers.
 pfx_expect_status(cli.audit_passes STATUS 0 MATCH "pfx audit: every check passed"
-                  COMMAND audit --seed 1 --cases 20000)
+                  COMMAND audit --seed 1 --cases 20000 --traceability "${PFX_TRACED_FILE}")
 pfx_expect_status(cli.audit_json_says_ok STATUS 0 MATCH "\"ok\": true"
-                  COMMAND audit --seed 2 --cases 1000 --protocol-length 2 --json)
+                  COMMAND audit --seed 2 --cases 1000 --protocol-length 2 --json --traceability "${PFX_TRACED_FILE}")
 pfx_expect_status(cli.audit_bad_option_exits_2 STATUS 2 MATCH "pfx audit: .*--cases"
                   COMMAND audit --cases many)
+# Without the table the checks run and pass, and the audit says the table was not checked and how to
+# give it, never that every check passed (docs/cli.md, "pfx audit").
+pfx_expect_status(cli.audit_without_traceability_says_not_checked STATUS 0
+                  MATCH "Traceability: not checked, no table given.*pfx audit: the 5 invariant checks passed; traceability: not checked \\(give --traceability FILE"
+                  COMMAND audit --seed 3 --cases 100 --protocol-length 1)
 
 file(CONFIGURE OUTPUT "${pfx_cli_inputs}/record.json" CONTENT "{\"ids\": [1, 2, 3, 4, 5, 6, 7, 8], \"canonical_end\": 8}\n")
 file(CONFIGURE OUTPUT "${pfx_cli_inputs}/prompt.json" CONTENT "{\"prompt\": [1, 2, 3, 4, 5, 6, 9], \"max_new_tokens\": 4}\n")
@@ -46,6 +52,16 @@ pfx_expect_status(cli.explain_refused_record_exits_2 STATUS 2
 pfx_expect_status(cli.explain_malformed_json_exits_2 STATUS 2
                   MATCH "pfx explain: --prompt [^:]*malformed.json: malformed JSON"
                   COMMAND explain --record "[1]" --prompt "${pfx_cli_inputs}/malformed.json")
+# A table that cannot be read is bad input, named with its problem.
+pfx_expect_status(cli.audit_missing_traceability_exits_2 STATUS 2
+                  MATCH "pfx audit: --traceability no-such-table.json: cannot read the file"
+                  COMMAND audit --cases 10 --traceability no-such-table.json)
+pfx_expect_status(cli.audit_malformed_traceability_exits_2 STATUS 2
+                  MATCH "pfx audit: --traceability [^:]*malformed.json: malformed JSON"
+                  COMMAND audit --cases 10 --traceability "${pfx_cli_inputs}/malformed.json")
+pfx_expect_status(cli.audit_foreign_traceability_exits_2 STATUS 2
+                  MATCH "pfx audit: --traceability [^:]*record.json: not a traceability table"
+                  COMMAND audit --cases 10 --traceability "${pfx_cli_inputs}/record.json")
 pfx_expect_status(cli.explain_missing_file_exits_2 STATUS 2
                   MATCH "pfx explain: --record no-such-record.json: cannot read the file"
                   COMMAND explain --record no-such-record.json --prompt "[1]")

@@ -1,7 +1,10 @@
 """Every --json output of the pfx program validates against its schema in docs/schemas/ (JSON Schema
 draft 2020-12), on real runs: passing, failing, checking nothing, and stopped by a signal.
 
-    check_schemas.py PFX_PROGRAM SCHEMAS_DIR
+    check_schemas.py PFX_PROGRAM SCHEMAS_DIR TRACED
+
+TRACED is the traceability table the tests' build writes (build/<preset>/traceability/traced.json):
+the audit runs with it and without it.
 
 Exits 77 (skipped, with the reason) when the Python package jsonschema is not installed."""
 from __future__ import annotations
@@ -19,7 +22,7 @@ except ImportError:
     print("SKIPPED: the Python package jsonschema is not installed (pip install jsonschema)")
     sys.exit(77)
 
-PROGRAM, SCHEMAS = sys.argv[1], Path(sys.argv[2])
+PROGRAM, SCHEMAS, TRACED = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
 SMALL = ["--vocab", "512", "--capacity", "1024"]
 RUNS = [  # (schema, arguments, expected exit status)
     ("replay", ["replay", "--requests", "4", "--verify", *SMALL, "--json"], 0),
@@ -31,14 +34,16 @@ RUNS = [  # (schema, arguments, expected exit status)
     ("conform", ["conform", "--budget", "quick", "--json"], 0),
     ("conform", ["conform", "--budget", "quick", "--engine", "nondeterministic", "--json"], 4),
     ("conform", ["conform", "--budget", "quick", "--chunk", "6", "--rule-chunk", "4", "--json"], 1),
-    ("audit", ["audit", "--seed", "3", "--cases", "20", "--protocol-length", "1", "--json"], 0),
+    ("audit", ["audit", "--seed", "3", "--cases", "20", "--protocol-length", "1", "--json", "--traceability", TRACED], 0),
+    ("audit", ["audit", "--seed", "3", "--cases", "20", "--protocol-length", "1", "--json"], 0),  # table not checked
     ("explain", ["explain", "--record", "[1,2,3,4]", "--prompt", "[1,2,3,5]", "--keep-min", "1", "--chunk", "1", "--json"], 0),
 ]
 INTERRUPTED = [  # stopped by a signal a moment into the run
     ("soak", ["soak", "--requests", "100000000", "--json"], signal.SIGINT),
     ("replay", ["replay", "--requests", "200000", "--engine", "none", *SMALL, "--json"], signal.SIGTERM),
     ("conform", ["conform", "--budget", "thorough", "--json"], signal.SIGINT),
-    ("audit", ["audit", "--cases", "100000000", "--protocol-length", "1", "--json"], signal.SIGTERM),
+    ("audit", ["audit", "--cases", "100000000", "--protocol-length", "1", "--json", "--traceability", TRACED],
+     signal.SIGTERM),
 ]
 
 

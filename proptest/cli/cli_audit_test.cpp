@@ -1,5 +1,6 @@
-// pfx audit, run in-process: the report names every ID, the table is the one the build traced from
-// the tests' tags, and a broken machine or an incomplete table fails the audit (CLI-3).
+// pfx audit, run in-process: the report names every ID, the table is the one the tests' build traced
+// from the tests' tags (PFX_TRACED_FILE, read at run time), a broken machine or an incomplete table
+// fails the audit, and an audit without a table says that it was not checked (CLI-3).
 
 #include <pfx/refinement/bridge.hpp>
 #include <pfx/refinement/model_checker.hpp>
@@ -13,10 +14,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -34,12 +37,25 @@ AuditOptions quick(std::uint64_t seed) {
   options.seed = seed;
   options.cases = 200;
   options.protocol_length = 2;
+  options.traceability = PFX_TRACED_FILE;
 #if defined(__SANITIZE_ADDRESS__)
   options.rule = {3, 3, 3};
   options.model.max_prompt = 3;
   options.model.max_keep_min = 3;
   options.model.max_chunk = 3;
 #endif
+  return options;
+}
+
+/// For the tests of the table alone: the checks still all run, on small domains.
+AuditOptions small(std::uint64_t seed) {
+  AuditOptions options = quick(seed);
+  options.cases = 50;
+  options.protocol_length = 1;
+  options.rule = {3, 3, 3};
+  options.model.max_prompt = 3;
+  options.model.max_keep_min = 3;
+  options.model.max_chunk = 3;
   return options;
 }
 
@@ -135,7 +151,7 @@ TEST(CliAudit, AnIdWithoutARowOrWithoutATestFailsTheAuditAndIsNamed) {
   EXPECT_EQ(r.out.find("INV-1: no"), std::string::npos) << r.out;
 
   // With no traced table at all, every ID is missing.
-  options.traced = {};
+  options.traced = std::span<const TracedRequirement>{};
   EXPECT_EQ(audit(options).status, pfx::cli::exit_mismatch);
 }
 
@@ -267,7 +283,7 @@ TEST(CliAudit, TheTableIsTheTracedOneLookedUpById) {
   EXPECT_TRUE(t[1].problems().empty());
   // The program's own table has every audited ID, each with a row and a test.
   const std::vector<pfx::cli::TraceabilityEntry> built =
-      pfx::cli::traceability_table(pfx::cli::audited_ids(), pfx::cli::traced_requirements());
+      pfx::cli::traceability_table(pfx::cli::audited_ids(), pfx::cli::read_traced(PFX_TRACED_FILE).rows());
   for (const pfx::cli::TraceabilityEntry& e : built) EXPECT_TRUE(e.problems().empty()) << e.id;
 }
 
@@ -313,4 +329,134 @@ TEST(CliAudit, ATestThatFailedInTheResultsFailsTheAuditAndIsNamed) {
 
   options.results = fixture("no_such_folder");
   EXPECT_THROW((void)audit(options), pfx::cli::InputError);
+}
+
+// Without a table the audit runs every check and says that the table was not checked, how to give it,
+// and never that every check passed; its exit status is that of the checks that ran.
+TEST(CliAudit, WithoutATableItSaysTheTableWasNotCheckedAndNeverThatEveryCheckPassed) {
+  pfx::test::verifies("CLI-3");
+  AuditOptions options = small(8);
+  options.traceability.clear();
+  const Result r = audit(options);
+  EXPECT_EQ(r.status, pfx::cli::exit_ok) << r.out;
+  EXPECT_NE(r.out.find("\nTraceability: not checked, no table given (give --traceability FILE: the tests' build "
+                       "writes it to build/default/traceability/traced.json)\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\npfx audit: the 5 invariant checks passed; traceability: not checked (give --traceability "
+                       "FILE: the tests' build writes it to build/default/traceability/traced.json)\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("every check passed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("enforced in core:"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("MISSING"), std::string::npos) << r.out;
+  for (const pfx::cli::RequirementId& id : pfx::cli::audited_ids()) {
+    EXPECT_NE(r.out.find(fmt::format("\n{}  {}\n", id.id, id.statement)), std::string::npos) << id.id;
+  }
+
+  options.json = true;
+  const nlohmann::json report = nlohmann::json::parse(audit(options).out);
+  EXPECT_EQ(report["traceability"], nlohmann::json({{"checked", false}, {"file", nullptr}}));
+  EXPECT_EQ(report["checks"].size(), 5U);
+  for (const nlohmann::json& row : report["table"]) {
+    EXPECT_TRUE(row["has_row"].is_null()) << row.dump();
+    EXPECT_TRUE(row["tests"].is_null()) << row.dump();
+    EXPECT_TRUE(row["problems"].empty()) << row.dump();
+  }
+  EXPECT_TRUE(report["ok"].get<bool>());
+
+  // A failed check still fails, and the table is still said not to be checked.
+  options.json = false;
+  options.cases = 50;
+  options.step = greedy_step;
+  const Result broken = audit(options);
+  EXPECT_EQ(broken.status, pfx::cli::exit_mismatch) << broken.out;
+  EXPECT_NE(broken.out.find("\npfx audit: FAILED\n  random runs: "), std::string::npos) << broken.out;
+  EXPECT_NE(broken.out.find("\n  traceability: not checked (give --traceability FILE"), std::string::npos) << broken.out;
+}
+
+TEST(CliAudit, WithTheTestsBuildsTableItNamesTheFileAndChecksEveryId) {
+  pfx::test::verifies("CLI-3");
+  AuditOptions options = small(9);
+  options.json = true;
+  const Result r = audit(options);
+  EXPECT_EQ(r.status, pfx::cli::exit_ok) << r.out;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  EXPECT_EQ(report["traceability"], nlohmann::json({{"checked", true}, {"file", PFX_TRACED_FILE}}));
+  for (const nlohmann::json& row : report["table"]) {
+    EXPECT_TRUE(row["has_row"].get<bool>()) << row.dump();
+    EXPECT_FALSE(row["tests"].empty()) << row.dump();
+  }
+  options.json = false;
+  EXPECT_NE(audit(options).out.find(fmt::format("\nTraceability ({}, as the tests' build traced it;", PFX_TRACED_FILE)),
+            std::string::npos);
+}
+
+TEST(CliAudit, ARowForAnIdThisProgramDoesNotAuditFailsTheAuditAndIsNamed) {
+  pfx::test::verifies("CLI-3");
+  const Traced traced({}, {});
+  std::vector<TracedRequirement> rows(traced.rows().begin(), traced.rows().end());
+  const std::string_view tests[] = {"Suite.Checks"};
+  rows.push_back({"INV-99", true, "core/x.hpp", tests, {}});
+  AuditOptions options = small(10);
+  options.traced = std::span<const TracedRequirement>(rows);
+  const Result r = audit(options);
+  EXPECT_EQ(r.status, pfx::cli::exit_mismatch) << r.out;
+  EXPECT_NE(r.out.find("INV-99: a row in the table given, but this program audits no such ID"), std::string::npos)
+      << r.out;
+}
+
+// A table that cannot be read is bad input: the message names the file and the problem, and no check
+// runs (CLI-2).
+TEST(CliAudit, AMissingUnreadableOrMalformedTableIsBadInputNamingTheFileAndTheProblem) {
+  pfx::test::verifies("CLI-2 CLI-3");
+  const auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const pfx::cli::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no InputError)");
+  };
+  const auto parsed = [&](const std::string& text) {
+    return message([&] { (void)pfx::cli::parse_traced(text, "--traceability t.json"); });
+  };
+  EXPECT_TRUE(parsed("[1,").starts_with("--traceability t.json: malformed JSON: ")) << parsed("[1,");
+  EXPECT_TRUE(parsed("{\"ids\": [1]}").starts_with("--traceability t.json: not a traceability table: expected "
+                                                   "{\"format\": \"pfx traceability 1\""))
+      << parsed("{\"ids\": [1]}");
+  EXPECT_TRUE(parsed("{\"format\": \"pfx traceability 2\", \"requirements\": []}")
+                  .starts_with("--traceability t.json: not a traceability table of this program: \"format\" is the "
+                               "string \"pfx traceability 2\""));
+  EXPECT_EQ(parsed("{\"format\": \"pfx traceability 1\"}"),
+            "--traceability t.json: field \"requirements\": expected an array, got nothing");
+  const auto row = [](const std::string& fields) {
+    return "{\"format\": \"pfx traceability 1\", \"requirements\": [" + fields + "]}";
+  };
+  const std::string good = R"({"id": "INV-1", "has_row": true, "enforced_in_core": "x", "tests": ["A.B"], "docs": []})";
+  EXPECT_EQ(pfx::cli::parse_traced(row(good), "t").rows().size(), 1U);
+  EXPECT_EQ(parsed(row(R"({"id": "INV-1", "has_row": "yes", "enforced_in_core": "x", "tests": [], "docs": []})")),
+            "--traceability t.json: requirements[0] (INV-1): field \"has_row\": expected true or false, got the "
+            "string \"yes\"");
+  EXPECT_EQ(parsed(row(R"({"id": "INV-1", "has_row": true, "enforced_in_core": "x", "tests": ["A.B", 2], "docs": []})")),
+            "--traceability t.json: requirements[0] (INV-1): field \"tests\": element 1 is 2, expected a string");
+  EXPECT_EQ(parsed(row(R"({"has_row": true, "enforced_in_core": "x", "tests": [], "docs": []})")),
+            "--traceability t.json: requirements[0]: field \"id\": expected a requirement ID, got nothing");
+  EXPECT_EQ(parsed(row(R"({"id": "INV-1", "has_row": true, "enforced_in_core": "x", "tests": [], "docs": [], "x": 1})")),
+            "--traceability t.json: requirements[0] (INV-1): unknown field \"x\"");
+  EXPECT_EQ(parsed(row(good + ", " + good)), "--traceability t.json: requirements[1] (INV-1): INV-1 has a second row");
+
+  // Through the audit: a missing file, a folder, an empty file; nothing is printed, no check runs.
+  AuditOptions options = small(11);
+  for (const auto& [file, problem] : std::vector<std::pair<std::string, std::string>>{
+           {"no-such-table.json", "cannot read the file (No such file or directory)"},
+           {PFX_REQUIREMENTS_CASES, "cannot read the file: it is a directory"},
+           {std::string(PFX_REQUIREMENTS_CASES) + "/stale_index/index.tsv", "malformed JSON: "}}) {
+    options.traceability = file;
+    std::ostringstream out;
+    std::ostringstream err;
+    const std::string what = message([&] { (void)pfx::cli::run_audit(options, {out, err, false}); });
+    EXPECT_TRUE(what.starts_with(fmt::format("--traceability {}: {}", file, problem))) << what;
+    EXPECT_EQ(out.str(), "") << file;
+  }
 }

@@ -1,4 +1,4 @@
-// The traceability table from one source (tools/pfx/traceability/): the tags are read from C++ and
+// The traceability table from one source (proptest/traceability/): the tags are read from C++ and
 // Python tests as their reports name them, the docs sections that name each ID are found, and the
 // generated tables say what is missing (CLI-3).
 
@@ -6,11 +6,15 @@
 
 #include <traceability.hpp>
 
+#include <pfx/cli/audit_table.hpp>
+
 #include <rapidcheck.h>
 
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -111,19 +115,54 @@ TEST(Traceability, EachRowListsTheTestsOfItsIdAndSaysWhatIsMissing) {
             std::string::npos) << table;
   EXPECT_NE(table.find("| INV-2 | two | `decide` | `Rule.A`<br>`Rule.B`; ctests `x` | none |\n"), std::string::npos)
       << table;
-  EXPECT_NE(table.find("| INV-3 | three | **no entry in `tools/pfx/traceability/enforcement.txt`** | **no test** |  |\n"),
+  EXPECT_NE(table.find("| INV-3 | three | **no entry in `proptest/traceability/enforcement.txt`** | **no test** |  |\n"),
             std::string::npos) << table;
   EXPECT_EQ(pfx::traceability::test_index(tags),
             "| test | IDs it records |\n|---|---|\n| `Rule.A` | INV-1 INV-2 |\n| `Rule.B` | INV-2 |\n");
   EXPECT_EQ(pfx::traceability::index_lines(tags), "Rule.A\tINV-1 INV-2\nRule.B\tINV-2\n");
-  const std::string source = pfx::traceability::audit_source(requirements, notes, tags, {});
-  EXPECT_NE(source.find("{\"INV-1\", true, \"decide (the lcp bound); common_prefix\", tests_0, {}}"),
-            std::string::npos) << source;
-  EXPECT_NE(source.find("{\"INV-3\", false, \"\", {}, {}}"), std::string::npos) << source;
-  EXPECT_NE(source.find("constexpr std::string_view tests_1[] = {\"Rule.A\", \"Rule.B\"};"), std::string::npos)
-      << source;
+  const std::string traced = pfx::traceability::traced_json(requirements, notes, tags, {});
+  EXPECT_NE(traced.find(R"({"id": "INV-1", "has_row": true, "enforced_in_core": "decide (the lcp bound); common_prefix", )"
+                        R"("tests": ["Rule.A"], "docs": []})"),
+            std::string::npos) << traced;
+  EXPECT_NE(traced.find(R"({"id": "INV-3", "has_row": false, "enforced_in_core": "", "tests": [], "docs": []})"),
+            std::string::npos) << traced;
+  EXPECT_NE(traced.find(R"("tests": ["Rule.A", "Rule.B"])"), std::string::npos) << traced;
 
   for (const char* bad : {"enforced: before any ID\n", "ID: INV-1\nwhere: nowhere\n", "ID: INV-1\nID: INV-1\n"}) {
     EXPECT_THROW((void)pfx::traceability::read_notes(bad), std::runtime_error) << bad;
   }
+}
+
+// The table the generator writes is the one `pfx audit --traceability` reads: every row, field for
+// field, with quotes, backslashes and control characters in the text (CLI-3).
+TEST(Traceability, TheProgramReadsTheTableTheGeneratorWrites) {
+  pfx::test::verifies("CLI-3");
+  static_assert(pfx::traceability::traced_format == pfx::cli::traced_format);
+  const auto notes = pfx::traceability::read_notes(
+      "ID: INV-1\nenforced: `decide` \"quoted\" a\\b\tc<br>`common_prefix`\nproofs: p\n");
+  const std::vector<Tag> tags = {{"Rule.A", {"INV-1", "INV-2"}, "a:1"}, {"Rule.B", {"INV-2"}, "a:9"}};
+  const std::vector<pfx::traceability::Requirement> requirements = {{"INV-1", "one"}, {"INV-2", "two"}};
+  const std::vector<pfx::traceability::Doc> docs = {{"docs/spec.md", "# The rule\nINV-2 holds.\n"}};
+  const pfx::cli::TracedTable table =
+      pfx::cli::parse_traced(pfx::traceability::traced_json(requirements, notes, tags, docs), "generated");
+  ASSERT_EQ(table.rows().size(), 2U);
+  const pfx::cli::TracedRequirement& one = table.rows()[0];
+  EXPECT_EQ(one.id, "INV-1");
+  EXPECT_TRUE(one.has_row);
+  EXPECT_EQ(one.enforced_in_core, "decide \"quoted\" a\\b\tc; common_prefix");
+  EXPECT_EQ(std::vector<std::string_view>(one.tests.begin(), one.tests.end()), std::vector<std::string_view>{"Rule.A"});
+  EXPECT_TRUE(one.docs.empty());
+  const pfx::cli::TracedRequirement& two = table.rows()[1];
+  EXPECT_EQ(two.id, "INV-2");
+  EXPECT_FALSE(two.has_row);
+  EXPECT_EQ(std::vector<std::string_view>(two.tests.begin(), two.tests.end()),
+            (std::vector<std::string_view>{"Rule.A", "Rule.B"}));
+  EXPECT_EQ(std::vector<std::string_view>(two.docs.begin(), two.docs.end()),
+            std::vector<std::string_view>{"docs/spec.md#the-rule"});
+  // A copy shares the text its rows view, and outlives the table it was copied from.
+  std::optional<pfx::cli::TracedTable> original = table;
+  pfx::cli::TracedTable copy;
+  copy = *original;
+  original.reset();
+  EXPECT_EQ(copy.rows()[1].tests[1], "Rule.B");
 }

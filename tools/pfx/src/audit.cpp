@@ -1,4 +1,5 @@
-// pfx audit: the invariant catalogue checked at run time, and the traceability table.
+// pfx audit: the invariant catalogue checked at run time, and the traceability table the tests' build
+// writes, read at run time when given.
 
 #include <pfx/cli/audit.hpp>
 #include <pfx/cli/interrupt.hpp>
@@ -17,6 +18,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -262,9 +264,37 @@ RanById read_results(const AuditOptions& options) {
   return by_id;
 }
 
+/// The traceability table the audit checks, if any: the one tests substitute, else the file's.
+struct Traced {
+  bool checked = false;      ///< false: no table was given, and none was checked
+  std::string file;          ///< the file it was read from; empty for a table given in-process
+  TracedTable read;          ///< holds the file's text
+  std::span<const TracedRequirement> rows;
+};
+
+/// Reads the table the options name; throws InputError for a file that cannot be read.
+Traced read_traced_table(const AuditOptions& options) {
+  Traced traced;
+  if (options.traced) {
+    traced.checked = true;
+    traced.rows = *options.traced;
+  } else if (!options.traceability.empty()) {
+    traced.checked = true;
+    traced.file = options.traceability;
+    traced.read = read_traced(options.traceability);
+    traced.rows = traced.read.rows();
+  }
+  return traced;
+}
+
+/// How to give the table, for the reports of an audit without one.
+std::string how_to_trace() {
+  return fmt::format("give --traceability FILE: the tests' build writes it to {}", traced_file_example);
+}
+
 /// `interrupted`: the signal that stopped the audit before its last check, or 0.
 void print_text(std::ostream& out, const AuditOptions& options, const std::vector<Check>& checks,
-                const std::vector<TraceabilityEntry>& table, const RanById& ran,
+                const Traced& traced, const std::vector<TraceabilityEntry>& table, const RanById& ran,
                 const std::vector<std::string>& problems, int interrupted) {
   out << fmt::format("pfx audit, seed {} (replay: {})\n", options.seed, replay_command(options));
   out << fmt::format("built with {}\n\n", build_description());
@@ -282,19 +312,26 @@ void print_text(std::ostream& out, const AuditOptions& options, const std::vecto
     for (const std::string& line : c.counterexample) out << "  " << line << '\n';
   }
 
-  out << fmt::format("\nTraceability ({} as built; docs/ sections that name each ID)\n", traceability_doc);
+  if (traced.checked) {
+    out << fmt::format("\nTraceability ({}, as the tests' build traced it; docs/ sections that name each ID)\n",
+                       traced.file.empty() ? "the table given" : traced.file);
+  } else {
+    out << fmt::format("\nTraceability: not checked, no table given ({})\n", how_to_trace());
+  }
   out << (options.results.empty()
               ? std::string("Test results: not read (pfx audit --results build/default/proptest/results, after ctest)\n")
               : fmt::format("Test results: {} (the tests each ID's reports say ran, and how)\n", options.results));
   for (const TraceabilityEntry& e : table) {
     out << fmt::format("\n{}  {}\n", e.id, e.statement);
-    out << fmt::format("  enforced in core: {}\n", e.has_row ? e.enforced_in_core : "(no row)");
-    out << "  tests:";
-    if (e.tests.empty()) out << " (none)\n";
-    for (std::size_t i = 0; i < e.tests.size(); ++i) out << (i == 0 ? " " : "         ") << e.tests[i] << '\n';
-    out << "  docs: ";
-    if (e.docs.empty()) out << "(not named in docs/ outside the table)\n";
-    for (std::size_t i = 0; i < e.docs.size(); ++i) out << (i == 0 ? "" : "        ") << e.docs[i] << '\n';
+    if (traced.checked) {
+      out << fmt::format("  enforced in core: {}\n", e.has_row ? e.enforced_in_core : "(no row)");
+      out << "  tests:";
+      if (e.tests.empty()) out << " (none)\n";
+      for (std::size_t i = 0; i < e.tests.size(); ++i) out << (i == 0 ? " " : "         ") << e.tests[i] << '\n';
+      out << "  docs: ";
+      if (e.docs.empty()) out << "(not named in docs/ outside the table)\n";
+      for (std::size_t i = 0; i < e.docs.size(); ++i) out << (i == 0 ? "" : "        ") << e.docs[i] << '\n';
+    }
     if (!options.results.empty()) {
       const auto found = ran.find(e.id);
       const Ran none;
@@ -302,23 +339,30 @@ void print_text(std::ostream& out, const AuditOptions& options, const std::vecto
       out << fmt::format("  ran: {} passed, {} failed, {} skipped{}\n", r.passed.size(), r.failed.size(),
                          r.skipped.size(), r.failed.empty() ? "" : fmt::format(" (failed: {})", fmt::join(r.failed, ", ")));
     }
-    for (const std::string& p : e.problems()) out << fmt::format("  MISSING: {}\n", p);
+    if (traced.checked) {
+      for (const std::string& p : e.problems()) out << fmt::format("  MISSING: {}\n", p);
+    }
   }
 
+  const std::string not_traced = fmt::format("traceability: not checked ({})", how_to_trace());
   if (interrupted != 0) {
     out << fmt::format("\npfx audit: {} of 5 checks ran; not passed\n{}\n", checks.size(),
                        describe_interruption(interrupted, checks.size(), "checks"));
     for (const std::string& p : problems) out << "  " << p << '\n';
-  } else if (problems.empty()) {
+  } else if (problems.empty() && traced.checked) {
     out << fmt::format("\npfx audit: every check passed; {} IDs, each with a row and a test\n", table.size());
+  } else if (problems.empty()) {
+    // The table compared nothing, so the audit does not say that every check passed.
+    out << fmt::format("\npfx audit: the {} invariant checks passed; {}\n", checks.size(), not_traced);
   } else {
     out << "\npfx audit: FAILED\n";
     for (const std::string& p : problems) out << "  " << p << '\n';
+    if (!traced.checked) out << "  " << not_traced << '\n';
   }
 }
 
 void print_json(std::ostream& out, const AuditOptions& options, const std::vector<Check>& checks,
-                const std::vector<TraceabilityEntry>& table, const RanById& ran,
+                const Traced& traced, const std::vector<TraceabilityEntry>& table, const RanById& ran,
                 const std::vector<std::string>& problems, int interrupted) {
   json report;
   report["seed"] = options.seed;
@@ -336,15 +380,18 @@ void print_json(std::ostream& out, const AuditOptions& options, const std::vecto
                                 {"counterexample", c.counterexample_json}});
     if (!c.details_json.is_null()) report["checks"].back().update(c.details_json);
   }
+  // Not checked: the table's fields are null, as nothing says what they are.
+  report["traceability"] = {{"checked", traced.checked},
+                            {"file", traced.file.empty() ? json(nullptr) : json(traced.file)}};
   report["table"] = json::array();
   for (const TraceabilityEntry& e : table) {
     report["table"].push_back({{"id", e.id},
                                {"statement", e.statement},
-                               {"has_row", e.has_row},
-                               {"enforced_in_core", e.enforced_in_core},
-                               {"tests", e.tests},
-                               {"docs", e.docs},
-                               {"problems", e.problems()}});
+                               {"has_row", traced.checked ? json(e.has_row) : json(nullptr)},
+                               {"enforced_in_core", traced.checked ? json(e.enforced_in_core) : json(nullptr)},
+                               {"tests", traced.checked ? json(e.tests) : json(nullptr)},
+                               {"docs", traced.checked ? json(e.docs) : json(nullptr)},
+                               {"problems", traced.checked ? json(e.problems()) : json::array()}});
     if (!options.results.empty()) {
       const auto found = ran.find(e.id);
       const Ran none;
@@ -377,13 +424,16 @@ int run_audit(const AuditOptions& options, const Streams& streams) {
   if (options.cases == 0) {
     throw InputError("--cases 0 runs no random case, so that check would compare nothing: give at least 1");
   }
+  // Bad input ends the audit before any check runs.
+  const Traced traced = read_traced_table(options);
+  const RanById ran = read_results(options);
   ProgressBar progress(streams.err, streams.err_is_terminal && !options.no_progress && !options.json, 5, "checks",
                        std::chrono::milliseconds(0));
   const std::vector<Check> checks = run_checks(options, progress);
   progress.erase();
   const int interrupted = interrupted_by();
   const std::vector<RequirementId> ids = audited_ids();
-  const std::vector<TraceabilityEntry> table = traceability_table(ids, options.traced);
+  const std::vector<TraceabilityEntry> table = traceability_table(ids, traced.rows);
 
   std::vector<std::string> problems;
   for (const Check& c : checks) {
@@ -392,10 +442,19 @@ int run_audit(const AuditOptions& options, const Streams& streams) {
                            ? fmt::format("random runs: {} failed (replay: {})", c.failed, replay_command(options))
                            : fmt::format("{} (exhaustive): {} of {} steps failed", c.name, c.failed, c.checked));
   }
-  for (const TraceabilityEntry& e : table) {
-    for (const std::string& p : e.problems()) problems.push_back(fmt::format("{}: {}", e.id, p));
+  if (traced.checked) {
+    for (const TraceabilityEntry& e : table) {
+      for (const std::string& p : e.problems()) problems.push_back(fmt::format("{}: {}", e.id, p));
+    }
+    // A row for an ID this program does not audit: the table was traced from other tests than its own.
+    for (const TracedRequirement& row : traced.rows) {
+      const bool known = std::any_of(ids.begin(), ids.end(), [&](const RequirementId& r) { return r.id == row.id; });
+      if (!known) {
+        problems.push_back(fmt::format("{}: a row in {}, but this program audits no such ID (a table of another version?)",
+                                       row.id, traced.file.empty() ? "the table given" : traced.file));
+      }
+    }
   }
-  const RanById ran = read_results(options);
   if (!options.results.empty()) {
     for (const TraceabilityEntry& e : table) {
       const auto found = ran.find(e.id);
@@ -408,9 +467,9 @@ int run_audit(const AuditOptions& options, const Streams& streams) {
   }
 
   if (options.json) {
-    print_json(streams.out, options, checks, table, ran, problems, interrupted);
+    print_json(streams.out, options, checks, traced, table, ran, problems, interrupted);
   } else {
-    print_text(streams.out, options, checks, table, ran, problems, interrupted);
+    print_text(streams.out, options, checks, traced, table, ran, problems, interrupted);
   }
   if (interrupted != 0) return interrupted_status(interrupted);
   return problems.empty() ? exit_ok : exit_mismatch;
@@ -418,7 +477,7 @@ int run_audit(const AuditOptions& options, const Streams& streams) {
 
 void add_audit_command(CLI::App& app, const Streams& streams, int& status) {
   CLI::App* audit = app.add_subcommand(
-      "audit", "Check the invariant catalogue at run time and print the traceability table");
+      "audit", "Check the invariant catalogue at run time, and the traceability table given with --traceability");
   auto options = std::make_shared<AuditOptions>();
   CLI::Option* seed = audit->add_option("--seed", options->seed,
                                         "Seed of the random runs (default: drawn at random, and printed)")
@@ -433,6 +492,10 @@ void add_audit_command(CLI::App& app, const Streams& streams, int& status) {
       ->check(CLI::Range(std::size_t{0}, std::size_t{3}));  // 0 is refused by run_audit, with why
   audit->add_flag("--json", options->json, "Write the report as JSON");
   audit->add_flag("--no-progress", options->no_progress, "No progress line, even on a terminal");
+  audit->add_option("--traceability", options->traceability,
+                    "The traceability table the tests' build writes (build/default/traceability/traced.json): print "
+                    "it, and fail when an ID has no row or no test. Without it the table is not checked, and the "
+                    "audit says so");
   audit->add_option("--results", options->results,
                     "Folder of the suite's test reports (build/default/proptest/results after ctest): say which tests "
                     "ran and passed for each ID, and fail when one failed or none passed");

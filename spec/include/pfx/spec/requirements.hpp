@@ -78,7 +78,9 @@ inline constexpr std::array requirements = {
                 "names the line and the field; nothing is replayed"},
     Requirement{"CLI-3",
                 "pfx audit checks the invariant catalogue at run time (the bounded exhaustive domain "
-                "and seeded random cases), prints the traceability table, and fails on any violation"},
+                "and seeded random cases) and fails on any violation; given the traceability table the tests' "
+                "build writes, it prints it and fails on an ID without a row or a test, and without one it says "
+                "that the table was not checked"},
     Requirement{"CLI-4", "pfx explain prints the decision for a record and a prompt, and the bound that decided it"},
     Requirement{"CLI-5",
                 "pfx replay --engine none holds no KV state and runs no model, yet every request's offset, reason "

@@ -4,9 +4,11 @@
 /// `pfx audit` (docs/cli.md, "pfx audit"): checks the invariant catalogue INV-1..11 at run time, on
 /// the bounded exhaustive domain of spec/refinement/include/pfx/refinement/exhaustive_proof.hpp, on
 /// seeded random protocol runs, and with the bounded model checker (model_checker.hpp: SAFE against
-/// the ghost state); says what each covered, and with which compiler and flags it was built; then
-/// prints the traceability table (audit_table.hpp). Exits exit_mismatch on any violation,
-/// and on any requirement ID without a row or a test in the traceability table.
+/// the ghost state); says what each covered, and with which compiler and flags it was built; then,
+/// given the table the tests' build writes (--traceability FILE, audit_table.hpp), prints it and
+/// checks that every requirement ID has a row and a test. Exits exit_mismatch on any violation, and,
+/// with the table, on any ID without a row or a test. Without it the audit says "traceability: not
+/// checked" and never "every check passed"; its exit status then covers the checks that ran.
 
 #include <pfx/cli/audit_runs.hpp>
 #include <pfx/cli/audit_table.hpp>
@@ -17,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -46,15 +49,22 @@ struct AuditOptions {
   /// given, the audit says for each ID which tests ran and passed, and fails when one failed or none
   /// passed. Empty: not read.
   std::string results;
+  /// The traceability table the tests' build writes (build/<preset>/traceability/traced.json); when
+  /// given, the audit prints it and fails on an ID without a row or a test. Empty: not read, and the
+  /// audit says the table was not checked.
+  std::string traceability;
   /// How each random step is taken; tests substitute a broken one.
   Stepper step = refinement::step_both;
-  /// The traceability table as the build traced it; tests substitute an incomplete one.
-  std::span<const TracedRequirement> traced = traced_requirements();
+  /// A table to check instead of the file's (which is then not read); tests substitute an incomplete
+  /// one. Unset: the table of `traceability`, if any.
+  std::optional<std::span<const TracedRequirement>> traced;
 };
 
 /// Runs the audit and writes its report to `streams.out` (text, or JSON with options.json).
-/// Returns exit_ok when every check passed and every ID has a row and a test, else exit_mismatch;
-/// a failure of the random runs is reported with the first counterexample and `pfx audit --seed S`.
+/// Returns exit_ok when every check that ran passed (with a table: and every ID has a row and a
+/// test), else exit_mismatch; a failure of the random runs is reported with the first counterexample
+/// and `pfx audit --seed S`. Throws InputError, before any check runs, for a table or results folder
+/// that cannot be read.
 [[nodiscard]] int run_audit(const AuditOptions& options, const Streams& streams);
 
 /// Every ID the audit traces: INV-1..11 of the catalogue, then spec::requirements, with statements.

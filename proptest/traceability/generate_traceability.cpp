@@ -1,9 +1,10 @@
 // Writes the traceability table from one source (traceability.hpp): docs/traceability.md from its
-// template, the index the requirements check compares the test reports with, and the C++ source of
-// the table `pfx audit` prints. Run by the build (tools/pfx/CMakeLists.txt); the ctest
-// docs.traceability_is_generated fails when the committed docs/traceability.md differs.
+// template, the index the requirements check compares the test reports with, and the table
+// `pfx audit --traceability` reads at run time (traced.json). Run by the tests' build
+// (proptest/traceability/CMakeLists.txt); the ctest docs.traceability_is_generated fails when the
+// committed docs/traceability.md differs.
 //
-//   generate_traceability TEMPLATE NOTES DOCS_DIR OUT_DOC OUT_INDEX OUT_CPP TEST_FILE...
+//   generate_traceability TEMPLATE NOTES DOCS_DIR OUT_DOC OUT_INDEX OUT_TRACED TEST_FILE...
 
 #include "traceability.hpp"
 
@@ -52,7 +53,7 @@ std::string replace(std::string text, const std::string& placeholder, const std:
 
 int generate(int argc, char** argv) {
   if (argc < 8) {
-    std::cerr << "usage: generate_traceability TEMPLATE NOTES DOCS_DIR OUT_DOC OUT_INDEX OUT_CPP TEST_FILE...\n";
+    std::cerr << "usage: generate_traceability TEMPLATE NOTES DOCS_DIR OUT_DOC OUT_INDEX OUT_TRACED TEST_FILE...\n";
     return 2;
   }
   const fs::path out_doc = argv[4];
@@ -94,7 +95,7 @@ int generate(int argc, char** argv) {
   doc = replace(doc, "@TEST_INDEX@\n", test_index(tags));
   write(out_doc, doc);
   write(argv[5], index_lines(tags));
-  write(argv[6], audit_source(requirements, notes, tags, docs));
+  write(argv[6], traced_json(requirements, notes, tags, docs));
   for (const auto& entry : notes) {
     const std::string& id = entry.first;
     const bool known = std::any_of(requirements.begin(), requirements.end(), [&](const Requirement& r) { return r.id == id; });

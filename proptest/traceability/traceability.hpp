@@ -4,8 +4,9 @@
 /// The traceability table from one source (docs/traceability.md, "How the table is kept honest"):
 /// the requirement tags of the tests (`PFX_PROPERTY(Suite, Name, "IDs", ...)` and
 /// `pfx::test::verifies("IDs")` in proptest/**/*.cpp, `@verifies("IDs")` in proptest/python/*.py),
-/// the catalogue and spec::requirements, and enforcement.txt (where core enforces each ID). The build
-/// runs generate_traceability.cpp over them; these are its parts, so that the tests can check them.
+/// the catalogue and spec::requirements, and enforcement.txt (where core enforces each ID). The tests'
+/// build runs generate_traceability.cpp over them; these are its parts, so that the tests can check
+/// them.
 
 #include <map>
 #include <span>
@@ -70,11 +71,16 @@ struct Requirement {
 /// (spec/refinement/include/pfx/refinement/test_index.hpp reads it).
 [[nodiscard]] std::string index_lines(std::span<const Tag> tags);
 
-/// The C++ source that `pfx audit` is built with: traced_requirements() (tools/pfx/include/pfx/cli/
-/// audit_table.hpp) for every requirement, with the text of its note as plain text.
-[[nodiscard]] std::string audit_source(std::span<const Requirement> requirements,
-                                       const std::map<std::string, Note, std::less<>>& notes,
-                                       std::span<const Tag> tags, std::span<const Doc> docs);
+/// The "format" of the table traced_json writes; `pfx audit --traceability` refuses a file without it
+/// (tools/pfx/include/pfx/cli/audit_table.hpp, which cannot include this header, says it too).
+inline constexpr std::string_view traced_format = "pfx traceability 1";
+
+/// The table `pfx audit --traceability FILE` reads at run time (traceability/traced.json in the build
+/// tree): {"format": traced_format, "requirements": [{"id", "has_row", "enforced_in_core", "tests",
+/// "docs"}, ...]}, one requirement per line, with each note's text as plain text.
+[[nodiscard]] std::string traced_json(std::span<const Requirement> requirements,
+                                      const std::map<std::string, Note, std::less<>>& notes,
+                                      std::span<const Tag> tags, std::span<const Doc> docs);
 
 /// A Markdown cell as plain text for a terminal: no backticks, "<br>" as "; ".
 [[nodiscard]] std::string plain(std::string_view cell);
