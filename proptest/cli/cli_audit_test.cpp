@@ -7,6 +7,7 @@
 #include "support/requirement.hpp"
 
 #include <pfx/cli/audit.hpp>
+#include <pfx/refinement/describe.hpp>
 #include <pfx/spec/catalogue.hpp>
 #include <pfx/spec/requirements.hpp>
 
@@ -232,7 +233,7 @@ TEST(CliAudit, TheSameSeedReplaysTheSameEventsAndADifferentSeedDoesNot) {
     const pfx::cli::RandomRunsReport r = pfx::cli::run_random_cases(seed, 20, 24, greedy_step);
     std::string events;
     if (r.first) {
-      for (const pfx::spec::Event& e : r.first->events) events += pfx::cli::describe(e) + "\n";
+      for (const pfx::spec::Event& e : r.first->events) events += pfx::refinement::describe(e) + "\n";
     }
     return events;
   };

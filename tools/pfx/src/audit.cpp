@@ -6,6 +6,7 @@
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
 
+#include <pfx/refinement/describe.hpp>
 #include <pfx/refinement/exhaustive_proof.hpp>
 #include <pfx/refinement/model_checker.hpp>
 #include <pfx/refinement/test_reports.hpp>
@@ -33,6 +34,7 @@ namespace pfx::cli {
 namespace {
 
 using nlohmann::json;
+using refinement::describe;  // the one describe() of events, states and answers
 
 /// One check of the catalogue: what it covered, how many steps it checked, how many failed, and the
 /// first counterexample in words (empty when none failed).

@@ -2,8 +2,6 @@
 
 #include <pfx/spec/reference.hpp>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <random>
 #include <variant>
@@ -94,8 +92,6 @@ class EventSource {
 
 }  // namespace
 
-std::string describe(const spec::Tokens& t) { return fmt::format("[{}]", fmt::join(t, ",")); }
-
 std::string random_ranges() {
   return "tokens 0..2; prompts a prefix of the record plus 0..4 tokens, or 0..7 tokens; begin at the "
          "granted offset, 0, granted + 1 or 0..len; commits the begun prompt plus 0..3 tokens with "
@@ -138,42 +134,6 @@ RandomRunsReport run_random_cases(std::uint64_t seed, std::size_t cases, std::si
     }
   }
   return report;
-}
-
-std::string describe(const spec::Event& event) {
-  struct Visitor {
-    std::string operator()(const spec::Query& e) const { return fmt::format("query prompt={}", describe(e.prompt)); }
-    std::string operator()(const spec::Begin& e) const {
-      return fmt::format("begin prompt={} offset={}", describe(e.prompt), e.offset);
-    }
-    std::string operator()(const spec::Commit& e) const {
-      return fmt::format("commit ids={} canonical_end={}", describe(e.ids), e.canonical_end);
-    }
-    std::string operator()(const spec::Abort&) const { return "abort"; }
-    std::string operator()(const spec::Record& e) const {
-      return fmt::format("record ids={} canonical_end={}", describe(e.ids), e.canonical_end);
-    }
-    std::string operator()(const spec::Clear&) const { return "clear"; }
-    std::string operator()(const spec::Configure& e) const {
-      return fmt::format("configure enabled={} keep_min={} chunk={}", e.config.enabled, e.config.keep_min,
-                         e.config.chunk);
-    }
-  };
-  return std::visit(Visitor{}, event);
-}
-
-std::string describe(const spec::State& state) {
-  return fmt::format("{} keep_min {} chunk {}; ids={} canonical_end {}; {}",
-                     state.config.enabled ? "enabled" : "disabled", state.config.keep_min, state.config.chunk,
-                     describe(state.ids), state.canonical_end,
-                     state.writing ? fmt::format("writing from {}", state.begin_offset) : std::string("idle"));
-}
-
-std::string describe(const spec::Output& output) {
-  if (!output.accepted()) return fmt::format("refused: {}", output.refusal);
-  if (!output.has_decision) return "accepted";
-  return fmt::format("offset {}, common prefix {}, reason {}, bound {}", output.offset, output.common_prefix,
-                     output.reason, output.bound);
 }
 
 }  // namespace pfx::cli

@@ -1,7 +1,8 @@
 #pragma once
 
 /// \file
-/// The reference model's vocabulary as one-line text, for the messages of fuzz findings.
+/// The reference model's vocabulary as one-line text: the one describe() of the counterexamples that
+/// `pfx audit`, the fuzzers and the property tests print.
 
 #include <pfx/spec/model.hpp>
 
@@ -62,13 +63,13 @@ inline std::string describe(const spec::State& s) {
   return out.str();
 }
 
+/// "offset 2, common prefix 3, reason reused, bound common prefix", "accepted" or "refused: writing".
 inline std::string describe(const spec::Output& o) {
+  if (!o.accepted()) return "refused: " + std::string(o.refusal);
+  if (!o.has_decision) return "accepted";
   std::ostringstream out;
-  out << "refusal " << o.refusal;
-  if (o.has_decision) {
-    out << ", offset " << o.offset << ", common prefix " << o.common_prefix << ", reason " << o.reason << ", bound "
-        << o.bound;
-  }
+  out << "offset " << o.offset << ", common prefix " << o.common_prefix << ", reason " << o.reason << ", bound "
+      << o.bound;
   return out.str();
 }
 

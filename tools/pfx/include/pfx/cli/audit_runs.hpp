@@ -55,19 +55,7 @@ using CaseHook = std::function<bool(std::size_t)>;
                                                 std::size_t events_per_case, const Stepper& step,
                                                 const CaseHook& before_case = {});
 
-/// The tokens as "[0,1,1]".
-[[nodiscard]] std::string describe(const spec::Tokens& tokens);
-
 /// The ranges the random runs draw from, in words (kept beside the generator in audit_runs.cpp).
 [[nodiscard]] std::string random_ranges();
-
-/// The event as one line: "record ids=[0,1,1] canonical_end=2".
-[[nodiscard]] std::string describe(const spec::Event& event);
-
-/// The state as one line: "enabled keep_min 2 chunk 1; ids=[0,1] canonical_end 2; idle".
-[[nodiscard]] std::string describe(const spec::State& state);
-
-/// The answer as one line: "offset 2, reason reused, bound common prefix" or "refused: writing".
-[[nodiscard]] std::string describe(const spec::Output& output);
 
 }  // namespace pfx::cli
