@@ -1,7 +1,8 @@
 # What `cmake --install` lays down (docs/integration.md, "What is installed"): the headers of core,
 # spec, spec/refinement and driver, the driver's library and the CMake package (component `pfx`);
 # the headers, library and export of pfx::engines (component `engines`); the pfx program (component
-# `program`); the headers, library and export of pfx::conform (component `conform`). Nothing else: no test code, no proptest/ header, no Markdown, no build-only header.
+# `program`); the headers, library and export of pfx::conform (component `conform`), and of
+# pfx::llama when it was built (component `llama`). Nothing else: no test code, no proptest/ header, no Markdown, no build-only header.
 #
 # Installs the build tree PFX_BUILD_DIR into WORK_DIR, once whole and once per component, and fails
 # unless each holds exactly the files expected from the source tree PFX_SOURCE_DIR; every installed
@@ -36,6 +37,7 @@ list(APPEND expected_pfx ${spec} ${refinement}
 set(expected_engines)
 set(expected_conform)
 set(expected_program)
+set(expected_llama)
 if(DRIVER)
   headers_of(driver driver)
   headers_of(expected_engines engines)
@@ -48,8 +50,13 @@ if(DRIVER)
   if(PROGRAM)
     set(expected_program "${BINDIR}/pfx")
   endif()
+  if(LLAMA)
+    headers_of(expected_llama integrations/llama)
+    list(APPEND expected_llama "${LIBDIR}/libpfx_llama.a"
+         "${CMAKEDIR}/pfxLlamaTargets.cmake" "${CMAKEDIR}/pfxLlamaTargets-${CONFIG}.cmake")
+  endif()
 endif()
-set(expected_all ${expected_pfx} ${expected_engines} ${expected_conform} ${expected_program})
+set(expected_all ${expected_pfx} ${expected_engines} ${expected_conform} ${expected_program} ${expected_llama})
 
 # Fails unless `prefix` holds exactly the files of `${expected_var}`.
 function(expect_exactly prefix expected_var what)
@@ -76,7 +83,7 @@ endfunction()
 file(REMOVE_RECURSE "${WORK_DIR}")
 run("${CMAKE_COMMAND}" --install "${PFX_BUILD_DIR}" --prefix "${WORK_DIR}/all")
 expect_exactly("${WORK_DIR}/all" expected_all "the whole install")
-foreach(component pfx engines conform program)
+foreach(component pfx engines conform program llama)
   run("${CMAKE_COMMAND}" --install "${PFX_BUILD_DIR}" --component ${component} --prefix "${WORK_DIR}/${component}")
   expect_exactly("${WORK_DIR}/${component}" expected_${component} "the component ${component}")
 endforeach()
@@ -124,6 +131,9 @@ function(probe prefix expect_engines)
   endforeach()
   if(DRIVER)
     list(APPEND want "probe: pfx::driver defined")
+  endif()
+  if(LLAMA AND expect_engines)  # the whole install: pfx::llama and llama.cpp's package are found
+    list(APPEND want "probe: pfx::llama defined" "probe: COMPONENTS llama found=1")
   endif()
   foreach(text ${want})
     string(FIND "${said}" "${text}" at)
