@@ -383,7 +383,9 @@ TEST(Engines, EveryCommandTakesOneVocabularyAndOneChunkDefault) {
   pfx::test::verifies("CLI-2");
   for (const std::string& engine : pfx::cli::engine_names()) {
     for (const std::string command : {"replay", "soak", "conform"}) {
-      const PfxRun ran = run_pfx(command + " --engine " + engine + " --help");
+      std::string arguments = command;
+      arguments += " --engine " + engine + " --help";
+      const PfxRun ran = run_pfx(arguments);
       EXPECT_EQ(ran.status, pfx::cli::exit_ok) << command << " --engine " << engine << ": " << ran.err;
     }
   }
