@@ -1,5 +1,6 @@
 #include <pfx/cli/audit_table.hpp>
 #include <pfx/cli/command.hpp>
+#include <pfx/cli/json_kind.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -28,21 +29,7 @@ std::span<const TracedRequirement> TracedTable::rows() const noexcept {
   return storage_->rows;
 }
 
-namespace {
-
 using nlohmann::json;
-
-/// What a JSON value is, for messages.
-std::string kind_of(const json& value) {
-  switch (value.type()) {
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::string: return fmt::format("the string {}", value.dump());
-    default: return value.dump();
-  }
-}
-
-}  // namespace
 
 TracedTable parse_traced(std::string_view text, std::string_view label) {
   const auto fail = [&](std::string_view message) { throw InputError(fmt::format("{}: {}", label, message)); };

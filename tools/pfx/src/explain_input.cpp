@@ -1,6 +1,7 @@
 #include <pfx/cli/explain_input.hpp>
 
 #include <pfx/cli/command.hpp>
+#include <pfx/cli/json_kind.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -64,16 +65,6 @@ json parse(std::string_view option, std::string_view argument, Source& source) {
     std::string_view what = e.what();
     if (const std::size_t tag = what.find("] "); tag != std::string_view::npos) what.remove_prefix(tag + 2);
     source.fail("", fmt::format("malformed JSON: {}", what));
-  }
-}
-
-/// What a JSON value is, for messages.
-std::string kind_of(const json& value) {
-  switch (value.type()) {
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::string: return fmt::format("the string {}", value.dump());
-    default: return value.dump();
   }
 }
 

@@ -6,12 +6,10 @@
 /// settings from the environment, the host engine, and how both describe them. Each command keeps
 /// its own defaults; the checks are these, once.
 
-#include <pfx/driver/engine.hpp>
 #include <pfx/driver/lane.hpp>
 #include <pfx/engines/reference_model.hpp>
 
 #include <cstddef>
-#include <memory>
 #include <optional>
 #include <string>
 
