@@ -71,6 +71,13 @@ const char* to_string(Premise premise) noexcept {
   return "?";
 }
 
+std::size_t Report::comparisons() const noexcept {
+  std::size_t resumes = 0;
+  for (const GridResult& g : grids) resumes += g.resumes;
+  // Every cold run after a prompt's first is compared with the first.
+  return resumes + (cold_runs > prompts ? cold_runs - prompts : 0);
+}
+
 const GridResult* Report::find(std::size_t grid) const noexcept {
   const auto it = std::find_if(grids.begin(), grids.end(), [&](const GridResult& g) { return g.grid == grid; });
   return it == grids.end() ? nullptr : &*it;

@@ -1,8 +1,9 @@
-// conform::Report as the JSON object of `pfx conform --json` and of pfx.ConformReport.to_json()
-// (docs/conform.md, "JSON"; docs/schemas/conform.schema.json): one writer for both. Compiled into the
-// pfx program and into the Python module, so it uses the standard library and nlohmann_json alone.
+// The report as the JSON object of `pfx conform --json` and of pfx.ConformReport.to_json()
+// (docs/conform.md, "JSON"; docs/schemas/conform.schema.json): one writer for both.
 
-#include <pfx/cli/conform_json.hpp>
+#include <pfx/conform/report.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include <array>
 #include <bit>
@@ -10,7 +11,7 @@
 #include <cstdio>
 #include <string>
 
-namespace pfx::cli {
+namespace pfx::conform {
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -21,12 +22,12 @@ json bits(float x) {
   return std::string(text.data());
 }
 
-json difference_json(const conform::Difference& d) {
+json difference_json(const Difference& d) {
   json j;
-  if (d.where == conform::Difference::Where::logits) {
+  if (d.where == Difference::Where::logits) {
     j["where"] = "logits";
     j["logit"] = d.index;
-  } else if (d.where == conform::Difference::Where::row_bytes) {
+  } else if (d.where == Difference::Where::row_bytes) {
     // A cache the engine owns is compared as bytes in its own format: a row and a byte, no layer.
     j["where"] = "row bytes";
     j["row"] = d.row;
@@ -47,12 +48,12 @@ json difference_json(const conform::Difference& d) {
 
 }  // namespace
 
-json conform_json(const conform::Report& r) {
+std::string to_json(const Report& r) {
   json grids = json::array();
-  for (const conform::GridResult& g : r.grids) {
+  for (const GridResult& g : r.grids) {
     json grid{{"grid", g.grid}, {"resumes", g.resumes}, {"exact", g.exact()}};
     if (g.mismatch) {
-      const conform::Mismatch& m = *g.mismatch;
+      const Mismatch& m = *g.mismatch;
       grid["mismatch"] = {{"prompt_number", m.prompt_number}, {"prompt", m.prompt}, {"held", m.held},
                           {"offset", m.offset}, {"difference", difference_json(m.difference)}};
     }
@@ -68,29 +69,22 @@ json conform_json(const conform::Report& r) {
   j["cold_runs"] = r.cold_runs;
   j["deterministic"] = !r.cold_disagreement.has_value();
   if (r.cold_disagreement) {
-    const conform::ColdDisagreement& d = *r.cold_disagreement;
+    const ColdDisagreement& d = *r.cold_disagreement;
     j["cold_disagreement"] = {{"prompt_number", d.prompt_number}, {"prompt", d.prompt}, {"run", d.run},
                               {"difference", difference_json(d.difference)}};
   }
   j["grids"] = grids;
   j["recommended"] = r.recommended ? json(*r.recommended) : json(nullptr);
-  j["premise_failure"] = r.premise_failure ? json{{"premise", conform::to_string(r.premise_failure->premise)},
+  j["premise_failure"] = r.premise_failure ? json{{"premise", to_string(r.premise_failure->premise)},
                                                     {"detail", r.premise_failure->detail}}
                                              : json(nullptr);
-  j["verdict"] = conform::to_string(r.verdict);
+  j["verdict"] = to_string(r.verdict);
   j["explanation"] = r.explanation();
-  j["exit_status"] = conform::exit_status(r.verdict);
+  j["exit_status"] = exit_status(r.verdict);
   j["prefilled_tokens"] = r.prefilled_tokens;
   j["elapsed_s"] = r.elapsed_s;
-  j["comparisons"] = comparisons(r);
-  return j;
+  j["comparisons"] = r.comparisons();
+  return j.dump();
 }
 
-std::size_t comparisons(const conform::Report& r) {
-  std::size_t resumes = 0;
-  for (const conform::GridResult& g : r.grids) resumes += g.resumes;
-  // Every cold run after a prompt's first is compared with the first.
-  return resumes + (r.cold_runs > r.prompts ? r.cold_runs - r.prompts : 0);
-}
-
-}  // namespace pfx::cli
+}  // namespace pfx::conform

@@ -456,7 +456,8 @@ struct ReferenceEngineOnDevice::Impl {
     }
   }
 
-  /// HostReferenceEngine::checked, for this engine's KV states.
+  /// The device counterpart of reference::on_host_rows (reference_forward.hpp): checks the call and finds
+  /// this engine's KV state on the device.
   driver::cuda::KvStateOnDevice& checked(driver::KvState& kv, std::span<const token> chunk, std::size_t position,
                            std::span<float> out) const {
     auto* device = dynamic_cast<driver::cuda::KvStateOnDevice*>(&kv);

@@ -8,7 +8,6 @@
 
 #include <pfx/cli/audit_runs.hpp>
 #include <pfx/cli/command.hpp>
-#include <pfx/cli/conform.hpp>
 #include <pfx/cli/progress.hpp>
 #include <pfx/cli/replay.hpp>
 #include <pfx/cli/soak.hpp>

@@ -4,8 +4,6 @@
 #include "conform.hpp"
 #include "python_engine.hpp"
 
-#include <pfx/cli/conform_json.hpp>
-
 #include <pfx/conform/check.hpp>
 
 #include <pybind11/stl.h>
@@ -97,9 +95,8 @@ void add_conform(py::module_& m) {
         return found == nullptr ? std::nullopt : std::optional<GridResult>(*found);
       }, py::arg("grid"), "The result for one grid, or None when it was not a candidate.")
       .def("__str__", &conform::to_text)
-      .def(
-          "to_json", [](const Report& r) { return pfx::cli::conform_json(r).dump(); },
-          "The report as the JSON text `pfx conform --json` prints: the same fields, the same shape.")
+      .def("to_json", &conform::to_json,
+           "The report as the JSON text `pfx conform --json` prints: the same fields, the same shape.")
       .def("__repr__", [](const Report& r) {
         return "<ConformReport verdict=" + std::string(conform::to_string(r.verdict)) + " recommended=" +
                (r.recommended ? std::to_string(*r.recommended) : std::string("None")) + ">";

@@ -1,19 +1,17 @@
 // `pfx conform`: the engine by name, the budget, the check, and the report as text or JSON
 // (docs/cli.md, "pfx conform"; docs/conform.md).
 
-#include <pfx/cli/conform.hpp>
-
-#include <pfx/cli/interrupt.hpp>
-#include <pfx/cli/lane_options.hpp>
+#include <pfx/cli/command.hpp>
 #include <pfx/cli/engine_option.hpp>
+#include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
 #include <pfx/conform/check.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
-#include <bit>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -22,8 +20,6 @@
 
 namespace pfx::cli {
 namespace {
-
-using json = nlohmann::ordered_json;
 
 struct ConformOptions {
   EngineChoice engine;
@@ -35,6 +31,16 @@ struct ConformOptions {
   bool json = false;
   bool no_progress = false;
 };
+
+/// What a run a signal stopped prints: how far it got, and no verdict.
+int report_interruption(const ConformOptions& o, const Streams& streams, std::size_t done, std::size_t prompts) {
+  const int signal = interrupted_by();
+  streams.out << (o.json ? nlohmann::ordered_json{{"type", "interrupted"}, {"signal", signal}, {"prompts", done},
+                                                  {"of", prompts}, {"verdict", nullptr}, {"ok", false}}.dump()
+                         : describe_interruption(signal, done, "prompts"))
+              << "\n" << std::flush;
+  return interrupted_status(signal);
+}
 
 int run_conform(const ConformOptions& o, const Streams& streams) {
   conform::CheckOptions check;
@@ -63,42 +69,22 @@ int run_conform(const ConformOptions& o, const Streams& streams) {
     report = conform::check(*engine.engine, check);
   } catch (const Interrupted&) {
     progress.erase();
-    const int signal = interrupted_by();
-    if (o.json) {
-      streams.out << json{{"type", "interrupted"}, {"signal", signal}, {"prompts", done}, {"of", prompts},
-                          {"verdict", nullptr}, {"ok", false}}.dump()
-                  << "\n";
-    } else {
-      streams.out << fmt::format("pfx conform: {} of {} prompts checked; no verdict\n{}\n", done, prompts,
-                                 describe_interruption(signal, done, "prompts"));
-    }
-    streams.out.flush();
-    return interrupted_status(signal);
+    if (!o.json) streams.out << fmt::format("pfx conform: {} of {} prompts checked; no verdict\n", done, prompts);
+    return report_interruption(o, streams, done, prompts);
   }
   progress.erase();
-  const std::size_t compared = comparisons(*report);
-  if (o.json) {
-    streams.out << conform_json(*report).dump() << "\n";
-  } else {
-    streams.out << conform::to_text(*report)
-                << fmt::format("compared: {} runs with their cold run, bit for bit\n", compared);
-  }
-  streams.out.flush();
-  const int status = conform::exit_status(report->verdict);
+  streams.out << (o.json ? conform::to_json(*report) + "\n"
+                         : conform::to_text(*report) + fmt::format("compared: {} runs with their cold run, bit for "
+                                                                   "bit\n", report->comparisons()))
+              << std::flush;
   // A verdict that compared nothing vouches for nothing (conform::check never gives one: defence in depth).
-  if (compared == 0 && status == exit_ok) {
+  if (report->comparisons() == 0 && conform::exit_status(report->verdict) == exit_ok) {
     streams.err << "pfx conform: FAILED: no run was compared with a cold run: the check compared nothing\n";
     return exit_mismatch;
   }
-  if (interrupted_by() != 0) {  // arrived after the last prompt: the report is whole, but the run was asked to stop
-    const int signal = interrupted_by();
-    streams.out << (o.json ? json{{"type", "interrupted"}, {"signal", signal}, {"prompts", done}, {"of", prompts},
-                                  {"verdict", nullptr}, {"ok", false}}.dump()
-                           : describe_interruption(signal, done, "prompts"))
-                << "\n" << std::flush;
-    return interrupted_status(signal);
-  }
-  return status;
+  // A signal after the last prompt: the report is whole, but the run was asked to stop.
+  if (interrupted_by() != 0) return report_interruption(o, streams, done, prompts);
+  return conform::exit_status(report->verdict);
 }
 
 }  // namespace

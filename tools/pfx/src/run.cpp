@@ -4,7 +4,6 @@
 #include <pfx/cli/run.hpp>
 
 #include <pfx/cli/command.hpp>
-#include <pfx/cli/conform.hpp>
 #include <pfx/cli/interrupt.hpp>
 #include <pfx/driver/errors.hpp>
 #include <pfx/version.hpp>

@@ -112,6 +112,9 @@ struct Report {
   [[nodiscard]] const GridResult* find(std::size_t grid) const noexcept;
   /// One paragraph that says why the verdict is what it is, and what to configure.
   [[nodiscard]] std::string explanation() const;
+  /// How many runs were compared with a cold run bit for bit: every resume, and every repeated cold
+  /// run. A verdict with none would vouch for nothing.
+  [[nodiscard]] std::size_t comparisons() const noexcept;
 };
 
 /// The verdict from the results (report.recommended and report.verdict), as check() sets them:
@@ -119,11 +122,15 @@ struct Report {
 /// rule chunk is safe when its own grid is exact.
 void decide(Report& report);
 
-/// The exit status of `pfx conform` for a verdict: 0 safe, 1 unsafe, 3 nondeterministic or no exact
-/// grid, 4 degenerate (a premise failed: nothing was judged).
+/// The exit status of `pfx conform` for a verdict: 0 safe, 1 unsafe, 4 nondeterministic, 5 no exact
+/// grid, 6 degenerate (a premise failed: nothing was judged).
 [[nodiscard]] int exit_status(Verdict verdict) noexcept;
 
 /// The report as text, as `pfx conform` prints it (docs/conform.md shows one).
 [[nodiscard]] std::string to_text(const Report& report);
+
+/// The report as one compact JSON object: `pfx conform --json` and pfx.ConformReport.to_json()
+/// (docs/conform.md, "JSON"; docs/schemas/conform.schema.json).
+[[nodiscard]] std::string to_json(const Report& report);
 
 }  // namespace pfx::conform

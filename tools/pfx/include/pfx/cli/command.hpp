@@ -45,5 +45,7 @@ void add_workload_command(CLI::App& app, const Streams& streams, int& status);
 void add_audit_command(CLI::App& app, const Streams& streams, int& status);
 void add_explain_command(CLI::App& app, const Streams& streams, int& status);
 void add_soak_command(CLI::App& app, const Streams& streams, int& status);
+/// `pfx conform` (docs/conform.md): its status is the verdict's (conform::exit_status).
+void add_conform_command(CLI::App& app, const Streams& streams, int& status);
 
 }  // namespace pfx::cli
