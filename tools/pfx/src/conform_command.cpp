@@ -94,7 +94,7 @@ void add_conform_command(CLI::App& app, const Streams& streams, int& status) {
       "conform", "Check that an engine meets THM-1's premise: on which chunk grid a resume equals a cold run bit "
                  "for bit, and whether the rule's chunk is on it");
   auto options = std::make_shared<ConformOptions>();
-  add_engine_option(*command, options->engine, engine_names());
+  add_engine_option(*command, options->engine);
   command->add_option("--chunk", options->chunk, "The engine's own prefill chunk (its cold runs' grid)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 12))
       ->capture_default_str();

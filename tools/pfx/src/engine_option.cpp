@@ -1,7 +1,6 @@
 #include <pfx/cli/engine_option.hpp>
 
 #include <pfx/cli/command.hpp>
-#include <pfx/cli/lane_options.hpp>
 #include <pfx/driver/cuda.hpp>
 #include <pfx/engines/blocked_attention_engine.hpp>
 #include <pfx/engines/decisions_only_engine.hpp>
@@ -14,26 +13,44 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
-#include <algorithm>
 #include <stdexcept>
 
 namespace pfx::cli {
+namespace {
 
-bool llama_built() noexcept {
+ChosenEngine llama_engine(const EngineChoice::Llama& options, std::size_t chunk) {
 #ifdef PFX_CLI_LLAMA
-  return true;
+  if (options.model.empty()) throw InputError("--engine llama needs --model PATH (a GGUF file)");
+  llama::Settings settings{.model = options.model, .chunk = chunk, .ubatch = options.ubatch, .threads = options.threads,
+                           .flash_attention = llama::parse_flash_attention(options.flash_attention),
+                           .kv_type = llama::parse_kv_type(options.kv_type)};
+  try {
+    auto engine = std::make_unique<llama::Engine>(std::move(settings));
+    std::string description = engine->describe();
+    return {std::move(engine), std::move(description)};
+  } catch (const llama::ModelError& e) {
+    throw InputError(e.what());
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
 #else
-  return false;
+  (void)options;
+  (void)chunk;
+  throw InputError("--engine llama: this pfx was built without llama.cpp (run scripts/llama.sh, or point CMake at "
+                   "your own with -Dllama_DIR=, then configure and build again; docs/integration.md)");
 #endif
 }
 
-void add_engine_option(CLI::App& command, EngineChoice& choice, const std::vector<std::string>& allowed) {
+}  // namespace
+
+void add_engine_option(CLI::App& command, EngineChoice& choice) {
   command.add_option("--engine", choice.name,
-                     fmt::format("The engine: {} (docs/cli.md, \"Engines\")", fmt::join(allowed, ", ")))
-      ->check(CLI::IsMember(allowed))
+                     fmt::format("The engine: {} (docs/cli.md, \"Engines\")", fmt::join(engine_names(), ", ")))
+      ->check(CLI::IsMember(engine_names()))
       ->capture_default_str();
-  LlamaOptions& llama = choice.llama;
+  EngineChoice::Llama& llama = choice.llama;
   command.add_option("--model", llama.model, "--engine llama: the GGUF model file");
   command.add_option("--ubatch", llama.ubatch, "--engine llama: llama.cpp's n_ubatch, at most --chunk (default: --chunk)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
@@ -61,7 +78,8 @@ ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceMod
     return {std::make_unique<engines::DecisionsOnlyEngine>(shape.chunk, shape.vocab),
             fmt::format("no engine (decisions only: chunk {}, vocab {})", shape.chunk, shape.vocab)};
   }
-  const std::string model = describe_engine(shape);
+  const std::string model = fmt::format("reference engine (vocab {}, width {}, {} layers, chunk {})", shape.vocab,
+                                        shape.width, shape.layers, shape.chunk);
   try {
     if (name == "reference") return {std::make_unique<engines::HostReferenceEngine>(shape), "host " + model};
     if (name == "blocked-attention") {
@@ -79,29 +97,6 @@ ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceMod
     throw InputError(e.what());
   }
   throw InputError(fmt::format("--engine {}: unknown engine; the engines are {}", name, fmt::join(engine_names(), ", ")));
-}
-
-ChosenEngine llama_engine(const LlamaOptions& options, std::size_t chunk) {
-#ifdef PFX_CLI_LLAMA
-  if (options.model.empty()) throw InputError("--engine llama needs --model PATH (a GGUF file)");
-  llama::Settings settings{.model = options.model, .chunk = chunk, .ubatch = options.ubatch, .threads = options.threads,
-                           .flash_attention = llama::parse_flash_attention(options.flash_attention),
-                           .kv_type = llama::parse_kv_type(options.kv_type)};
-  try {
-    auto engine = std::make_unique<llama::Engine>(std::move(settings));
-    std::string description = engine->describe();
-    return {std::move(engine), std::move(description)};
-  } catch (const llama::ModelError& e) {
-    throw InputError(e.what());
-  } catch (const std::invalid_argument& e) {
-    throw InputError(e.what());
-  }
-#else
-  (void)options;
-  (void)chunk;
-  throw InputError("--engine llama: this pfx was built without llama.cpp (run scripts/llama.sh, or point CMake at "
-                   "your own with -Dllama_DIR=, then configure and build again; docs/integration.md)");
-#endif
 }
 
 }  // namespace pfx::cli

@@ -395,7 +395,7 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
                       "rule chunk that is not a multiple of it shows THM-1's counterexample under --verify")
       ->check(non_negative())
       ->check(CLI::Range(std::size_t{1}, std::numeric_limits<std::size_t>::max()));
-  add_engine_option(*command, options->engine, engine_names());
+  add_engine_option(*command, options->engine);
   CLI::Option* backend =
       command->add_option("--backend", options->backend, "Deprecated: --engine reference (host) or --engine cuda")
           ->check(CLI::IsMember({"host", "cuda", "auto"}));

@@ -203,7 +203,7 @@ void add_soak_command(CLI::App& app, const Streams& streams, int& status) {
   command->add_option("--rss-tolerance", options->tolerance,
                       "Growth of resident memory past the baseline that fails the run: KiB, or a percentage such as 5%")
       ->capture_default_str();
-  add_engine_option(*command, options->engine, engine_names());
+  add_engine_option(*command, options->engine);
   command->add_flag("--json", options->json, "One JSON object with the summary");
   command->add_flag("--no-progress", options->no_progress, "No progress bar, even on a terminal");
   command->callback([options, command, &streams, &status] {

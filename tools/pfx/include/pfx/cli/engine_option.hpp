@@ -3,8 +3,8 @@
 /// \file
 /// The one `--engine` option of `pfx replay`, `pfx soak` and `pfx conform` (docs/cli.md, "Engines"):
 /// one vocabulary, one factory, and the options of llama.cpp's engine that go with it (--model,
-/// --ubatch, --threads, --flash-attn, --kv-type; docs/engines.md). Each command takes the names its
-/// job allows and says why it refuses another. In a pfx built without llama.cpp the llama options
+/// --ubatch, --threads, --flash-attn, --kv-type; docs/engines.md). A command that cannot use an
+/// engine (soak and conform: none) says why. In a pfx built without llama.cpp the llama options
 /// exist and `--engine llama` is an InputError that says so.
 
 #include <pfx/driver/engine.hpp>
@@ -34,18 +34,16 @@ inline const std::vector<std::string>& engine_names() {
   return names;
 }
 
-struct LlamaOptions {
-  std::string model;          ///< --model: a GGUF file
-  std::size_t ubatch = 0;     ///< --ubatch: llama.cpp's n_ubatch; 0: the chunk
-  std::size_t threads = 0;    ///< --threads; 0: one
-  std::string flash_attention = "auto";
-  std::string kv_type = "f16";
-};
-
-/// What `--engine` chose, and llama's options for when it chose llama.
+/// What `--engine` chose, and llama.cpp's options for when it chose llama.
 struct EngineChoice {
   std::string name = "reference";
-  LlamaOptions llama;
+  struct Llama {
+    std::string model;          ///< --model: a GGUF file
+    std::size_t ubatch = 0;     ///< --ubatch: llama.cpp's n_ubatch; 0: the chunk
+    std::size_t threads = 0;    ///< --threads; 0: one
+    std::string flash_attention = "auto";
+    std::string kv_type = "f16";
+  } llama;
 };
 
 /// An engine and the words the commands print for it ("host reference engine (vocab 64, ...)").
@@ -54,25 +52,17 @@ struct ChosenEngine {
   std::string description;
 };
 
-/// Whether this pfx was built with pfx::llama.
-[[nodiscard]] bool llama_built() noexcept;
+/// Adds --engine (engine_names(), default reference) and llama.cpp's options to `command`.
+void add_engine_option(CLI::App& command, EngineChoice& choice);
 
-/// Adds --engine, taking the names of engine_names() that are in `allowed` (default reference), and
-/// llama's options, to `command`.
-void add_engine_option(CLI::App& command, EngineChoice& choice, const std::vector<std::string>& allowed);
-
-/// Throws InputError when llama's options were given but the engine is not llama.
+/// Throws InputError when llama.cpp's options were given but the engine is not llama.
 void check_llama_options_unused(const CLI::App& command, const EngineChoice& choice);
 
 /// The chosen engine: the reference model of `shape` on the host (reference, blocked-attention,
 /// nondeterministic) or on a device (cuda), decisions only (none: shape's chunk and vocab), or
 /// llama.cpp (llama: shape.chunk is its n_batch). Throws InputError for a shape the engine refuses,
-/// for cuda where no device is usable, and for llama as llama_engine does.
+/// for cuda where no device is usable, and for llama when pfx was built without llama.cpp, when
+/// --model is missing, unreadable or not a model, or for a --ubatch above the chunk.
 [[nodiscard]] ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceModelShape& shape);
-
-/// The llama.cpp engine of `options` whose prefill chunk (n_batch) is `chunk`. Throws InputError when
-/// pfx was built without llama.cpp, when --model is missing, unreadable or not a model, and for a
-/// --ubatch above the chunk.
-[[nodiscard]] ChosenEngine llama_engine(const LlamaOptions& options, std::size_t chunk);
 
 }  // namespace pfx::cli
