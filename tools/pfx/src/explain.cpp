@@ -30,15 +30,16 @@ struct Input {
     throw InputError(fmt::format("{}: field \"{}\": {}", label, field, message));
   }
 
-  /// The ids: the value when it is an array, else its `field`, the object being `shape`.
+  /// The ids: the value itself when it is an array, else its `field`, of an object like `shape`.
   std::vector<token> ids(const std::string& field, std::string_view shape) const {
-    if (!value.is_array() && !value.is_object()) {
+    const bool whole = value.is_array();
+    if (!whole && !value.is_object()) {
       fail("", fmt::format("expected an array of token ids or an object {}, got {}", shape, kind_of(value)));
     }
-    if (!value.is_array() && !value.contains(field)) fail(field, "missing");
+    if (!whole && !value.contains(field)) fail(field, "missing");
     std::vector<token> ids;
-    const std::string problem = read_token_ids(value.is_array() ? value : value[field], ids);
-    if (!problem.empty()) fail(value.is_array() ? "" : field, problem);
+    const std::string problem = read_token_ids(whole ? value : value[field], ids);
+    if (!problem.empty()) fail(whole ? "" : field, problem);
     return ids;
   }
 };
@@ -178,7 +179,7 @@ HeldRecord read_record(std::string_view option, std::string_view argument, std::
     input.fail("canonical_end", "missing (give it here, or with --canonical-end)");
   }
   if (end != input.value.end()) {
-    const std::optional<std::uint64_t> n = count(*end);
+    const std::optional<std::uint64_t> n = as_count(*end);
     if (!n) input.fail("canonical_end", fmt::format("expected a non-negative integer, got {}", kind_of(*end)));
     record.canonical_end = canonical_end.value_or(*n);
   }

@@ -45,7 +45,7 @@ Read parse_object(const json& object, std::size_t line, const TraceLimits& limit
     }
   }
   if (max_new == object.end()) return bad("max_new_tokens", missing);
-  const std::optional<std::uint64_t> n = count(*max_new);
+  const std::optional<std::uint64_t> n = as_count(*max_new);
   if (!max_new->is_number_integer()) {
     return bad("max_new_tokens", fmt::format("expected a non-negative integer, got {}", kind_of(*max_new)));
   }

@@ -36,7 +36,7 @@ namespace pfx::cli {
 
 /// A JSON integer >= 0, else nullopt (negative, float, string, ...). A signed integer is negative,
 /// or -0, which is 0.
-[[nodiscard]] inline std::optional<std::uint64_t> count(const nlohmann::json& value) {
+[[nodiscard]] inline std::optional<std::uint64_t> as_count(const nlohmann::json& value) {
   if (value.is_number_unsigned()) return value.get<std::uint64_t>();
   if (value.is_number_integer() && value.get<std::int64_t>() == 0) return 0;
   return std::nullopt;
@@ -48,7 +48,7 @@ namespace pfx::cli {
   if (!array.is_array()) return fmt::format("expected an array of token ids, got {}", kind_of(array));
   ids.clear();
   for (std::size_t i = 0; i < array.size(); ++i) {
-    const std::optional<std::uint64_t> id = count(array[i]);
+    const std::optional<std::uint64_t> id = as_count(array[i]);
     if (!id || *id > static_cast<std::uint64_t>(max_token_id)) {
       return fmt::format("element {}: {}, got {}", i, token_id_expected, kind_of(array[i]));
     }
