@@ -45,10 +45,10 @@ Read parse_object(const json& object, std::size_t line, const TraceLimits& limit
     }
   }
   if (max_new == object.end()) return bad("max_new_tokens", missing);
-  const std::optional<std::uint64_t> n = as_count(*max_new);
   if (!max_new->is_number_integer()) {
     return bad("max_new_tokens", fmt::format("expected a non-negative integer, got {}", kind_of(*max_new)));
   }
+  const std::optional<std::uint64_t> n = as_count(*max_new);
   if (!n) return bad("max_new_tokens", fmt::format("is negative ({})", max_new->dump()));
   request.max_new_tokens = *n;
   // The lane's own bound: every prompt row and every generated token fit the KV state.
