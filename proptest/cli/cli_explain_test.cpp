@@ -5,7 +5,6 @@
 #include "support/requirement.hpp"
 
 #include <pfx/cli/explain.hpp>
-#include <pfx/cli/explain_input.hpp>
 #include <pfx/core.hpp>
 
 #include <fmt/format.h>
@@ -378,6 +377,8 @@ TEST(CliExplain, TheRecordAndThePromptAreReadFromFilesAsFromInlineJson) {
   EXPECT_EQ(pfx::cli::read_record("--record", "[5,6,7]", std::nullopt).canonical_end, 3U);
   EXPECT_EQ(pfx::cli::read_record("--record", "[5,6,7]", 1).canonical_end, 1U);
   EXPECT_EQ(pfx::cli::read_record("--record", record, 2).canonical_end, 2U);
+  // Both ends of the one range of token ids, and -0, which JSON means as 0.
+  EXPECT_EQ(pfx::cli::read_prompt("--prompt", "[0, 2147483647, -0]"), (std::vector<pfx::token>{0, 2147483647, 0}));
 }
 
 TEST(CliExplain, BadInputIsAnInputErrorThatNamesTheArgumentAndTheField) {

@@ -67,6 +67,7 @@ TEST(Trace, EveryKindOfBadLineNamesItsLineAndField) {
     over_capacity += std::to_string(i);
   }
   over_capacity += R"(], "max_new_tokens": 0})";
+  const std::string token_id = "expected a token id (an integer in 0..2147483647), got ";  // core's words
   const BadLine cases[] = {
       {R"({"prompt": [1, 2], "max_new_tokens": 4)", "", "malformed JSON"},
       {R"({"prompt": [1, 2],, "max_new_tokens": 4})", "", "malformed JSON"},
@@ -76,20 +77,20 @@ TEST(Trace, EveryKindOfBadLineNamesItsLineAndField) {
       {R"({"max_new_tokens": 4})", "prompt", "missing"},
       {R"({"prompt": "1 2 3", "max_new_tokens": 4})", "prompt", "expected an array of token ids, got the string"},
       {R"({"prompt": [], "max_new_tokens": 4})", "prompt", "is empty"},
-      {R"({"prompt": [1, 2.5], "max_new_tokens": 4})", "prompt", "element 1 is the number 2.5, expected an integer"},
-      {R"({"prompt": [1, "2"], "max_new_tokens": 4})", "prompt", "element 1 is the string \"2\""},
-      {R"({"prompt": [1, null], "max_new_tokens": 4})", "prompt", "element 1 is null"},
-      {R"({"prompt": [1, true], "max_new_tokens": 4})", "prompt", "element 1 is the boolean true"},
-      {R"({"prompt": [1, -1], "max_new_tokens": 4})", "prompt", "element 1 is -1, outside the vocabulary 0..999"},
+      {R"({"prompt": [1, 2.5], "max_new_tokens": 4})", "prompt", "element 1: " + token_id + "2.5"},
+      {R"({"prompt": [1, "2"], "max_new_tokens": 4})", "prompt", "element 1: " + token_id + "the string \"2\""},
+      {R"({"prompt": [1, null], "max_new_tokens": 4})", "prompt", "element 1: " + token_id + "null"},
+      {R"({"prompt": [1, true], "max_new_tokens": 4})", "prompt", "element 1: " + token_id + "true"},
+      {R"({"prompt": [1, -1], "max_new_tokens": 4})", "prompt", "element 1: " + token_id + "-1"},
       {R"({"prompt": [1000], "max_new_tokens": 4})", "prompt", "element 0 is 1000, outside the vocabulary 0..999"},
-      {R"({"prompt": [1099511627776], "max_new_tokens": 4})", "prompt", "outside the vocabulary"},
-      {R"({"prompt": [18446744073709551615], "max_new_tokens": 4})", "prompt", "outside the vocabulary"},
+      {R"({"prompt": [1099511627776], "max_new_tokens": 4})", "prompt", "element 0: " + token_id + "1099511627776"},
+      {R"({"prompt": [18446744073709551615], "max_new_tokens": 4})", "prompt", "element 0: " + token_id + "18446744073709551615"},
       {R"({"prompt": [1, 2]})", "max_new_tokens", "missing"},
       {R"({"prompt": [1, 2], "max_new_tokens": "4"})", "max_new_tokens", "expected a non-negative integer, got the string"},
-      {R"({"prompt": [1, 2], "max_new_tokens": 4.0})", "max_new_tokens", "expected a non-negative integer, got the number"},
+      {R"({"prompt": [1, 2], "max_new_tokens": 4.0})", "max_new_tokens", "expected a non-negative integer, got 4.0"},
       {R"({"prompt": [1, 2], "max_new_tokens": -3})", "max_new_tokens", "is negative (-3)"},
       {R"({"prompt": [1, 2], "max_new_tokens": 1e30})", "max_new_tokens", "expected a non-negative integer"},
-      {R"({"prompt": [1, 2], "max_new_tokens": 18446744073709551615})", "max_new_tokens", "larger than the capacity"},
+      {R"({"prompt": [1, 2], "max_new_tokens": 18446744073709551615})", "max_new_tokens", "do not fit the capacity"},
       {R"({"prompt": [1, 2], "max_new_tokens": 63})", "max_new_tokens", "do not fit the capacity, 64"},
       {R"({"prompt": [1, 2], "max_new_tokens": 9223372036854775807})", "max_new_tokens", "do not fit the capacity"},
       {over_capacity, "prompt", "has 65 tokens, more than the capacity, 64"},

@@ -1,5 +1,5 @@
 // fuzz_explain_input: the readers of `pfx explain`'s --record and --prompt
-// (tools/pfx/src/explain_input.cpp), fed the input as inline JSON (input that does not start with
+// (tools/pfx/src/explain.cpp), fed the input as inline JSON (input that does not start with
 // `[` or `{` would name a file, and is skipped). Each reader's answer is compared with an oracle
 // written here from the documented format, on the same JSON parser:
 //   record  an array of token ids (canonical_end = its length), or {"ids": [...], "canonical_end": n}
@@ -12,7 +12,7 @@
 #include "finding.hpp"
 
 #include <pfx/cli/command.hpp>
-#include <pfx/cli/explain_input.hpp>
+#include <pfx/cli/explain.hpp>
 
 #include <nlohmann/json.hpp>
 

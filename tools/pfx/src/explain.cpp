@@ -1,21 +1,76 @@
-// pfx explain: the decision for a held record and a prompt, and the bound that decided it.
-
 #include <pfx/cli/explain.hpp>
+#include <pfx/cli/json_kind.hpp>
 #include <pfx/cli/options.hpp>
-#include <pfx/cli/explain_input.hpp>
 #include <pfx/driver/environment.hpp>
-#include <pfx/driver/lane.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <ostream>
-#include <vector>
+#include <sstream>
 
 namespace pfx::cli {
 namespace {
+
+using nlohmann::json;
+
+/// An input's JSON, and its name for messages: "--record" (inline) or "--record record.json".
+struct Input {
+  std::string label;
+  json value;
+
+  [[noreturn]] void fail(std::string_view field, std::string_view message) const {
+    if (field.empty()) throw InputError(fmt::format("{}: {}", label, message));
+    throw InputError(fmt::format("{}: field \"{}\": {}", label, field, message));
+  }
+
+  /// The ids: the value itself when it is an array, else its `field`, of an object like `shape`.
+  std::vector<token> ids(const std::string& field, std::string_view shape) const {
+    const bool whole = value.is_array();
+    if (!whole && !value.is_object()) {
+      fail("", fmt::format("expected an array of token ids or an object {}, got {}", shape, kind_of(value)));
+    }
+    if (!whole && !value.contains(field)) fail(field, "missing");
+    std::vector<token> ids;
+    const std::string problem = read_token_ids(whole ? value : value[field], ids);
+    if (!problem.empty()) fail(whole ? "" : field, problem);
+    return ids;
+  }
+};
+
+/// Inline JSON starts with `[` or `{` (after blanks); anything else names a file.
+Input read(std::string_view option, std::string_view argument) {
+  const std::size_t first = argument.find_first_not_of(" \t\r\n");
+  const bool is_inline = first != std::string_view::npos && (argument[first] == '[' || argument[first] == '{');
+  Input input{is_inline ? std::string(option) : fmt::format("{} {}", option, argument), {}};
+  std::string text(argument);
+  if (!is_inline) {
+    std::error_code ec;
+    // A directory opens as a stream on Linux and reads as empty text: say what it is instead.
+    if (std::filesystem::is_directory(text, ec)) input.fail("", "cannot read the file: it is a directory");
+    std::ifstream in{text};
+    if (!in) {
+      input.fail("", fmt::format("cannot read the file ({}); inline JSON starts with [ or {{, such as [1,2,3]",
+                                 std::strerror(errno)));
+    }
+    std::ostringstream all;
+    all << in.rdbuf();
+    if (in.bad()) input.fail("", fmt::format("cannot read the file ({})", std::strerror(errno)));
+    text = all.str();
+  }
+  try {
+    input.value = json::parse(text);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number such as 1e500
+    input.fail("", malformed(e));
+  }
+  return input;
+}
 
 /// One line of the explanation: a bound of the rule (or keep_min), its value, and what it keeps.
 struct Row {
@@ -39,52 +94,101 @@ std::vector<Row> rows_of(const Decision& d, const Bounds& b, std::size_t chunk) 
        d.bound == Bound::common_prefix},
       {name(Bound::canonical_end), b.canonical_end, "INV-2", "rows from here on were written by decode",
        d.bound == Bound::canonical_end},
-      {name(Bound::one_token_left), b.one_token_left, "INV-3", "len(prompt) - 1: the engine prefills at least one token",
-       d.bound == Bound::one_token_left},
+      {name(Bound::one_token_left), b.one_token_left, "INV-3",
+       "len(prompt) - 1: the engine prefills at least one token", d.bound == Bound::one_token_left},
       {name(Bound::alignment), b.aligned, "INV-5",
        fmt::format("the smallest above, rounded down to a multiple of chunk {}", chunk), d.bound == Bound::alignment},
       {"keep_min", b.keep_min, "INV-4", keep, false},
   };
 }
 
-void print_text(std::ostream& out, const Config& config, const HeldRecord& record, std::size_t prompt_size,
-                const Decision& d, const std::vector<Row>& rows) {
-  out << fmt::format("record: {} ids, canonical_end {}\n", record.ids.size(), record.canonical_end);
-  out << fmt::format("prompt: {} tokens\n", prompt_size);
-  out << fmt::format("config: reuse {}, keep_min {}, chunk {}\n\n", config.enabled ? "on" : "off", config.keep_min,
-                     config.chunk);
-  if (rows.empty()) {
-    out << fmt::format("no bound was consulted: {} (INV-6)\n",
-                       d.reason == Reason::disabled ? "reuse is off" : "nothing is held");
+/// explain's answer: the text and the JSON are both written from it.
+struct Explanation {
+  Config config;
+  HeldRecord record;
+  std::size_t prompt_tokens = 0;
+  Decision decision;
+  std::vector<Row> rows;
+};
+
+std::string to_text(const Explanation& e) {
+  const Decision& d = e.decision;
+  std::string text = fmt::format("record: {} ids, canonical_end {}\nprompt: {} tokens\nconfig: reuse {}, keep_min {}, "
+                                 "chunk {}\n\n",
+                                 e.record.ids.size(), e.record.canonical_end, e.prompt_tokens,
+                                 e.config.enabled ? "on" : "off", e.config.keep_min, e.config.chunk);
+  if (e.rows.empty()) {
+    text += fmt::format("no bound was consulted: {} (INV-6)\n",
+                        d.reason == Reason::disabled ? "reuse is off" : "nothing is held");
   } else {
-    out << fmt::format("  {:<15} {:>9}  {:<6} {}\n", "bound", "value", "keeps", "meaning");
-    for (const Row& r : rows) {
-      out << fmt::format("  {:<15} {:>9}  {:<6} {}{}\n", r.name, r.value, r.invariant, r.meaning,
-                         r.tightest ? "   <- tightest" : "");
+    text += fmt::format("  {:<15} {:>9}  {:<6} {}\n", "bound", "value", "keeps", "meaning");
+    for (const Row& r : e.rows) {
+      text += fmt::format("  {:<15} {:>9}  {:<6} {}{}\n", r.name, r.value, r.invariant, r.meaning,
+                          r.tightest ? "   <- tightest" : "");
     }
   }
-  out << fmt::format("\noffset {}: {}, decided by {}\n", d.offset, name(d.reason), name(d.bound));
+  return text + fmt::format("\noffset {}: {}, decided by {}\n", d.offset, name(d.reason), name(d.bound));
 }
 
-void print_json(std::ostream& out, const Config& config, const HeldRecord& record, std::size_t prompt_size,
-                const Decision& d, const std::vector<Row>& rows) {
-  nlohmann::json report;
-  report["offset"] = d.offset;
-  report["reason"] = name(d.reason);
-  report["bound"] = name(d.bound);
-  report["common_prefix"] = d.common_prefix;
-  report["record"] = {{"ids", record.ids.size()}, {"canonical_end", record.canonical_end}};
-  report["prompt_tokens"] = prompt_size;
-  report["config"] = {{"enabled", config.enabled}, {"keep_min", config.keep_min}, {"chunk", config.chunk}};
-  report["bounds"] = nlohmann::json::array();
-  for (const Row& r : rows) {
-    report["bounds"].push_back(
-        {{"name", r.name}, {"value", r.value}, {"invariant", r.invariant}, {"tightest", r.tightest}});
+json to_json(const Explanation& e) {
+  json bounds = json::array();
+  for (const Row& r : e.rows) {
+    bounds.push_back({{"name", r.name}, {"value", r.value}, {"invariant", r.invariant}, {"tightest", r.tightest}});
   }
-  out << report.dump(2) << '\n';
+  return {{"offset", e.decision.offset},
+          {"reason", name(e.decision.reason)},
+          {"bound", name(e.decision.bound)},
+          {"common_prefix", e.decision.common_prefix},
+          {"record", {{"ids", e.record.ids.size()}, {"canonical_end", e.record.canonical_end}}},
+          {"prompt_tokens", e.prompt_tokens},
+          {"config", {{"enabled", e.config.enabled}, {"keep_min", e.config.keep_min}, {"chunk", e.config.chunk}}},
+          {"bounds", bounds}};
+}
+
+/// The real machine decides, so that a refused configuration or record is reported in its words.
+Explanation explain(const ExplainOptions& options) {
+  Explanation e;
+  e.config = explain_config(options);
+  e.record = read_record("--record", options.record, options.canonical_end);
+  const std::vector<token> prompt = read_prompt("--prompt", options.prompt);
+  Machine machine;
+  if (const Outcome o = machine.configure(e.config); !o.accepted()) {
+    throw InputError(fmt::format("--chunk {}: {}", e.config.chunk, describe(o.refusal)));  // INV-9
+  }
+  if (const Outcome o = machine.record(e.record.ids, e.record.canonical_end); !o.accepted()) {
+    throw InputError(fmt::format("{}: canonical_end {} with {} ids: {}",
+                                 options.canonical_end ? "--canonical-end" : "--record", e.record.canonical_end,
+                                 e.record.ids.size(), describe(o.refusal)));  // INV-9
+  }
+  e.prompt_tokens = prompt.size();
+  e.decision = machine.query(prompt).decision;
+  const Record& held = machine.held();
+  e.rows = rows_of(e.decision, bounds(e.config, held.ids, held.canonical_end, prompt), e.config.chunk);
+  return e;
 }
 
 }  // namespace
+
+HeldRecord read_record(std::string_view option, std::string_view argument, std::optional<std::size_t> canonical_end) {
+  const Input input = read(option, argument);
+  HeldRecord record{input.ids("ids", R"({"ids": [...], "canonical_end": n})"), 0};
+  record.canonical_end = canonical_end.value_or(record.ids.size());  // the option wins
+  if (input.value.is_array()) return record;
+  const auto end = input.value.find("canonical_end");
+  if (end == input.value.end() && !canonical_end) {
+    input.fail("canonical_end", "missing (give it here, or with --canonical-end)");
+  }
+  if (end != input.value.end()) {
+    const std::optional<std::uint64_t> n = as_count(*end);
+    if (!n) input.fail("canonical_end", fmt::format("expected a non-negative integer, got {}", kind_of(*end)));
+    record.canonical_end = canonical_end.value_or(*n);
+  }
+  return record;
+}
+
+std::vector<token> read_prompt(std::string_view option, std::string_view argument) {
+  return read(option, argument).ids("prompt", R"({"prompt": [...]})");
+}
 
 Config explain_config(const ExplainOptions& options) {
   const Config environment = driver::config_from_environment();
@@ -96,29 +200,8 @@ Config explain_config(const ExplainOptions& options) {
 }
 
 int run_explain(const ExplainOptions& options, const Streams& streams) {
-  const Config config = explain_config(options);
-  const HeldRecord record = read_record("--record", options.record, options.canonical_end);
-  const std::vector<token> prompt = read_prompt("--prompt", options.prompt);
-
-  // The real machine decides, so that a refused configuration or record is reported in its words.
-  Machine machine;
-  if (const Outcome o = machine.configure(config); !o.accepted()) {
-    throw InputError(fmt::format("--chunk {}: {}", config.chunk, describe(o.refusal)));  // INV-9
-  }
-  if (const Outcome o = machine.record(record.ids, record.canonical_end); !o.accepted()) {
-    throw InputError(fmt::format("{}: canonical_end {} with {} ids: {}",
-                                 options.canonical_end ? "--canonical-end" : "--record", record.canonical_end,
-                                 record.ids.size(), describe(o.refusal)));  // INV-9
-  }
-  const Outcome answer = machine.query(prompt);
-  const Decision& d = answer.decision;
-  const Record& held = machine.held();
-  const std::vector<Row> rows = rows_of(d, bounds(config, held.ids, held.canonical_end, prompt), config.chunk);
-  if (options.json) {
-    print_json(streams.out, config, record, prompt.size(), d, rows);
-  } else {
-    print_text(streams.out, config, record, prompt.size(), d, rows);
-  }
+  const Explanation e = explain(options);
+  streams.out << (options.json ? to_json(e).dump(2) + "\n" : to_text(e));
   return exit_ok;
 }
 
@@ -139,9 +222,9 @@ void add_explain_command(CLI::App& app, const Streams& streams, int& status) {
   explain->add_option("--keep-min", options->keep_min,
                       "Shortest reuse worth taking (default: TF_GLM53_PREFIX_CACHE_MIN, or 64)")
       ->check(non_negative());
-  CLI::Option* enabled =
-      explain->add_option("--enabled", options->enabled, "Reuse on (1) or off (0) (default: TF_GLM53_PREFIX_CACHE, else 1)")
-          ->check(CLI::IsMember({"0", "1"}));
+  CLI::Option* enabled = explain->add_option("--enabled", options->enabled,
+                                             "Reuse on (1) or off (0) (default: TF_GLM53_PREFIX_CACHE, else 1)");
+  enabled->check(CLI::IsMember({"0", "1"}));
   explain->add_flag("--disabled", options->disabled, "Deprecated: the same as --enabled 0")->excludes(enabled);
   explain->add_flag("--json", options->json, "Write the explanation as JSON");
   explain->callback([&streams, &status, options] {

@@ -1,114 +1,73 @@
+#include <pfx/cli/json_kind.hpp>
 #include <pfx/cli/trace.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
-#include <cstdint>
 #include <istream>
-#include <limits>
-#include <optional>
+#include <set>
 
 namespace pfx::cli {
 namespace {
 
 using nlohmann::json;
 
-/// What a JSON value is, in the words of the format's documentation.
-std::string kind_of(const json& value) {
-  switch (value.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return fmt::format("the boolean {}", value.dump());
-    case json::value_t::number_float: return fmt::format("the number {}", value.dump());
-    case json::value_t::string: return fmt::format("the string {}", value.dump());
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    default: return value.dump();
+using Read = std::variant<TraceItem, TraceProblem>;
+
+/// The item a line's object is, or the problem with one of its fields.
+Read parse_object(const json& object, std::size_t line, const TraceLimits& limits) {
+  const auto bad = [line](std::string_view field, std::string message) {
+    return Read{TraceProblem{line, std::string(field), std::move(message)}};
+  };
+  if (const auto op = object.find("op"); op != object.end()) {
+    if (!op->is_string() || *op != "clear") {
+      return bad("op", fmt::format("expected \"clear\", got {}", op->is_string() ? op->dump() : kind_of(*op)));
+    }
+    for (const char* field : {"prompt", "max_new_tokens"}) {
+      if (object.contains(field)) {
+        return bad(field, "a clear takes no request fields (a line is a request or {\"op\": \"clear\"})");
+      }
+    }
+    return TraceClear{line};
   }
-}
-
-/// A JSON integer that fits std::int64_t, or nullopt (floats, strings, ..., and integers past 2^63).
-std::optional<std::int64_t> integer(const json& value) {
-  if (value.is_number_unsigned()) {
-    const auto u = value.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
-    return static_cast<std::int64_t>(u);
-  }
-  if (value.is_number_integer()) return value.get<std::int64_t>();
-  return std::nullopt;
-}
-
-struct Problem {
-  std::string field;
-  std::string message;
-};
-
-std::variant<TraceItem, Problem> parse_request(const json& object, std::size_t line, const TraceLimits& limits) {
+  const auto prompt = object.find("prompt");
+  const auto max_new = object.find("max_new_tokens");
+  const char* const missing = "missing (a request needs \"prompt\" and \"max_new_tokens\")";
+  if (prompt == object.end()) return bad("prompt", missing);
   TraceRequest request;
   request.line = line;
-
-  const auto prompt = object.find("prompt");
-  if (prompt == object.end()) return Problem{"prompt", "missing (a request needs \"prompt\" and \"max_new_tokens\")"};
-  if (!prompt->is_array()) return Problem{"prompt", fmt::format("expected an array of token ids, got {}", kind_of(*prompt))};
-  if (prompt->empty()) return Problem{"prompt", "is empty (at least one token is needed)"};
-  request.prompt.reserve(prompt->size());
-  for (std::size_t i = 0; i < prompt->size(); ++i) {
-    const json& element = (*prompt)[i];
-    if (!element.is_number_integer()) {
-      return Problem{"prompt", fmt::format("element {} is {}, expected an integer token id", i, kind_of(element))};
+  if (std::string problem = read_token_ids(*prompt, request.prompt); !problem.empty()) return bad("prompt", problem);
+  if (request.prompt.empty()) return bad("prompt", "is empty (at least one token is needed)");
+  for (std::size_t i = 0; i < request.prompt.size(); ++i) {  // the lane's vocabulary, inside core's range
+    if (static_cast<std::size_t>(request.prompt[i]) >= limits.vocab) {
+      return bad("prompt", fmt::format("element {} is {}, outside the vocabulary 0..{}", i, request.prompt[i],
+                                       limits.vocab - 1));
     }
-    const std::optional<std::int64_t> id = integer(element);
-    if (!id || *id < 0 || static_cast<std::uint64_t>(*id) >= limits.vocab) {
-      return Problem{"prompt", fmt::format("element {} is {}, outside the vocabulary 0..{}", i, element.dump(),
-                                           limits.vocab - 1)};
-    }
-    request.prompt.push_back(static_cast<token>(*id));  // < vocab <= INT32_MAX
   }
-
-  const auto max_new = object.find("max_new_tokens");
-  if (max_new == object.end()) return Problem{"max_new_tokens", "missing (a request needs \"prompt\" and \"max_new_tokens\")"};
+  if (max_new == object.end()) return bad("max_new_tokens", missing);
   if (!max_new->is_number_integer()) {
-    return Problem{"max_new_tokens", fmt::format("expected a non-negative integer, got {}", kind_of(*max_new))};
+    return bad("max_new_tokens", fmt::format("expected a non-negative integer, got {}", kind_of(*max_new)));
   }
-  const std::optional<std::int64_t> n = integer(*max_new);
-  if (!n) return Problem{"max_new_tokens", fmt::format("{} is larger than the capacity, {}", max_new->dump(), limits.capacity)};
-  if (*n < 0) return Problem{"max_new_tokens", fmt::format("is negative ({})", *n)};
-  request.max_new_tokens = static_cast<std::size_t>(*n);
-
+  const std::optional<std::uint64_t> n = as_count(*max_new);
+  if (!n) return bad("max_new_tokens", fmt::format("is negative ({})", max_new->dump()));
+  request.max_new_tokens = *n;
   // The lane's own bound: every prompt row and every generated token fit the KV state.
   if (request.prompt.size() > limits.capacity) {
-    return Problem{"prompt", fmt::format("has {} tokens, more than the capacity, {} (--capacity)", request.prompt.size(),
-                                         limits.capacity)};
+    return bad("prompt", fmt::format("has {} tokens, more than the capacity, {} (--capacity)", request.prompt.size(),
+                                     limits.capacity));
   }
   if (request.max_new_tokens > limits.capacity - request.prompt.size()) {
-    return Problem{"max_new_tokens",
-                   fmt::format("{} new tokens after a {}-token prompt do not fit the capacity, {} (--capacity)",
-                               request.max_new_tokens, request.prompt.size(), limits.capacity)};
+    return bad("max_new_tokens",
+               fmt::format("{} new tokens after a {}-token prompt do not fit the capacity, {} (--capacity)",
+                           request.max_new_tokens, request.prompt.size(), limits.capacity));
   }
-
   if (const auto label = object.find("label"); label != object.end()) {
-    if (!label->is_string()) return Problem{"label", fmt::format("expected a string, got {}", kind_of(*label))};
+    if (!label->is_string()) return bad("label", fmt::format("expected a string, got {}", kind_of(*label)));
     request.label = label->get<std::string>();
   }
   if (const auto id = object.find("id"); id != object.end()) request.id = id->dump();
-  return TraceItem{std::move(request)};
+  return request;
 }
-
-std::variant<TraceItem, Problem> parse_object(const json& object, std::size_t line, const TraceLimits& limits) {
-  const auto op = object.find("op");
-  if (op == object.end()) return parse_request(object, line, limits);
-  if (!op->is_string() || op->get<std::string>() != "clear") {
-    return Problem{"op", fmt::format("expected \"clear\", got {}", op->is_string() ? op->dump() : kind_of(*op))};
-  }
-  for (const char* field : {"prompt", "max_new_tokens"}) {
-    if (object.contains(field)) {
-      return Problem{field, "a clear takes no request fields (a line is a request or {\"op\": \"clear\"})"};
-    }
-  }
-  return TraceItem{TraceClear{line}};
-}
-
-bool blank(std::string_view text) { return text.find_first_not_of(" \t\r\n") == std::string_view::npos; }
 
 }  // namespace
 
@@ -129,25 +88,22 @@ std::variant<TraceItem, TraceProblem> parse_trace_line(std::string_view text, st
   if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
     return TraceProblem{line, "", fmt::format("a NUL byte at column {}: a trace line is UTF-8 JSON text", nul + 1)};
   }
-  json parsed;
-  std::vector<std::vector<std::string>> keys;  // of each object being parsed, to refuse a repeated one
+  std::vector<std::set<std::string>> keys;  // of each object being parsed, to refuse a repeated one
   std::string repeated;
   const json::parser_callback_t no_repeated_keys = [&](int /*depth*/, json::parse_event_t event, json& value) {
     if (event == json::parse_event_t::object_start) keys.emplace_back();
-    if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
-    if (event == json::parse_event_t::key && !keys.empty()) {
-      const auto& key = value.get_ref<const std::string&>();
-      if (repeated.empty() && std::find(keys.back().begin(), keys.back().end(), key) != keys.back().end()) repeated = key;
-      keys.back().push_back(key);
+    if (event == json::parse_event_t::object_end) keys.pop_back();
+    if (event == json::parse_event_t::key && !keys.back().insert(value.get<std::string>()).second && repeated.empty()) {
+      repeated = value.get<std::string>();
     }
     return true;
   };
+  json parsed;
   try {
     parsed = json::parse(text, no_repeated_keys);
-  } catch (const json::exception& e) {  // its message says where and why
-    // parse_error for bad syntax; out_of_range for a number past a double's range, such as 1e500.
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number such as 1e500
     // The parser quotes the bytes it read: escaped, so that a control character is shown, not sent.
-    return TraceProblem{line, "", fmt::format("malformed JSON: {}", escaped(e.what()))};
+    return TraceProblem{line, "", escaped(malformed(e))};
   }
   if (!repeated.empty()) {  // the parser keeps the last value silently: which one was meant?
     return TraceProblem{line, escaped(repeated), "appears twice in one object"};
@@ -155,16 +111,14 @@ std::variant<TraceItem, TraceProblem> parse_trace_line(std::string_view text, st
   if (!parsed.is_object()) {
     return TraceProblem{line, "", fmt::format("expected a JSON object, got {}", kind_of(parsed))};
   }
-  auto result = parse_object(parsed, line, limits);
-  if (auto* problem = std::get_if<Problem>(&result)) return TraceProblem{line, problem->field, problem->message};
-  return std::get<TraceItem>(std::move(result));
+  return parse_object(parsed, line, limits);
 }
 
 Trace read_trace(std::istream& in, const TraceLimits& limits) {
   Trace trace;
   std::string text;
   for (std::size_t line = 1; std::getline(in, text); ++line) {
-    if (blank(text)) continue;
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos) continue;  // blank
     auto result = parse_trace_line(text, line, limits);
     if (auto* item = std::get_if<TraceItem>(&result)) {
       trace.items.push_back(std::move(*item));
@@ -177,14 +131,9 @@ Trace read_trace(std::istream& in, const TraceLimits& limits) {
 
 std::string escaped(std::string_view text) {
   std::string out;
-  out.reserve(text.size());
   for (const char c : text) {
     const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7f) {
-      out += fmt::format("\\x{:02x}", byte);
-    } else {
-      out += c;
-    }
+    out += byte < 0x20 || byte == 0x7f ? fmt::format("\\x{:02x}", byte) : std::string(1, c);
   }
   return out;
 }

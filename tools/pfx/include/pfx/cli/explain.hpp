@@ -2,20 +2,25 @@
 
 /// \file
 /// `pfx explain` (docs/cli.md, "pfx explain"): the decision of the offset rule for a held record and
-/// a prompt, each bound with its value and the invariant it keeps, and which bound decided.
+/// a prompt, each bound with its value and the invariant it keeps, and which bound decided. The
+/// record and the prompt are each inline JSON (text that starts with `[` or `{`) or a file's name:
+///
+///   record  {"ids": [...], "canonical_end": n}, or a plain array of ids (canonical_end = len(ids))
+///   prompt  [...], or {"prompt": [...], ...} (a request line of `pfx replay`'s trace)
 
 #include <pfx/cli/command.hpp>
-#include <pfx/cli/options.hpp>  // default_chunk: the chunk replay runs on, so that both decide alike
 #include <pfx/core.hpp>
 
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace pfx::cli {
 
 struct ExplainOptions {
-  std::string record;  ///< inline JSON, or a file name (explain_input.hpp)
+  std::string record;  ///< inline JSON, or a file name
   std::string prompt;  ///< inline JSON, or a file name
   std::optional<std::size_t> canonical_end;  ///< replaces the record's
   std::optional<std::size_t> chunk;          ///< default_chunk when not given
@@ -25,15 +30,30 @@ struct ExplainOptions {
   bool json = false;
 };
 
+/// What the KV state holds, as the record gives it. canonical_end may exceed len(ids): the machine,
+/// not the reader, refuses that (INV-9), so that the message is the core's.
+struct HeldRecord {
+  std::vector<token> ids;
+  std::size_t canonical_end = 0;
+};
+
+/// Reads the record given to `option` ("--record") as `argument`; `canonical_end` (--canonical-end),
+/// when given, replaces the record's, which may then be left out. Throws InputError naming the
+/// option, the file and the field.
+[[nodiscard]] HeldRecord read_record(std::string_view option, std::string_view argument,
+                                     std::optional<std::size_t> canonical_end);
+
+/// Reads the prompt given to `option` ("--prompt") as `argument`, as read_record does.
+[[nodiscard]] std::vector<token> read_prompt(std::string_view option, std::string_view argument);
+
 /// The configuration explain decides with: the options, and for what they leave out `pfx replay`'s
 /// defaults (chunk 64; reuse and keep_min from the environment, as a lane reads them). Throws
 /// driver::ConfigError for a malformed environment variable.
 [[nodiscard]] Config explain_config(const ExplainOptions& options);
 
-/// Reads the record and the prompt, runs them through a real Machine (configure, record, query) and
-/// writes the decision and its bounds to `streams.out` (text, or JSON with options.json). Throws
-/// InputError for bad input, including a record or configuration the machine refuses (INV-9), with
-/// the machine's own words. Returns exit_ok.
+/// Runs the record and the prompt through a real Machine (configure, record, query) and writes the
+/// decision and its bounds to `streams.out`, as text or JSON. Throws InputError for bad input,
+/// including a record or configuration the machine refuses (INV-9), in its words. Returns exit_ok.
 [[nodiscard]] int run_explain(const ExplainOptions& options, const Streams& streams);
 
 }  // namespace pfx::cli

@@ -1,14 +1,20 @@
 #pragma once
 
 /// \file
-/// What a JSON value is, in the words the program's messages use ("got an array", "got the string
-/// "x"", "got 3.5"): one spelling for every reader of a JSON input (explain's record and prompt,
-/// the audit's traceability table).
+/// The words and checks every reader of a JSON input shares (explain's record and prompt, replay's
+/// trace, the audit's traceability table): what a value is ("got an array", "got the string "x"",
+/// "got 3.5"), what a malformed text is, and the one reader of an array of token ids.
+
+#include <pfx/token.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace pfx::cli {
 
@@ -19,6 +25,36 @@ namespace pfx::cli {
     case nlohmann::json::value_t::string: return fmt::format("the string {}", value.dump());
     default: return value.dump();
   }
+}
+
+/// "malformed JSON: <the parser's words>", without the bracketed tag that says nothing to a user.
+[[nodiscard]] inline std::string malformed(const nlohmann::json::exception& e) {
+  std::string_view what = e.what();
+  if (const std::size_t tag = what.find("] "); tag != std::string_view::npos) what.remove_prefix(tag + 2);
+  return fmt::format("malformed JSON: {}", what);
+}
+
+/// A JSON integer >= 0, else nullopt (negative, float, string, ...). A signed integer is negative,
+/// or -0, which is 0.
+[[nodiscard]] inline std::optional<std::uint64_t> as_count(const nlohmann::json& value) {
+  if (value.is_number_unsigned()) return value.get<std::uint64_t>();
+  if (value.is_number_integer() && value.get<std::int64_t>() == 0) return 0;
+  return std::nullopt;
+}
+
+/// Reads `array`, a JSON array of token ids, into `ids`. Returns "" or what is wrong, in core's
+/// words for an id outside the one range: "element 3: expected a token id (...), got -1".
+[[nodiscard]] inline std::string read_token_ids(const nlohmann::json& array, std::vector<token>& ids) {
+  if (!array.is_array()) return fmt::format("expected an array of token ids, got {}", kind_of(array));
+  ids.clear();
+  for (std::size_t i = 0; i < array.size(); ++i) {
+    const std::optional<std::uint64_t> id = as_count(array[i]);
+    if (!id || *id > static_cast<std::uint64_t>(max_token_id)) {
+      return fmt::format("element {}: {}, got {}", i, token_id_expected, kind_of(array[i]));
+    }
+    ids.push_back(static_cast<token>(*id));
+  }
+  return "";
 }
 
 }  // namespace pfx::cli

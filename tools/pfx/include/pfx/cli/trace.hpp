@@ -39,11 +39,11 @@ struct TraceClear {
 using TraceItem = std::variant<TraceRequest, TraceClear>;
 
 /// How many of `items` are requests (the rest are clears).
+[[nodiscard]] std::size_t count_requests(std::span<const TraceItem> items) noexcept;
+
 /// `text` with every control character (and DEL) written as \xHH: text from a trace is printed this
 /// way, never raw, so that it cannot move the cursor, ring or clear a terminal.
 [[nodiscard]] std::string escaped(std::string_view text);
-
-[[nodiscard]] std::size_t count_requests(std::span<const TraceItem> items) noexcept;
 
 /// What a request must fit: token ids are 0 .. vocab - 1, and len(prompt) + max_new_tokens <=
 /// capacity (the lane's own check, made here so that it is reported with the line).
@@ -69,8 +69,8 @@ struct Trace {
   [[nodiscard]] std::size_t requests() const noexcept { return count_requests(items); }
 };
 
-/// Parses one line. Returns the item, or the problem with the line; never throws on any input.
-/// Blank lines are not items: the caller skips them (read_trace does).
+/// Parses one line: the item, or the problem with it; never throws. A blank line is no item: the
+/// caller skips it (read_trace does).
 [[nodiscard]] std::variant<TraceItem, TraceProblem> parse_trace_line(std::string_view text, std::size_t line,
                                                                      const TraceLimits& limits);
 
