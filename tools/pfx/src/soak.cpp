@@ -1,7 +1,6 @@
 #include <pfx/cli/soak.hpp>
 
 #include <pfx/cli/command.hpp>
-#include <pfx/cli/interrupt.hpp>
 #include <pfx/driver/errors.hpp>
 
 #include <fmt/format.h>
@@ -60,15 +59,8 @@ std::size_t resident_kib_or_throw() {
 
 }  // namespace
 
-SoakSummary soak(driver::Engine& engine, const SoakSettings& settings, const SoakListener& listener) {
-  if (settings.verify_every == 0 || settings.memory_every == 0) {
-    throw driver::ConfigError("soak: verify_every and memory_every must be at least 1");
-  }
-  ReplaySettings replay_settings = settings.replay;
-  replay_settings.verify = true;  // the cold lane is built once, and used for the sample
-  Replayer replayer(engine, replay_settings);
-  WorkloadStream stream(settings.workload);
-
+SoakSummary soak(driver::Engine& engine, const SoakSettings& settings, const ReplayListener& listener) {
+  if (settings.memory_every == 0) throw driver::ConfigError("soak: memory_every must be at least 1");
   SoakSummary summary;
   summary.memory_checked = settings.check_memory;
   const auto take_sample = [&](std::size_t served) {
@@ -79,33 +71,22 @@ SoakSummary soak(driver::Engine& engine, const SoakSettings& settings, const Soa
     }
     summary.peak_kib = std::max(summary.peak_kib, sample.kib);
     summary.samples.push_back(sample);
-    listener.memory(sample);
   };
-
   if (settings.warmup == 0) take_sample(0);
-  bool last_failed = false;
-  std::size_t served = 0;  // requests, failed or not
-  ReplayListener on_request;
-  on_request.request = [&](const RequestReport& report) {
-    last_failed = !report.error.empty();
+  ReplayListener sampling = listener;
+  sampling.request = [&](const RequestReport& report) {
     listener.request(report);
-  };
-  while (interrupted_by() == 0) {  // stops between two requests on SIGINT or SIGTERM
-    const std::optional<TraceItem> item = stream.next();
-    if (!item) break;
-    const bool is_request = std::holds_alternative<TraceRequest>(*item);
-    const bool last = served + 1 == settings.workload.requests;  // compared whatever verify_every says
-    const bool verify = is_request && (last_failed || last || (served + 1) % settings.verify_every == 0);
-    replayer.serve(*item, on_request, verify);
-    if (!is_request) continue;
-    ++served;
+    const std::size_t served = report.number;  // requests, failed or not
     if (served == settings.warmup || (summary.baseline && (served - settings.warmup) % settings.memory_every == 0)) {
       take_sample(served);
     }
-  }
+  };
+  ReplaySettings replay_settings = settings.replay;
+  replay_settings.verify = true;  // the cold side is built once, and used for the sample
+  summary.replay = replay(workload_stream(settings.workload), engine, replay_settings, sampling);
+  const std::size_t served = summary.replay.requests;
   if (summary.baseline && summary.samples.back().requests != served) take_sample(served);
   summary.final_kib = summary.baseline ? summary.samples.back().kib : resident_kib_or_throw();
-  summary.replay = replayer.summary();
   summary.injected = summary.replay.failures - summary.replay.stale_reads;
   return summary;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -33,9 +34,7 @@ struct Session {
   std::size_t system = 0;     ///< length of its system prompt
 };
 
-}  // namespace
-
-class WorkloadStream::Generator {
+class Generator {
  public:
   explicit Generator(const WorkloadOptions& options)
       : options_(options),
@@ -176,17 +175,16 @@ class WorkloadStream::Generator {
   std::optional<TraceItem> item_;  ///< what the last step made
 };
 
-WorkloadStream::WorkloadStream(const WorkloadOptions& options) : generator_(std::make_unique<Generator>(options)) {}
-WorkloadStream::~WorkloadStream() = default;
-WorkloadStream::WorkloadStream(WorkloadStream&&) noexcept = default;
-WorkloadStream& WorkloadStream::operator=(WorkloadStream&&) noexcept = default;
+}  // namespace
 
-std::optional<TraceItem> WorkloadStream::next() { return generator_->next(); }
+ItemSource workload_stream(const WorkloadOptions& options) {
+  return [generator = std::make_shared<Generator>(options)] { return generator->next(); };
+}
 
 std::vector<TraceItem> embedded_workload(const WorkloadOptions& options) {
   std::vector<TraceItem> items;
-  WorkloadStream stream(options);
-  while (std::optional<TraceItem> item = stream.next()) items.push_back(std::move(*item));
+  const ItemSource next = workload_stream(options);
+  while (std::optional<TraceItem> item = next()) items.push_back(std::move(*item));
   return items;
 }
 
