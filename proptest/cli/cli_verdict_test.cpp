@@ -119,8 +119,7 @@ TEST(NothingCompared, ASoakShorterThanVerifyEveryStillComparesItsLastRequest) {
   settings.warmup = 10;
   settings.memory_every = 10;
   std::size_t last_verified = 0;
-  pfx::cli::ReplayListener listener;
-  listener.request = [&](const pfx::cli::RequestReport& r) {
+  const pfx::cli::OnRequest listener = [&](const pfx::cli::RequestReport& r) {
     if (r.bitexact) last_verified = r.number;
   };
   const pfx::cli::SoakSummary s = pfx::cli::soak(engine, settings, listener);

@@ -50,7 +50,7 @@ std::string ReplaySummary::unchecked(bool verify) const {
 }
 
 ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const ReplaySettings& settings,
-                     const ReplayListener& listener) {
+                     const OnRequest& on_request) {
   if (settings.verify_every == 0) throw driver::ConfigError("pfx replay: verify_every must be at least 1");
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<engines::FaultyEngine> faulty;
@@ -77,14 +77,13 @@ ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const Repla
   std::optional<TraceItem> item = next();
   while (item && interrupted_by() == 0) {  // stops between two requests: every report so far is whole
     std::optional<TraceItem> following = next();  // none: this item is the last
-    if (const auto* clear = std::get_if<TraceClear>(&*item)) {
+    if (std::holds_alternative<TraceClear>(*item)) {
       if (sharded) {
         sharded->clear();  // this rank's record: the ranks then disagree, and the next request is served cold
       } else {
         lane->clear();
       }
       ++summary.clears;
-      listener.clear(*clear);
       item = std::move(following);
       continue;
     }
@@ -150,7 +149,7 @@ ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const Repla
       summary.ttft_ms += report.ttft_ms;
       summary.cold_ttft_ms += report.cold_ttft_ms;
     }
-    listener.request(report);
+    if (on_request) on_request(report);
     item = std::move(following);
   }
   summary.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -158,10 +157,10 @@ ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const Repla
 }
 
 ReplaySummary replay(std::span<const TraceItem> items, driver::Engine& engine, const ReplaySettings& settings,
-                     const ReplayListener& listener) {
+                     const OnRequest& on_request) {
   std::size_t given = 0;
   return replay([&]() -> std::optional<TraceItem> { return given < items.size() ? std::optional(items[given++]) : std::nullopt; },
-                engine, settings, listener);
+                engine, settings, on_request);
 }
 
 }  // namespace pfx::cli

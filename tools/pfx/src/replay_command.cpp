@@ -415,8 +415,7 @@ int replay_on(const Options& options, const Streams& streams, driver::Collective
                 << header << "\n" << std::flush;
   }
   ProgressBar progress(streams.err, streams.err_is_terminal && !options.no_progress, requests, "requests");
-  ReplayListener listener;
-  listener.request = [&](const RequestReport& r) {
+  const OnRequest on_request = [&](const RequestReport& r) {
     progress.erase();
     streams.out << (options.json ? request_json(r).dump() : request_text(r, options.verify)) << "\n";
     streams.out.flush();
@@ -426,7 +425,7 @@ int replay_on(const Options& options, const Streams& streams, driver::Collective
   const ItemSource next = [&]() -> std::optional<TraceItem> {
     return given < input.items.size() ? std::optional(std::move(input.items[given++])) : std::nullopt;
   };
-  const ReplaySummary summary = replay(next, *engine.engine, settings, listener);
+  const ReplaySummary summary = replay(next, *engine.engine, settings, on_request);
   progress.erase();
   const int signal = interrupted_by();
   const ReplayResult result{summary, checked, lane, input.source, engine.description, signal != 0};
@@ -580,8 +579,7 @@ int run_soak(Options& options, const Streams& streams) {
   }
   ProgressBar progress(streams.err, streams.err_is_terminal && !options.no_progress, requests, "requests");
   std::size_t failed_checks = 0;
-  ReplayListener listener;
-  listener.request = [&](const RequestReport& r) {
+  const OnRequest on_request = [&](const RequestReport& r) {
     const bool failed = (!r.error.empty() && !r.injected) || r.bitexact == std::optional<bool>(false);
     if (failed && !options.json && ++failed_checks <= shown_failures) {
       const std::string what = r.error.empty() ? "differs from its cold run: " + r.mismatch : "read a poisoned row: " + r.error;
@@ -592,7 +590,7 @@ int run_soak(Options& options, const Streams& streams) {
     }
     progress.update(r.number);
   };
-  const SoakSummary summary = soak(*engine.engine, settings, listener);
+  const SoakSummary summary = soak(*engine.engine, settings, on_request);
   progress.erase();
   const int signal = interrupted_by();
   const SoakResult result{summary, options, lane, engine.description, signal != 0};

@@ -100,19 +100,17 @@ struct ReplaySummary {
   [[nodiscard]] bool passed(bool verify) const { return ok() && unchecked(verify).empty(); }
 };
 
-struct ReplayListener {
-  std::function<void(const RequestReport&)> request = [](const RequestReport&) {};
-  std::function<void(const TraceClear&)> clear = [](const TraceClear&) {};
-};
+/// Told of every request, served or failed, verified or not, as soon as it is done.
+using OnRequest = std::function<void(const RequestReport&)>;
 
 /// Serves the items of `next` in order, until it gives nothing or a signal stops the run between two
 /// requests. Throws driver::ConfigError for unusable settings, and whatever the engine throws that is
 /// not a request failure (a device error); an injected failure or a stale-row read fails the request
 /// (the lane aborts it), which is reported.
 ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const ReplaySettings& settings,
-                     const ReplayListener& listener = {});
+                     const OnRequest& on_request = {});
 /// The same over a trace held whole.
 ReplaySummary replay(std::span<const TraceItem> items, driver::Engine& engine, const ReplaySettings& settings,
-                     const ReplayListener& listener = {});
+                     const OnRequest& on_request = {});
 
 }  // namespace pfx::cli

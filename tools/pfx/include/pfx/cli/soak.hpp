@@ -43,15 +43,11 @@ struct SoakSettings {
   RssTolerance tolerance;
   /// Whether memory growth fails the run. Under AddressSanitizer, freed memory is held in quarantine
   /// and resident memory grows by design, so a sanitizer build reports it without judging it.
-  bool check_memory = !built_with_address_sanitizer();
-
-  [[nodiscard]] static constexpr bool built_with_address_sanitizer() noexcept {
 #if defined(__SANITIZE_ADDRESS__)
-    return true;
+  bool check_memory = false;
 #else
-    return false;
+  bool check_memory = true;
 #endif
-  }
 };
 
 /// Resident memory at one point of the run.
@@ -80,14 +76,13 @@ struct SoakSummary {
   [[nodiscard]] bool ok() const { return replay.passed(true) && memory_flat(); }
 };
 
-/// Resident memory of this process in KiB (VmRSS of /proc/self/status), or nothing where it cannot
-/// be read.
-[[nodiscard]] std::optional<std::size_t> resident_memory_kib();
+/// Resident memory of this process in KiB (VmRSS of /proc/self/status); std::runtime_error where it
+/// cannot be read.
+[[nodiscard]] std::size_t resident_memory_kib();
 
 /// Serves settings.workload.requests requests of the workload stream through replay() on `engine`,
 /// sampling resident memory after each request that the warm-up and memory_every name.
-/// Throws driver::ConfigError for unusable settings, std::runtime_error when resident memory cannot be
-/// read, and whatever the engine throws that is not a request failure.
-SoakSummary soak(driver::Engine& engine, const SoakSettings& settings, const ReplayListener& listener = {});
+/// Throws what replay() and resident_memory_kib() throw.
+SoakSummary soak(driver::Engine& engine, const SoakSettings& settings, const OnRequest& on_request = {});
 
 }  // namespace pfx::cli
