@@ -25,7 +25,8 @@
 #include <pfx/token.hpp>
 
 #include <algorithm>
-#include <cctype>
+#include <cmath>
+#include <cstdlib>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -94,9 +95,7 @@ void add_run_options(CLI::App& command, Options& o) {
   command.add_option("--faults", o.faults, "Probability that each engine call (one prefill chunk or decode step) fails, injected")
       ->check(CLI::Validator(
           [](std::string& value) {  // CLI11's range check lets NaN through (every comparison with it is false)
-            std::string lower;
-            for (const char c : value) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-            return lower.find("nan") != std::string::npos ? "expected a probability from 0 to 1, got " + value : "";
+            return std::isnan(std::strtod(value.c_str(), nullptr)) ? "expected a probability from 0 to 1, got " + value : "";
           },
           "PROBABILITY"))
       ->check(CLI::Range(0.0, 1.0))->capture_default_str();
