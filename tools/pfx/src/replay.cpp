@@ -39,6 +39,22 @@ std::string difference(const driver::Lane& resumed, const driver::Response& r, c
   return "";
 }
 
+/// Serves `request` cold on `cold_kv` (driver::run_cold poisons it whole first: as fresh as a new
+/// state, allocated once) and writes into `report` whether `response` equals it bit for bit.
+void compare_cold(driver::Engine& engine, driver::KvState& cold_kv, const driver::Lane& resumed,
+                  const TraceRequest& request, const driver::Response& response, RequestReport& report) {
+  driver::ColdRun reference;
+  try {
+    reference = driver::run_cold(engine, cold_kv, request.prompt, request.max_new_tokens);
+    report.mismatch = difference(resumed, response, cold_kv, reference, request.prompt.size());
+  } catch (const driver::StaleRowRead& e) {  // the engine itself is broken: nothing to compare with
+    report.mismatch = std::string("the cold run failed: ") + e.what();
+  }
+  report.bitexact = report.mismatch.empty();
+  report.cold_ttft_ms = milliseconds(reference.first_token);
+  report.cold_prefill_ms = milliseconds(reference.prefill);
+}
+
 }  // namespace
 
 std::string ReplaySummary::unchecked(bool verify) const {
@@ -68,15 +84,15 @@ ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const Repla
   } else {
     lane = std::make_unique<driver::Lane>(served, settings.lane);
   }
-  // The cold side: the engine itself (never the fault injector) on a KV state of its own, which
-  // driver::run_cold poisons whole before every request: as fresh as a new state, allocated once.
+  // The cold side: the engine itself (never the fault injector) on a KV state of its own.
   const std::unique_ptr<driver::KvState> cold_kv = settings.verify ? engine.make_kv_state(settings.lane.capacity) : nullptr;
 
   ReplaySummary summary;
   bool last_failed = false;
-  std::optional<TraceItem> item = next();
-  while (item && interrupted_by() == 0) {  // stops between two requests: every report so far is whole
-    std::optional<TraceItem> following = next();  // none: this item is the last
+  std::optional<TraceItem> following;
+  // Stops between two requests on SIGINT or SIGTERM: every report so far is whole.
+  for (std::optional<TraceItem> item = next(); item && interrupted_by() == 0; item = std::move(following)) {
+    following = next();  // none: this item is the last
     if (std::holds_alternative<TraceClear>(*item)) {
       if (sharded) {
         sharded->clear();  // this rank's record: the ranks then disagree, and the next request is served cold
@@ -84,7 +100,6 @@ ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const Repla
         lane->clear();
       }
       ++summary.clears;
-      item = std::move(following);
       continue;
     }
     const auto& request = std::get<TraceRequest>(*item);
@@ -129,16 +144,7 @@ ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const Repla
       summary.prefill_tokens += response.prefilled;
     }
     if (!last_failed && verify) {
-      driver::ColdRun reference;
-      try {
-        reference = driver::run_cold(engine, *cold_kv, request.prompt, request.max_new_tokens);
-        report.mismatch = difference(sharded ? sharded->lane() : *lane, response, *cold_kv, reference, request.prompt.size());
-      } catch (const driver::StaleRowRead& e) {  // the engine itself is broken: nothing to compare with
-        report.mismatch = std::string("the cold run failed: ") + e.what();
-      }
-      report.bitexact = report.mismatch.empty();
-      report.cold_ttft_ms = milliseconds(reference.first_token);
-      report.cold_prefill_ms = milliseconds(reference.prefill);
+      compare_cold(engine, *cold_kv, sharded ? sharded->lane() : *lane, request, response, report);
       ++summary.verified;
       summary.mismatches += *report.bitexact ? 0 : 1;
       if (!*report.bitexact && summary.first_mismatch.request == 0) {
@@ -150,7 +156,6 @@ ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const Repla
       summary.cold_ttft_ms += report.cold_ttft_ms;
     }
     if (on_request) on_request(report);
-    item = std::move(following);
   }
   summary.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
