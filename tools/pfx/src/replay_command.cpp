@@ -14,6 +14,7 @@
 #include <pfx/driver/cuda.hpp>
 #include <pfx/driver/environment.hpp>
 #include <pfx/driver/errors.hpp>
+#include <pfx/token.hpp>
 #ifdef PFX_CLI_MPI
 #include <pfx/driver/mpi_collective.hpp>
 #endif
@@ -22,12 +23,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <pfx/token.hpp>
-
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
