@@ -44,9 +44,7 @@ struct Replayed {
 
 Replayed replay(const std::vector<TraceItem>& items, pfx::driver::Engine& engine, const ReplaySettings& settings) {
   Replayed out;
-  pfx::cli::ReplayListener listener;
-  listener.request = [&](const RequestReport& r) { out.reports.push_back(r); };
-  out.summary = pfx::cli::replay(items, engine, settings, listener);
+  out.summary = pfx::cli::replay(items, engine, settings, [&](const RequestReport& r) { out.reports.push_back(r); });
   return out;
 }
 

@@ -114,12 +114,11 @@ TEST(NothingCompared, ASoakShorterThanVerifyEveryStillComparesItsLastRequest) {
   settings.workload = {.seed = 5, .vocab = 512, .requests = 30, .capacity = 1024, .sessions = 4};
   settings.replay.lane.capacity = 1024;
   settings.replay.fault_rate = 0;
-  settings.verify_every = 1000;
+  settings.replay.verify_every = 1000;
   settings.warmup = 10;
   settings.memory_every = 10;
   std::size_t last_verified = 0;
-  pfx::cli::SoakListener listener;
-  listener.request = [&](const pfx::cli::RequestReport& r) {
+  const pfx::cli::OnRequest listener = [&](const pfx::cli::RequestReport& r) {
     if (r.bitexact) last_verified = r.number;
   };
   const pfx::cli::SoakSummary s = pfx::cli::soak(engine, settings, listener);

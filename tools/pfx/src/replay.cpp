@@ -1,8 +1,9 @@
 #include <pfx/cli/replay.hpp>
 
-#include <pfx/driver/cold_run.hpp>
 #include <pfx/cli/interrupt.hpp>
+#include <pfx/driver/cold_run.hpp>
 #include <pfx/driver/errors.hpp>
+#include <pfx/driver/sharded_lane.hpp>
 #include <pfx/engines/faulty_engine.hpp>
 
 #include <fmt/format.h>
@@ -38,6 +39,22 @@ std::string difference(const driver::Lane& resumed, const driver::Response& r, c
   return "";
 }
 
+/// Serves `request` cold on `cold_kv` (driver::run_cold poisons it whole first: as fresh as a new
+/// state, allocated once) and writes into `report` whether `response` equals it bit for bit.
+void compare_cold(driver::Engine& engine, driver::KvState& cold_kv, const driver::Lane& resumed,
+                  const TraceRequest& request, const driver::Response& response, RequestReport& report) {
+  driver::ColdRun reference;
+  try {
+    reference = driver::run_cold(engine, cold_kv, request.prompt, request.max_new_tokens);
+    report.mismatch = difference(resumed, response, cold_kv, reference, request.prompt.size());
+  } catch (const driver::StaleRowRead& e) {  // the engine itself is broken: nothing to compare with
+    report.mismatch = std::string("the cold run failed: ") + e.what();
+  }
+  report.bitexact = report.mismatch.empty();
+  report.cold_ttft_ms = milliseconds(reference.first_token);
+  report.cold_prefill_ms = milliseconds(reference.prefill);
+}
+
 }  // namespace
 
 std::string ReplaySummary::unchecked(bool verify) const {
@@ -48,127 +65,107 @@ std::string ReplaySummary::unchecked(bool verify) const {
   return "";
 }
 
-Replayer::Replayer(driver::Engine& engine, const ReplaySettings& settings)
-    : start_(std::chrono::steady_clock::now()), fault_rate_(settings.fault_rate), seed_(settings.seed) {
-  if (settings.fault_rate > 0) faulty_ = std::make_unique<engines::FaultyEngine>(engine, settings.fault_rate, settings.seed);
-  driver::Engine& served = faulty_ ? *faulty_ : engine;
-  if (settings.dcp > 1 || settings.collective != nullptr) {
-    collective_ = settings.collective;
-    if (collective_ == nullptr) collective_ = (solo_ = std::make_unique<driver::SoloCollective>()).get();
+ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const ReplaySettings& settings,
+                     const OnRequest& on_request) {
+  if (settings.verify_every == 0) throw driver::ConfigError("pfx replay: verify_every must be at least 1");
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<engines::FaultyEngine> faulty;
+  if (settings.fault_rate > 0) faulty = std::make_unique<engines::FaultyEngine>(engine, settings.fault_rate, settings.seed);
+  driver::Engine& served = faulty ? *faulty : engine;
+  std::unique_ptr<driver::Lane> lane;
+  driver::SoloCollective solo;
+  std::unique_ptr<driver::ShardedLane> sharded;  // instead of lane when sharded
+  driver::Collective* ranks = settings.collective;
+  if (settings.dcp > 1 || ranks != nullptr) {
+    if (ranks == nullptr) ranks = &solo;  // this process drives every shard
     if (settings.dcp == 0 || settings.interleave == 0) throw driver::ConfigError("pfx replay: --dcp and --interleave must be at least 1");
-    sharded_ = std::make_unique<driver::ShardedLane>(served, settings.lane, driver::ShardLayout{settings.dcp, settings.interleave},
-                                                     *collective_);
+    sharded = std::make_unique<driver::ShardedLane>(served, settings.lane, driver::ShardLayout{settings.dcp, settings.interleave},
+                                                    *ranks);
   } else {
-    lane_ = std::make_unique<driver::Lane>(served, settings.lane);
+    lane = std::make_unique<driver::Lane>(served, settings.lane);
   }
-  if (settings.verify) {
-    // The cold side: the engine itself (never the fault injector) on a KV state of its own, which
-    // driver::run_cold poisons whole before every request: as fresh as a new state, allocated once.
-    cold_engine_ = &engine;
-    cold_kv_ = engine.make_kv_state(settings.lane.capacity);
-  }
-}
+  // The cold side: the engine itself (never the fault injector) on a KV state of its own.
+  const std::unique_ptr<driver::KvState> cold_kv = settings.verify ? engine.make_kv_state(settings.lane.capacity) : nullptr;
 
-Replayer::~Replayer() = default;
-
-void Replayer::serve(const TraceItem& item, const ReplayListener& listener, bool verify) {
-  ReplaySummary& summary = summary_;
-  if (const auto* clear = std::get_if<TraceClear>(&item)) {
-    if (sharded_) {
-      sharded_->clear();  // this rank's record: the ranks then disagree, and the next request is served cold
-    } else {
-      lane_->clear();
+  ReplaySummary summary;
+  bool last_failed = false;
+  std::optional<TraceItem> following;
+  // Stops between two requests on SIGINT or SIGTERM: every report so far is whole.
+  for (std::optional<TraceItem> item = next(); item && interrupted_by() == 0; item = std::move(following)) {
+    following = next();  // none: this item is the last
+    if (std::holds_alternative<TraceClear>(*item)) {
+      if (sharded) {
+        sharded->clear();  // this rank's record: the ranks then disagree, and the next request is served cold
+      } else {
+        lane->clear();
+      }
+      ++summary.clears;
+      continue;
     }
-    ++summary.clears;
-    listener.clear(*clear);
-    return;
-  }
-  const auto& request = std::get<TraceRequest>(item);
-  RequestReport report;
-  report.number = ++summary.requests;
-  report.line = request.line;
-  report.label = request.label;
-  report.id = request.id;
-  report.prompt_tokens = request.prompt.size();
-  report.max_new_tokens = request.max_new_tokens;
-
-  if (faulty_ && collective_ != nullptr && collective_->size() > 1) {  // one rank fails, chosen per request
-    const std::uint64_t chosen = (seed_ ^ (report.number * 0x9e3779b97f4a7c15ULL)) % collective_->size();
-    faulty_->set_rate(chosen == collective_->rank() ? fault_rate_ : 0.0);
-  }
-  driver::Response response;
-  try {
-    if (sharded_) {
-      driver::ShardedResponse sharded = sharded_->serve(request.prompt, request.max_new_tokens);
-      summary.divergences += sharded.diverged ? 1 : 0;
-      response = std::move(sharded);
-    } else {
-      response = lane_->serve(request.prompt, request.max_new_tokens);
+    const auto& request = std::get<TraceRequest>(*item);
+    RequestReport report{.number = ++summary.requests, .line = request.line, .label = request.label, .id = request.id,
+                         .prompt_tokens = request.prompt.size(), .max_new_tokens = request.max_new_tokens};
+    if (faulty && ranks != nullptr && ranks->size() > 1) {  // one rank fails, chosen per request
+      const std::uint64_t chosen = (settings.seed ^ (report.number * 0x9e3779b97f4a7c15ULL)) % ranks->size();
+      faulty->set_rate(chosen == ranks->rank() ? settings.fault_rate : 0.0);
     }
-  } catch (const engines::InjectedFault& e) {  // the lane aborted: the record keeps rows [0, offset)
-    report.error = e.what();
-    report.injected = true;
-  } catch (const driver::PeerFault& e) {  // another rank's injected failure aborted it everywhere
-    report.error = e.what();
-    report.injected = true;
-  } catch (const driver::StaleRowRead& e) {
-    report.error = e.what();
-  }
-  if (!report.error.empty()) {
-    report.decision = sharded_ ? sharded_->last_decision() : lane_->last_decision();  // the offset it was given
-    ++summary.failures;
-    summary.stale_reads += report.injected ? 0 : 1;
-    listener.request(report);
-    return;
-  }
-
-  report.decision = response.decision;
-  report.prefill_tokens = response.prefilled;
-  report.generated_tokens = response.generated.size();
-  report.ttft_ms = milliseconds(response.timings.first_token);
-  report.prefill_ms = milliseconds(response.timings.prefill);
-  summary.prompt_tokens += report.prompt_tokens;
-  summary.reused_tokens += response.decision.offset;
-  summary.prefill_tokens += response.prefilled;
-
-  if (cold_kv_ && verify) {
-    driver::ColdRun reference;
+    driver::Response response;
     try {
-      reference = driver::run_cold(*cold_engine_, *cold_kv_, request.prompt, request.max_new_tokens);
-      report.mismatch = difference(sharded_ ? sharded_->lane() : *lane_, response, *cold_kv_, reference, request.prompt.size());
-    } catch (const driver::StaleRowRead& e) {  // the engine itself is broken: nothing to compare with
-      report.mismatch = std::string("the cold run failed: ") + e.what();
+      if (sharded) {
+        driver::ShardedResponse answer = sharded->serve(request.prompt, request.max_new_tokens);
+        summary.divergences += answer.diverged ? 1 : 0;
+        response = std::move(answer);
+      } else {
+        response = lane->serve(request.prompt, request.max_new_tokens);
+      }
+    } catch (const engines::InjectedFault& e) {  // the lane aborted: the record keeps rows [0, offset)
+      report.error = e.what();
+      report.injected = true;
+    } catch (const driver::PeerFault& e) {  // another rank's injected failure aborted it everywhere
+      report.error = e.what();
+      report.injected = true;
+    } catch (const driver::StaleRowRead& e) {
+      report.error = e.what();
     }
-    report.bitexact = report.mismatch.empty();
-    report.cold_ttft_ms = milliseconds(reference.first_token);
-    report.cold_prefill_ms = milliseconds(reference.prefill);
-    ++summary.verified;
-    summary.mismatches += *report.bitexact ? 0 : 1;
-    if (!*report.bitexact && summary.first_mismatch.request == 0) {
-      summary.first_mismatch = {report.number, report.line, report.label, report.mismatch};
+    const bool verify = cold_kv && (last_failed || !following || report.number % settings.verify_every == 0);
+    last_failed = !report.error.empty();
+    if (last_failed) {
+      report.decision = sharded ? sharded->last_decision() : lane->last_decision();  // the offset it was given
+      ++summary.failures;
+      summary.stale_reads += report.injected ? 0 : 1;
+    } else {
+      report.decision = response.decision;
+      report.prefill_tokens = response.prefilled;
+      report.generated_tokens = response.generated.size();
+      report.ttft_ms = milliseconds(response.timings.first_token);
+      report.prefill_ms = milliseconds(response.timings.prefill);
+      summary.prompt_tokens += report.prompt_tokens;
+      summary.reused_tokens += response.decision.offset;
+      summary.prefill_tokens += response.prefilled;
     }
-    summary.prefill_ms += report.prefill_ms;
-    summary.cold_prefill_ms += report.cold_prefill_ms;
-    summary.ttft_ms += report.ttft_ms;
-    summary.cold_ttft_ms += report.cold_ttft_ms;
+    if (!last_failed && verify) {
+      compare_cold(engine, *cold_kv, sharded ? sharded->lane() : *lane, request, response, report);
+      ++summary.verified;
+      summary.mismatches += *report.bitexact ? 0 : 1;
+      if (!*report.bitexact && summary.first_mismatch.request == 0) {
+        summary.first_mismatch = {report.number, report.line, report.label, report.mismatch};
+      }
+      summary.prefill_ms += report.prefill_ms;
+      summary.cold_prefill_ms += report.cold_prefill_ms;
+      summary.ttft_ms += report.ttft_ms;
+      summary.cold_ttft_ms += report.cold_ttft_ms;
+    }
+    if (on_request) on_request(report);
   }
-  listener.request(report);
-}
-
-ReplaySummary Replayer::summary() const {
-  ReplaySummary summary = summary_;
-  summary.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  summary.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }
 
 ReplaySummary replay(std::span<const TraceItem> items, driver::Engine& engine, const ReplaySettings& settings,
-                     const ReplayListener& listener) {
-  Replayer replayer(engine, settings);
-  for (const TraceItem& item : items) {
-    if (interrupted_by() != 0) break;  // between two requests: every report so far is whole
-    replayer.serve(item, listener);
-  }
-  return replayer.summary();
+                     const OnRequest& on_request) {
+  std::size_t given = 0;
+  return replay([&]() -> std::optional<TraceItem> { return given < items.size() ? std::optional(items[given++]) : std::nullopt; },
+                engine, settings, on_request);
 }
 
 }  // namespace pfx::cli

@@ -1,7 +1,6 @@
 #include <pfx/cli/soak.hpp>
 
 #include <pfx/cli/command.hpp>
-#include <pfx/cli/interrupt.hpp>
 #include <pfx/driver/errors.hpp>
 
 #include <fmt/format.h>
@@ -36,76 +35,46 @@ std::string RssTolerance::describe() const {
   return percent ? fmt::format("{}% of the baseline", kib) : fmt::format("{} KiB", kib);
 }
 
-std::optional<std::size_t> resident_memory_kib() {
+std::size_t resident_memory_kib() {
   std::ifstream status("/proc/self/status");
   for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmRSS:", 0) != 0) continue;
     const std::size_t digits = line.find_first_of("0123456789");
-    if (digits == std::string::npos) return std::nullopt;
     std::size_t kib = 0;
-    const auto [stop, error] = std::from_chars(line.data() + digits, line.data() + line.size(), kib);
-    if (error != std::errc()) return std::nullopt;
-    return kib;
+    if (line.rfind("VmRSS:", 0) == 0 && digits != std::string::npos &&
+        std::from_chars(line.data() + digits, line.data() + line.size(), kib).ec == std::errc()) {
+      return kib;
+    }
   }
-  return std::nullopt;
+  throw std::runtime_error("cannot read resident memory (VmRSS of /proc/self/status)");
 }
 
-namespace {
-
-std::size_t resident_kib_or_throw() {
-  const std::optional<std::size_t> kib = resident_memory_kib();
-  if (!kib) throw std::runtime_error("cannot read resident memory (VmRSS of /proc/self/status)");
-  return *kib;
-}
-
-}  // namespace
-
-SoakSummary soak(driver::Engine& engine, const SoakSettings& settings, const SoakListener& listener) {
-  if (settings.verify_every == 0 || settings.memory_every == 0) {
-    throw driver::ConfigError("soak: verify_every and memory_every must be at least 1");
-  }
-  ReplaySettings replay_settings = settings.replay;
-  replay_settings.verify = true;  // the cold lane is built once, and used for the sample
-  Replayer replayer(engine, replay_settings);
-  WorkloadStream stream(settings.workload);
-
+SoakSummary soak(driver::Engine& engine, const SoakSettings& settings, const OnRequest& on_request) {
+  if (settings.memory_every == 0) throw driver::ConfigError("soak: memory_every must be at least 1");
   SoakSummary summary;
   summary.memory_checked = settings.check_memory;
   const auto take_sample = [&](std::size_t served) {
-    const MemorySample sample{served, resident_kib_or_throw()};
+    const MemorySample sample{served, resident_memory_kib()};
     if (!summary.baseline) {
       summary.baseline = sample;
       summary.allowed_kib = settings.tolerance.allowed_kib(sample.kib);
     }
     summary.peak_kib = std::max(summary.peak_kib, sample.kib);
     summary.samples.push_back(sample);
-    listener.memory(sample);
   };
-
   if (settings.warmup == 0) take_sample(0);
-  bool last_failed = false;
-  std::size_t served = 0;  // requests, failed or not
-  ReplayListener on_request;
-  on_request.request = [&](const RequestReport& report) {
-    last_failed = !report.error.empty();
-    listener.request(report);
-  };
-  while (interrupted_by() == 0) {  // stops between two requests on SIGINT or SIGTERM
-    const std::optional<TraceItem> item = stream.next();
-    if (!item) break;
-    const bool is_request = std::holds_alternative<TraceRequest>(*item);
-    const bool last = served + 1 == settings.workload.requests;  // compared whatever verify_every says
-    const bool verify = is_request && (last_failed || last || (served + 1) % settings.verify_every == 0);
-    replayer.serve(*item, on_request, verify);
-    if (!is_request) continue;
-    ++served;
+  const OnRequest sampling = [&](const RequestReport& report) {
+    if (on_request) on_request(report);
+    const std::size_t served = report.number;  // requests, failed or not
     if (served == settings.warmup || (summary.baseline && (served - settings.warmup) % settings.memory_every == 0)) {
       take_sample(served);
     }
-  }
+  };
+  ReplaySettings replay_settings = settings.replay;
+  replay_settings.verify = true;  // the cold side is built once, and used for the sample
+  summary.replay = replay(workload_stream(settings.workload), engine, replay_settings, sampling);
+  const std::size_t served = summary.replay.requests;
   if (summary.baseline && summary.samples.back().requests != served) take_sample(served);
-  summary.final_kib = summary.baseline ? summary.samples.back().kib : resident_kib_or_throw();
-  summary.replay = replayer.summary();
+  summary.final_kib = summary.baseline ? summary.samples.back().kib : resident_memory_kib();
   summary.injected = summary.replay.failures - summary.replay.stale_reads;
   return summary;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -13,29 +14,16 @@ namespace {
 /// What a request does to the conversation, as the table shows it.
 enum class Kind { new_session, turn, regenerate, edit_late, edit_early, other_session, shorter, short_prompt, clear };
 
-const char* label(Kind kind) {
-  switch (kind) {
-    case Kind::new_session: return "new session";
-    case Kind::turn: return "turn";
-    case Kind::regenerate: return "regenerate";
-    case Kind::edit_late: return "edit late";
-    case Kind::edit_early: return "edit early";
-    case Kind::other_session: return "other session";
-    case Kind::shorter: return "shorter";
-    case Kind::short_prompt: return "short";
-    case Kind::clear: return "clear";
-  }
-  return "?";
-}
+/// Each kind's label, in Kind's order.
+constexpr std::array labels{"new session", "turn", "regenerate", "edit late", "edit early", "other session",
+                            "shorter", "short", "clear"};
 
 struct Session {
   std::vector<token> prompt;  ///< the last prompt sent
   std::size_t system = 0;     ///< length of its system prompt
 };
 
-}  // namespace
-
-class WorkloadStream::Generator {
+class Generator {
  public:
   explicit Generator(const WorkloadOptions& options)
       : options_(options),
@@ -53,11 +41,9 @@ class WorkloadStream::Generator {
                                        Kind::turn,        Kind::other_session, Kind::new_session, Kind::turn,
                                        Kind::shorter,     Kind::short_prompt,  Kind::clear,       Kind::turn};
     if (requests_ >= options_.requests) return std::nullopt;
-    step(scripted_ < script.size() ? script[scripted_++] : draw());  // one item each
-    std::visit([this](auto& item) { item.line = ++items_given_; }, *item_);
-    std::optional<TraceItem> out = std::move(item_);
-    item_.reset();
-    return out;
+    TraceItem item = step(scripted_ < script.size() ? script[scripted_++] : draw());
+    std::visit([this](auto& i) { i.line = ++items_given_; }, item);
+    return item;
   }
 
  private:
@@ -71,15 +57,9 @@ class WorkloadStream::Generator {
   }
 
   Kind draw() {
-    static constexpr std::array<std::pair<Kind, unsigned>, 9> weights{{{Kind::turn, 40},
-                                                                       {Kind::regenerate, 6},
-                                                                       {Kind::edit_late, 8},
-                                                                       {Kind::edit_early, 6},
-                                                                       {Kind::other_session, 12},
-                                                                       {Kind::new_session, 10},
-                                                                       {Kind::shorter, 4},
-                                                                       {Kind::short_prompt, 4},
-                                                                       {Kind::clear, 3}}};
+    static constexpr std::array<std::pair<Kind, unsigned>, 9> weights{
+        {{Kind::turn, 40}, {Kind::regenerate, 6}, {Kind::edit_late, 8}, {Kind::edit_early, 6}, {Kind::other_session, 12},
+         {Kind::new_session, 10}, {Kind::shorter, 4}, {Kind::short_prompt, 4}, {Kind::clear, 3}}};
     unsigned total = 0;
     for (const auto& [kind, weight] : weights) total += weight;
     std::size_t pick = below(total);
@@ -90,11 +70,8 @@ class WorkloadStream::Generator {
     return Kind::turn;
   }
 
-  void step(Kind kind) {
-    if (kind == Kind::clear) {
-      item_.emplace(std::in_place_type<TraceClear>);
-      return;
-    }
+  TraceItem step(Kind kind) {
+    if (kind == Kind::clear) return TraceClear{};
     if (sessions_.empty() && kind != Kind::short_prompt) kind = Kind::new_session;
     const std::size_t max_new = between(8, 24);
     std::vector<token> prompt;
@@ -117,10 +94,7 @@ class WorkloadStream::Generator {
         std::vector<token> next = session.prompt;
         append(next, tokens(between(8, 24)));
         append(next, tokens(between(20, 150)));
-        if (next.size() + max_new > longest_) {  // the conversation is too long: start another
-          step(Kind::new_session);
-          return;
-        }
+        if (next.size() + max_new > longest_) return step(Kind::new_session);  // too long: start another
         session.prompt = next;
         prompt = next;
         break;
@@ -157,8 +131,8 @@ class WorkloadStream::Generator {
       case Kind::clear: break;
     }
     prompt.resize(std::min(prompt.size(), longest_ - max_new));
-    item_.emplace(TraceRequest{std::move(prompt), max_new, label(kind), 0, ""});
     ++requests_;
+    return TraceRequest{std::move(prompt), max_new, labels.at(static_cast<std::size_t>(kind)), 0, ""};
   }
 
   static void append(std::vector<token>& to, const std::vector<token>& more) { to.insert(to.end(), more.begin(), more.end()); }
@@ -173,20 +147,18 @@ class WorkloadStream::Generator {
   std::size_t requests_ = 0;
   std::size_t scripted_ = 0;     ///< kinds of the opening script done
   std::size_t items_given_ = 0;  ///< numbers the items as the lines of `pfx workload`'s output
-  std::optional<TraceItem> item_;  ///< what the last step made
 };
 
-WorkloadStream::WorkloadStream(const WorkloadOptions& options) : generator_(std::make_unique<Generator>(options)) {}
-WorkloadStream::~WorkloadStream() = default;
-WorkloadStream::WorkloadStream(WorkloadStream&&) noexcept = default;
-WorkloadStream& WorkloadStream::operator=(WorkloadStream&&) noexcept = default;
+}  // namespace
 
-std::optional<TraceItem> WorkloadStream::next() { return generator_->next(); }
+ItemSource workload_stream(const WorkloadOptions& options) {
+  return [generator = std::make_shared<Generator>(options)] { return generator->next(); };
+}
 
 std::vector<TraceItem> embedded_workload(const WorkloadOptions& options) {
   std::vector<TraceItem> items;
-  WorkloadStream stream(options);
-  while (std::optional<TraceItem> item = stream.next()) items.push_back(std::move(*item));
+  const ItemSource next = workload_stream(options);
+  while (std::optional<TraceItem> item = next()) items.push_back(std::move(*item));
   return items;
 }
 

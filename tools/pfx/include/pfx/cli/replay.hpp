@@ -1,23 +1,19 @@
 #pragma once
 
 /// \file
-/// `pfx replay` without its input and output: serves the requests of a trace through a lane on one
-/// engine, optionally also through a cold lane to compare every response bit for bit (THM-1), and
+/// `pfx replay` and `pfx soak` without their input and output: serve a trace or a generated stream
+/// through a lane on one engine, optionally comparing responses with a cold run bit for bit (THM-1),
 /// optionally with engine failures injected (DRV-4). Reports each request to a callback.
 
-#include <pfx/cli/trace.hpp>
+#include <pfx/cli/workload.hpp>
 #include <pfx/decision.hpp>
 #include <pfx/driver/collective.hpp>
 #include <pfx/driver/engine.hpp>
-#include <pfx/driver/sharded_lane.hpp>
-#include <pfx/engines/faulty_engine.hpp>
 #include <pfx/driver/lane.hpp>
 
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -26,7 +22,10 @@ namespace pfx::cli {
 
 struct ReplaySettings {
   driver::LaneOptions lane{.poison = true};  ///< the resumed lane's; the cold side uses its capacity only
-  bool verify = false;     ///< also serve each request cold and compare bit for bit
+  bool verify = false;     ///< also serve requests cold and compare bit for bit: which, verify_every says
+  /// With verify, request n is compared when n is a multiple of this, and so is every request that
+  /// follows a failed one (the recovery is what failures put at risk) and the source's last.
+  std::size_t verify_every = 1;
   double fault_rate = 0;   ///< probability that an engine call of the resumed lane fails (0..1)
   std::uint64_t seed = 253;///< of the injected failures
   /// Shards of the KV state (docs/driver.md, "The sharded lane"); with `collective` null and dcp > 1
@@ -46,20 +45,20 @@ struct RequestReport {
   std::string id;                   ///< the trace's "id" field as JSON text ("" when absent)
   std::size_t prompt_tokens = 0;
   std::size_t max_new_tokens = 0;
-  Decision decision;                ///< the offset the request began (or, failed, was to begin) at, and why
+  Decision decision{};              ///< the offset the request began (or, failed, was to begin) at, and why
   std::size_t prefill_tokens = 0;   ///< prompt tokens the engine computed
   std::size_t generated_tokens = 0;
   double ttft_ms = 0;               ///< time to first token
   double prefill_ms = 0;
   /// With verification: whether the response equals the cold run bit for bit, and if not, what
   /// differs. Absent when not verified (or the request failed).
-  std::optional<bool> bitexact;
-  std::string mismatch;
+  std::optional<bool> bitexact{};
+  std::string mismatch{};
   double cold_ttft_ms = 0;
   double cold_prefill_ms = 0;
   /// Non-empty when the request failed: the error. `injected` tells an injected failure from a
   /// real one (a stale-row read, which counts as a failed check).
-  std::string error;
+  std::string error{};
   bool injected = false;
 };
 
@@ -101,47 +100,17 @@ struct ReplaySummary {
   [[nodiscard]] bool passed(bool verify) const { return ok() && unchecked(verify).empty(); }
 };
 
-struct ReplayListener {
-  std::function<void(const RequestReport&)> request = [](const RequestReport&) {};
-  std::function<void(const TraceClear&)> clear = [](const TraceClear&) {};
-};
+/// Told of every request, served or failed, verified or not, as soon as it is done.
+using OnRequest = std::function<void(const RequestReport&)>;
 
-/// A replay in progress: the lane (on a engines::FaultyEngine around the engine when
-/// settings.fault_rate > 0), with settings.verify the cold side (driver::run_cold on the engine
-/// itself and a KV state of its own, through no Machine and no Lane), and the totals so far.
-/// `replay` feeds it a whole trace; `pfx soak` a generated stream, of which it compares only a sample.
-class Replayer {
- public:
-  /// Throws driver::ConfigError for unusable settings.
-  Replayer(driver::Engine& engine, const ReplaySettings& settings);
-  ~Replayer();
-  Replayer(const Replayer&) = delete;
-  Replayer& operator=(const Replayer&) = delete;
-
-  /// Serves one item and reports it to `listener`. A request is compared with a cold run when
-  /// settings.verify and `verify` are both true. An injected failure or a stale-row read fails the
-  /// request (the lane aborts it) and is reported; anything else the engine throws is rethrown.
-  void serve(const TraceItem& item, const ReplayListener& listener, bool verify = true);
-  /// The totals so far; elapsed_s is the time since construction.
-  [[nodiscard]] ReplaySummary summary() const;
-
- private:
-  std::chrono::steady_clock::time_point start_;
-  std::unique_ptr<engines::FaultyEngine> faulty_;
-  std::unique_ptr<driver::Lane> lane_;
-  std::unique_ptr<driver::SoloCollective> solo_;
-  std::unique_ptr<driver::ShardedLane> sharded_;  ///< instead of lane_ when sharded
-  driver::Collective* collective_ = nullptr;
-  double fault_rate_ = 0;
-  std::uint64_t seed_ = 0;
-  driver::Engine* cold_engine_ = nullptr;           ///< with verification: the engine, unwrapped
-  std::unique_ptr<driver::KvState> cold_kv_;        ///< with verification: the cold runs' own state
-  ReplaySummary summary_;
-};
-
-/// Replays `items` in order on lanes built on `engine`. Throws driver::ConfigError for unusable
-/// settings, and whatever the engine throws that is not a request failure (a device error).
+/// Serves the items of `next` in order, until it gives nothing or a signal stops the run between two
+/// requests. Throws driver::ConfigError for unusable settings, and whatever the engine throws that is
+/// not a request failure (a device error); an injected failure or a stale-row read fails the request
+/// (the lane aborts it), which is reported.
+ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const ReplaySettings& settings,
+                     const OnRequest& on_request = {});
+/// The same over a trace held whole.
 ReplaySummary replay(std::span<const TraceItem> items, driver::Engine& engine, const ReplaySettings& settings,
-                     const ReplayListener& listener = {});
+                     const OnRequest& on_request = {});
 
 }  // namespace pfx::cli

@@ -11,7 +11,6 @@
 #include <pfx/driver/engine.hpp>
 
 #include <cstddef>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,26 +34,20 @@ struct RssTolerance {
 struct SoakSettings {
   /// The traffic; `sessions` should be bounded, or the generator's memory grows with the run.
   WorkloadOptions workload{.seed = 253, .vocab = 4096, .requests = 100000, .capacity = 2048, .sessions = 64};
-  /// The lane, the injected failures (fault_rate, seed) and verify (on: a cold lane is kept).
-  ReplaySettings replay{.lane = {.capacity = 2048, .poison = true}, .verify = true, .fault_rate = 0.002, .seed = 253};
-  /// Request n is compared with a cold run when n is a multiple of this, and so is every request
-  /// that follows a failed one (the recovery is what failures put at risk), and the last request of
-  /// the run whatever this says (a run shorter than verify_every still compares one).
-  std::size_t verify_every = 100;
+  /// The lane, the injected failures (fault_rate, seed) and the sample compared with a cold run
+  /// (verify_every; the last request is compared whatever it says, so a short run compares one).
+  ReplaySettings replay{.lane = {.capacity = 2048, .poison = true}, .verify = true, .verify_every = 100,
+                        .fault_rate = 0.002, .seed = 253};
   std::size_t warmup = 2000;        ///< requests before the memory baseline is taken
   std::size_t memory_every = 1000;  ///< requests between two samples of resident memory after it
   RssTolerance tolerance;
   /// Whether memory growth fails the run. Under AddressSanitizer, freed memory is held in quarantine
   /// and resident memory grows by design, so a sanitizer build reports it without judging it.
-  bool check_memory = !built_with_address_sanitizer();
-
-  [[nodiscard]] static constexpr bool built_with_address_sanitizer() noexcept {
 #if defined(__SANITIZE_ADDRESS__)
-    return true;
+  bool check_memory = false;
 #else
-    return false;
+  bool check_memory = true;
 #endif
-  }
 };
 
 /// Resident memory at one point of the run.
@@ -83,20 +76,13 @@ struct SoakSummary {
   [[nodiscard]] bool ok() const { return replay.passed(true) && memory_flat(); }
 };
 
-struct SoakListener {
-  /// Every request, served or failed, verified or not.
-  std::function<void(const RequestReport&)> request = [](const RequestReport&) {};
-  /// Every sample of resident memory, the baseline first.
-  std::function<void(const MemorySample&)> memory = [](const MemorySample&) {};
-};
+/// Resident memory of this process in KiB (VmRSS of /proc/self/status); std::runtime_error where it
+/// cannot be read.
+[[nodiscard]] std::size_t resident_memory_kib();
 
-/// Resident memory of this process in KiB (VmRSS of /proc/self/status), or nothing where it cannot
-/// be read.
-[[nodiscard]] std::optional<std::size_t> resident_memory_kib();
-
-/// Serves settings.workload.requests requests of the workload stream through a Replayer on `engine`.
-/// Throws driver::ConfigError for unusable settings, std::runtime_error when resident memory cannot be
-/// read, and whatever the engine throws that is not a request failure.
-SoakSummary soak(driver::Engine& engine, const SoakSettings& settings, const SoakListener& listener = {});
+/// Serves settings.workload.requests requests of the workload stream through replay() on `engine`,
+/// sampling resident memory after each request that the warm-up and memory_every name.
+/// Throws what replay() and resident_memory_kib() throw.
+SoakSummary soak(driver::Engine& engine, const SoakSettings& settings, const OnRequest& on_request = {});
 
 }  // namespace pfx::cli

@@ -10,7 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -27,26 +27,16 @@ struct WorkloadOptions {
   std::size_t sessions = 0;
 };
 
-/// The workload for `options`: a fixed function of it. Every request fits options.capacity and
+/// Where a run's items come from, one at a time: nothing once they are all given.
+using ItemSource = std::function<std::optional<TraceItem>()>;
+
+/// The workload for `options`, one item at a time, so that a run of any length holds one item
+/// (`pfx soak`): a fixed function of the options. Every request fits options.capacity and
 /// options.vocab, and its "label" names its kind ("turn", "regenerate", "edit early", ...). Items are
 /// numbered as the lines of `pfx workload`'s output.
+[[nodiscard]] ItemSource workload_stream(const WorkloadOptions& options);
+
+/// The whole stream, collected: `pfx replay`'s embedded workload.
 [[nodiscard]] std::vector<TraceItem> embedded_workload(const WorkloadOptions& options);
-
-/// The same workload one item at a time, for runs too long to hold in memory (`pfx soak`): for the
-/// same options, next() returns embedded_workload(options)'s items in order, then nothing.
-class WorkloadStream {
- public:
-  explicit WorkloadStream(const WorkloadOptions& options);
-  ~WorkloadStream();
-  WorkloadStream(WorkloadStream&&) noexcept;
-  WorkloadStream& operator=(WorkloadStream&&) noexcept;
-
-  /// The next item (a request or a clear), or nothing once options.requests requests were given.
-  [[nodiscard]] std::optional<TraceItem> next();
-
- private:
-  class Generator;
-  std::unique_ptr<Generator> generator_;
-};
 
 }  // namespace pfx::cli
