@@ -8,10 +8,8 @@
 
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/engine_option.hpp>
-#include <pfx/cli/options.hpp>
 #include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/replay.hpp>
-#include <pfx/cli/run.hpp>
 #include <pfx/cli/workload.hpp>
 #include <pfx/engines/decisions_only_engine.hpp>
 #include <pfx/engines/drifting_engine.hpp>

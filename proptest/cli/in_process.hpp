@@ -5,7 +5,7 @@
 /// so that a test sees what a shell would: the output, the errors and the exit status.
 
 #include <pfx/cli/interrupt.hpp>
-#include <pfx/cli/run.hpp>
+#include <pfx/cli/command.hpp>
 
 #include <chrono>
 #include <csignal>

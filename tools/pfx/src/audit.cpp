@@ -3,7 +3,7 @@
 
 #include <pfx/cli/audit.hpp>
 #include <pfx/cli/interrupt.hpp>
-#include <pfx/cli/options.hpp>
+#include <pfx/cli/command.hpp>
 #include <pfx/cli/progress.hpp>
 
 #include <pfx/refinement/describe.hpp>

@@ -4,7 +4,6 @@
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/engine_option.hpp>
 #include <pfx/cli/interrupt.hpp>
-#include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
 #include <pfx/conform/check.hpp>
 

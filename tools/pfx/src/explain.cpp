@@ -1,6 +1,6 @@
 #include <pfx/cli/explain.hpp>
 #include <pfx/cli/json_kind.hpp>
-#include <pfx/cli/options.hpp>
+#include <pfx/cli/command.hpp>
 #include <pfx/driver/environment.hpp>
 
 #include <CLI/CLI.hpp>

@@ -3,7 +3,6 @@
 
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/interrupt.hpp>
-#include <pfx/cli/run.hpp>
 
 #include <iostream>
 #include <string>

@@ -5,7 +5,6 @@
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/engine_option.hpp>
 #include <pfx/cli/interrupt.hpp>
-#include <pfx/cli/options.hpp>
 #include <pfx/cli/progress.hpp>
 #include <pfx/cli/replay.hpp>
 #include <pfx/cli/soak.hpp>

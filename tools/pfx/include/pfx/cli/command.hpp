@@ -1,14 +1,20 @@
 #pragma once
 
 /// \file
-/// What every subcommand of the `pfx` program shares: its exit statuses, where it writes, and the
-/// error that means "bad input" (docs/cli.md, "Exit status").
+/// The `pfx` program as its commands share it: run() (main calls it with the process's streams, the
+/// tests in-process with string streams, so both run the same code), the exit statuses, where a
+/// command writes, the error that means "bad input" (docs/cli.md, "Exit status"), and the options'
+/// shared default and check.
 
+#include <cstddef>
 #include <iosfwd>
+#include <span>
 #include <stdexcept>
+#include <string>
 
 namespace CLI {
 class App;
+class Validator;
 }
 
 namespace pfx::cli {
@@ -47,5 +53,22 @@ void add_explain_command(CLI::App& app, const Streams& streams, int& status);
 void add_soak_command(CLI::App& app, const Streams& streams, int& status);
 /// `pfx conform` (docs/conform.md): its status is the verdict's (conform::exit_status).
 void add_conform_command(CLI::App& app, const Streams& streams, int& status);
+
+/// Runs `pfx <arguments>` (the program's name left out): parses them with every command, runs the
+/// chosen one and returns its exit status. Help and --version go to `out`; bad input (an option, a
+/// trace line, a file, a malformed environment variable) to `err` as "pfx <command>: <message>",
+/// returning exit_bad_input; any other failure, "internal error: ...", returns exit_internal. Never
+/// throws. `err_is_terminal` says whether a progress bar may be drawn on `err`.
+[[nodiscard]] int run(std::span<const std::string> arguments, std::ostream& out, std::ostream& err,
+                      bool err_is_terminal = false) noexcept;
+
+/// The prefill chunk of the engine, and so the rule's chunk, when --chunk is not given: one default
+/// for every command that takes --chunk (replay, workload, soak, conform, explain).
+inline constexpr std::size_t default_chunk = 64;
+
+/// For an option read into an unsigned integer: CLI11 would read "-1" as 2^64 - 1 and a value past
+/// 2^64 - 1 as 2^64 - 1 (std::strtoull does both, silently), so either is refused with a message that
+/// says what is expected. Anything else that is not a number is left to CLI11's own message.
+[[nodiscard]] CLI::Validator non_negative();
 
 }  // namespace pfx::cli
