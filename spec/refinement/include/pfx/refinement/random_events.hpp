@@ -1,44 +1,87 @@
-#include <pfx/cli/audit_runs.hpp>
+#pragma once
 
+/// \file
+/// The one generator of random protocol events, shared by `pfx audit`'s random runs (a seeded
+/// mt19937_64), the fuzzers (a libFuzzer input) and the property tests (RapidCheck): each supplies
+/// the draws, and EventRanges what it needs beyond the audit's ranges. Tokens come from a small
+/// alphabet and prompts mostly extend a prefix of what is held, so that reuse, every bound and
+/// every refusal are all common.
+
+#include <pfx/spec/model.hpp>
 #include <pfx/spec/reference.hpp>
 
-
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
 #include <random>
+#include <string>
 #include <variant>
 
-namespace pfx::cli {
-namespace {
+namespace pfx::refinement {
 
-/// Draws the events of one case. Tokens come from a three-letter alphabet and prompts mostly
-/// extend a prefix of what is held, so that reuse, every bound and every refusal are all common.
-class EventSource {
+/// A source of draws: below(n) is a value in [0, n), n > 0. The same draws give the same events.
+template <class D>
+concept Draws = requires(D& d, std::size_t n) {
+  { d.below(n) } -> std::convertible_to<std::size_t>;
+};
+
+/// A seeded mt19937_64 as draws (the audit's).
+struct SeededDraws {
+  std::mt19937_64& random;
+  std::size_t below(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(random); }
+};
+
+/// The ranges drawn from. The defaults are the audit's (random_ranges()); with them no other draw is
+/// taken, so that a seed of `pfx audit` draws the events it always drew.
+struct EventRanges {
+  spec::Token alphabet = 3;    ///< tokens 0..alphabet-1
+  std::size_t tail = 4;        ///< a prompt near what is held: a prefix of it plus 0..tail tokens
+  std::size_t long_tail = 0;   ///< non-zero: a tail of `tail` tokens is 0..long_tail tokens instead
+                               ///< (long enough to cross the blocks of the run-time prefix compare)
+  bool huge = false;           ///< the top keep_min and chunk may also be 64, 1024, 2^32, SIZE_MAX - 1 or SIZE_MAX
+};
+
+/// Draws the events of one run, each from the state of the reference model it will be applied to.
+template <Draws D>
+class RandomEvents {
  public:
-  explicit EventSource(std::mt19937_64& random) : random_(random) {}
+  explicit RandomEvents(D& draws, EventRanges ranges = {}) : draws_(draws), ranges_(ranges) {}
 
   /// Mostly what the phase accepts (a lane's own sequence), else any event, so refusals come too.
-  spec::Event next(const spec::State& model, const spec::Tokens& writing_prompt) {
+  spec::Event next(const spec::State& model) {
     const std::size_t pick = below(10);
-    if (model.writing && pick < 5) return commit(model, writing_prompt);
+    if (model.writing && pick < 5) return commit(model);
     if (model.writing && pick == 5) return spec::Abort{};
     if (!model.writing && pick < 3) return spec::Query{prompt_near(model.ids)};
     if (!model.writing && pick < 6) return begin(model);
-    return any(model, writing_prompt);
+    return any(model);
   }
 
   spec::Configure configure() {
     // chunk 0 now and then, which the machine must refuse (INV-9).
-    return spec::Configure{spec::Config{below(8) != 0, below(5), below(12) == 0 ? 0 : 1 + below(4)}};
+    const bool enabled = below(8) != 0;
+    const std::size_t keep_min = maybe_huge(below(5), 4);
+    const std::size_t chunk = below(12) == 0 ? 0 : maybe_huge(1 + below(4), 4);
+    return spec::Configure{spec::Config{enabled, keep_min, chunk}};
+  }
+
+  /// Called with each event once applied, `model` the state after it: the commits that follow are
+  /// mostly built from the last begun prompt, as a lane commits its prompt plus what it generated.
+  /// A begin refused while writing counts too: the audit's seeds have always drawn so.
+  void applied(const spec::Event& event, const spec::State& model) {
+    if (const auto* b = std::get_if<spec::Begin>(&event); b != nullptr && model.writing) writing_prompt_ = b->prompt;
   }
 
  private:
-  spec::Event any(const spec::State& model, const spec::Tokens& writing_prompt) {
+  spec::Event any(const spec::State& model) {
     switch (below(10)) {
       case 0:
       case 1: return spec::Query{prompt_near(model.ids)};
       case 2:
       case 3: return begin(model);
       case 4:
-      case 5: return commit(model, writing_prompt);
+      case 5: return commit(model);
       case 6: return spec::Abort{};
       case 7: {
         spec::Tokens ids = prompt_near(model.ids);
@@ -49,18 +92,28 @@ class EventSource {
     }
   }
 
-  std::size_t below(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(random_); }
+  std::size_t below(std::size_t n) { return static_cast<std::size_t>(draws_.below(n)); }
+
+  /// `value`, or with ranges.huge, when it is `top`, one of the values a size_t setting must
+  /// survive: beyond any prompt, around 2^32 (a 32-bit truncation) and at the top (an overflow).
+  std::size_t maybe_huge(std::size_t value, std::size_t top) {
+    if (!ranges_.huge || value != top) return value;
+    const std::size_t values[] = {top, 64, 1024, std::size_t{1} << 32, SIZE_MAX - 1, SIZE_MAX};
+    return values[below(6)];
+  }
 
   spec::Tokens tokens(std::size_t n) {
     spec::Tokens t;
-    for (std::size_t i = 0; i < n; ++i) t.push_back(static_cast<spec::Token>(below(3)));
+    for (std::size_t i = 0; i < n; ++i) t.push_back(static_cast<spec::Token>(below(ranges_.alphabet)));
     return t;
   }
 
   /// A prefix of `held` (any length) followed by a few random tokens.
   spec::Tokens prompt_near(const spec::Tokens& held) {
     spec::Tokens prompt(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(below(held.size() + 1)));
-    for (const spec::Token t : tokens(below(5))) prompt.push_back(t);
+    std::size_t n = below(ranges_.tail + 1);
+    if (ranges_.long_tail != 0 && n == ranges_.tail) n = below(ranges_.long_tail + 1);
+    for (const spec::Token t : tokens(n)) prompt.push_back(t);
     return prompt;
   }
 
@@ -73,26 +126,28 @@ class EventSource {
   }
 
   /// What a lane commits (the prompt being written plus generated tokens), or a bad commit.
-  spec::Event commit(const spec::State& model, const spec::Tokens& writing_prompt) {
-    spec::Tokens ids = writing_prompt;
+  spec::Event commit(const spec::State& model) {
+    spec::Tokens ids = writing_prompt_;
     for (const spec::Token t : tokens(below(4))) ids.push_back(t);
     switch (below(6)) {
-      case 0: return spec::Commit{ids, below(ids.size() + 2)};       // any canonical_end
-      case 1: {                                                       // breaks the kept prefix
-        if (!ids.empty()) ids[0] = (ids[0] + 1) % 3;
-        return spec::Commit{ids, writing_prompt.size()};
+      case 0: return spec::Commit{ids, below(ids.size() + 2)};  // any canonical_end
+      case 1: {                                                  // breaks the kept prefix
+        // Another first token (of two, where the alphabet has one letter).
+        if (!ids.empty()) ids[0] = (ids[0] + 1) % std::max<spec::Token>(ranges_.alphabet, 2);
+        return spec::Commit{ids, writing_prompt_.size()};
       }
       case 2: return spec::Commit{tokens(below(6)), model.begin_offset};  // unrelated ids
-      default: return spec::Commit{ids, writing_prompt.size()};
+      default: return spec::Commit{ids, writing_prompt_.size()};
     }
   }
 
-  std::mt19937_64& random_;
+  D& draws_;
+  EventRanges ranges_;
+  spec::Tokens writing_prompt_;  // the prompt of the last begin, for its commit
 };
 
-}  // namespace
-
-std::string random_ranges() {
+/// The default ranges (the audit's), in words.
+[[nodiscard]] inline std::string random_ranges() {
   return "tokens 0..2; prompts a prefix of the record plus 0..4 tokens, or 0..7 tokens; begin at the "
          "granted offset, 0, granted + 1 or 0..len; commits the begun prompt plus 0..3 tokens with "
          "canonical_end len(prompt) or 0..len(ids)+1, its first token changed, or 0..5 unrelated "
@@ -101,39 +156,4 @@ std::string random_ranges() {
          "in 10, else any event";
 }
 
-RandomRunsReport run_random_cases(std::uint64_t seed, std::size_t cases, std::size_t events_per_case,
-                                  const Stepper& step, const CaseHook& before_case) {
-  RandomRunsReport report;
-  std::mt19937_64 random(seed);
-  for (std::size_t c = 0; c < cases; ++c) {
-    if (before_case && !before_case(c)) {  // asked to stop: every case so far is whole
-      report.stopped = true;
-      break;
-    }
-    ++report.cases;
-    EventSource source(random);
-    Machine machine;
-    spec::State model;
-    spec::Tokens writing_prompt;  // the prompt of the request being written, for its commit
-    std::vector<spec::Event> events;
-    for (std::size_t s = 0; s < events_per_case; ++s) {
-      events.push_back(s == 0 ? spec::Event{source.configure()} : source.next(model, writing_prompt));
-      const spec::Event& event = events.back();
-      const spec::State before = model;
-      const refinement::Comparison result = step(machine, model, event);
-      ++report.steps;
-      if (!result.ok()) {
-        if (report.failed++ == 0) {
-          report.first = RandomRunFailure{c, s, events, before, refinement::to_spec(machine), model, result};
-        }
-        break;  // the machine and the model no longer agree on the state: the rest would not mean much
-      }
-      if (const auto* b = std::get_if<spec::Begin>(&event); b != nullptr && model.writing) {
-        writing_prompt = b->prompt;
-      }
-    }
-  }
-  return report;
-}
-
-}  // namespace pfx::cli
+}  // namespace pfx::refinement
