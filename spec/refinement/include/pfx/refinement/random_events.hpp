@@ -32,14 +32,30 @@ struct SeededDraws {
   std::size_t below(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(random); }
 };
 
+/// How often each phase draws the events a lane sends in it, out of their sum with `any`, the weight
+/// of any event at all (refused ones included).
+struct PhaseWeights {
+  std::size_t commit = 5, abort = 1, clear = 0;                 ///< while writing
+  std::size_t query = 3, begin = 3, record = 0, configure = 0;  ///< while idle
+  std::size_t any = 4;
+};
+
 /// The ranges drawn from. The defaults are the audit's (random_ranges()); with them no other draw is
 /// taken, so that a seed of `pfx audit` draws the events it always drew.
 struct EventRanges {
-  spec::Token alphabet = 3;    ///< tokens 0..alphabet-1
-  std::size_t tail = 4;        ///< a prompt near what is held: a prefix of it plus 0..tail tokens
-  std::size_t long_tail = 0;   ///< non-zero: a tail of `tail` tokens is 0..long_tail tokens instead
-                               ///< (long enough to cross the blocks of the run-time prefix compare)
-  bool huge = false;           ///< the top keep_min and chunk may also be 64, 1024, 2^32, SIZE_MAX - 1 or SIZE_MAX
+  spec::Token alphabet = 3;  ///< tokens 0..alphabet-1
+  std::size_t tail = 4;      ///< a prompt near what is held: a prefix of it plus 0..tail tokens
+  /// Non-zero: a tail of `tail` tokens is 0..long_tail tokens instead (long enough to cross the
+  /// blocks of the run-time prefix compare).
+  std::size_t long_tail = 0;
+  /// The top keep_min and chunk may also be 64, 1024, 2^32, SIZE_MAX - 1 or SIZE_MAX.
+  bool huge = false;
+  /// The weight of a prompt that keeps all that is held, beside the len + 1 cuts of weight 1 each.
+  std::size_t whole = 0;
+  /// The weight of a commit whose canonical_end claims its generated tokens (refused when there are
+  /// any), beside the 6 of the other commits.
+  std::size_t past_prompt = 0;
+  PhaseWeights weights{};
 };
 
 /// Draws the events of one run, each from the state of the reference model it will be applied to.
@@ -50,11 +66,19 @@ class RandomEvents {
 
   /// Mostly what the phase accepts (a lane's own sequence), else any event, so refusals come too.
   spec::Event next(const spec::State& model) {
-    const std::size_t pick = below(10);
-    if (model.writing && pick < 5) return commit(model);
-    if (model.writing && pick == 5) return spec::Abort{};
-    if (!model.writing && pick < 3) return spec::Query{prompt_near(model.ids)};
-    if (!model.writing && pick < 6) return begin(model);
+    const PhaseWeights& w = ranges_.weights;
+    if (model.writing) {
+      std::size_t pick = below(w.commit + w.abort + w.clear + w.any);
+      if (pick < w.commit) return commit(model);
+      if ((pick -= w.commit) < w.abort) return spec::Abort{};
+      if ((pick -= w.abort) < w.clear) return spec::Clear{};  // the write in flight becomes unusable
+    } else {
+      std::size_t pick = below(w.query + w.begin + w.record + w.configure + w.any);
+      if (pick < w.query) return spec::Query{prompt_near(model.ids)};
+      if ((pick -= w.query) < w.begin) return begin(model);
+      if ((pick -= w.begin) < w.record) return record(model);
+      if ((pick -= w.record) < w.configure) return configure();  // mostly a new grid
+    }
     return any(model);
   }
 
@@ -83,10 +107,7 @@ class RandomEvents {
       case 4:
       case 5: return commit(model);
       case 6: return spec::Abort{};
-      case 7: {
-        spec::Tokens ids = prompt_near(model.ids);
-        return spec::Record{ids, below(ids.size() + 2)};  // one past the end is refused (INV-9)
-      }
+      case 7: return record(model);
       case 8: return below(2) == 0 ? spec::Event{spec::Clear{}} : spec::Event{configure()};
       default: return below(2) == 0 ? spec::Event{spec::Query{tokens(below(8))}} : begin(model);
     }
@@ -110,11 +131,17 @@ class RandomEvents {
 
   /// A prefix of `held` (any length) followed by a few random tokens.
   spec::Tokens prompt_near(const spec::Tokens& held) {
-    spec::Tokens prompt(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(below(held.size() + 1)));
+    const std::size_t cut = std::min(below(held.size() + 1 + ranges_.whole), held.size());
+    spec::Tokens prompt(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(cut));
     std::size_t n = below(ranges_.tail + 1);
     if (ranges_.long_tail != 0 && n == ranges_.tail) n = below(ranges_.long_tail + 1);
     for (const spec::Token t : tokens(n)) prompt.push_back(t);
     return prompt;
+  }
+
+  spec::Event record(const spec::State& model) {
+    spec::Tokens ids = prompt_near(model.ids);
+    return spec::Record{ids, below(ids.size() + 2)};  // one past the end is refused (INV-9)
   }
 
   /// Begin at the granted offset, at 0, or at an offset the rule does not grant.
@@ -129,7 +156,7 @@ class RandomEvents {
   spec::Event commit(const spec::State& model) {
     spec::Tokens ids = writing_prompt_;
     for (const spec::Token t : tokens(below(4))) ids.push_back(t);
-    switch (below(6)) {
+    switch (below(6 + ranges_.past_prompt)) {
       case 0: return spec::Commit{ids, below(ids.size() + 2)};  // any canonical_end
       case 1: {                                                  // breaks the kept prefix
         // Another first token (of two, where the alphabet has one letter).
@@ -137,7 +164,10 @@ class RandomEvents {
         return spec::Commit{ids, writing_prompt_.size()};
       }
       case 2: return spec::Commit{tokens(below(6)), model.begin_offset};  // unrelated ids
-      default: return spec::Commit{ids, writing_prompt_.size()};
+      case 3:
+      case 4:
+      case 5: return spec::Commit{ids, writing_prompt_.size()};
+      default: return spec::Commit{ids, ids.size()};  // decode rows claimed as prefill ones
     }
   }
 
