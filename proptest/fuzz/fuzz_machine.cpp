@@ -29,7 +29,7 @@ constexpr std::size_t most_events = 512;
 /// run-time prefix compare), and keep_min and chunk reach the huge values; prompts keep all that
 /// is held, and commits claim their generated tokens, more often than the audit's.
 pfx::refinement::EventRanges ranges(pfx::fuzz::ByteReader& in) {
-  return {.alphabet = static_cast<pfx::spec::Token>(1 + in.below(4)),
+  return {.alphabet = 1 + in.below(4),
           .tail = 11,
           .long_tail = 2300,
           .huge = true,

@@ -43,7 +43,7 @@ struct PhaseWeights {
 /// The ranges drawn from. The defaults are the audit's (random_ranges()); with them no other draw is
 /// taken, so that a seed of `pfx audit` draws the events it always drew.
 struct EventRanges {
-  spec::Token alphabet = 3;  ///< tokens 0..alphabet-1
+  std::size_t alphabet = 3;  ///< tokens 0..alphabet-1
   std::size_t tail = 4;      ///< a prompt near what is held: a prefix of it plus 0..tail tokens
   /// Non-zero: a tail of `tail` tokens is 0..long_tail tokens instead (long enough to cross the
   /// blocks of the run-time prefix compare).
@@ -160,7 +160,7 @@ class RandomEvents {
       case 0: return spec::Commit{ids, below(ids.size() + 2)};  // any canonical_end
       case 1: {                                                  // breaks the kept prefix
         // Another first token (of two, where the alphabet has one letter).
-        if (!ids.empty()) ids[0] = (ids[0] + 1) % std::max<spec::Token>(ranges_.alphabet, 2);
+        if (!ids.empty()) ids[0] = (ids[0] + 1) % static_cast<spec::Token>(std::max<std::size_t>(ranges_.alphabet, 2));
         return spec::Commit{ids, writing_prompt_.size()};
       }
       case 2: return spec::Commit{tokens(below(6)), model.begin_offset};  // unrelated ids
