@@ -4,6 +4,7 @@
 
 #include <pfx/refinement/bridge.hpp>
 #include <pfx/refinement/model_checker.hpp>
+#include <pfx/refinement/random_runs.hpp>
 #include "support/requirement.hpp"
 
 #include <pfx/cli/audit.hpp>
@@ -230,7 +231,7 @@ TEST(CliAudit, TheModelCheckerPrintsItsCountsByDepthAndWhetherItsReachableSetIsC
 TEST(CliAudit, TheSameSeedReplaysTheSameEventsAndADifferentSeedDoesNot) {
   pfx::test::verifies("CLI-3");
   const auto first_failure = [](std::uint64_t seed) {
-    const pfx::cli::RandomRunsReport r = pfx::cli::run_random_cases(seed, 20, 24, greedy_step);
+    const pfx::refinement::RandomRunsReport r = pfx::refinement::run_random_cases(seed, 20, 24, greedy_step);
     std::string events;
     if (r.first) {
       for (const pfx::spec::Event& e : r.first->events) events += pfx::refinement::describe(e) + "\n";
@@ -242,7 +243,7 @@ TEST(CliAudit, TheSameSeedReplaysTheSameEventsAndADifferentSeedDoesNot) {
   EXPECT_NE(first_failure(7), first_failure(8));
 
   // The real machine passes the same runs: every step agrees with the model.
-  const pfx::cli::RandomRunsReport ok = pfx::cli::run_random_cases(7, 20, 24, pfx::refinement::step_both);
+  const pfx::refinement::RandomRunsReport ok = pfx::refinement::run_random_cases(7, 20, 24, pfx::refinement::step_both);
   EXPECT_EQ(ok.failed, 0U);
   EXPECT_EQ(ok.steps, 20U * 24U);
 }

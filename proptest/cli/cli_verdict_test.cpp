@@ -6,7 +6,6 @@
 #include "cli/in_process.hpp"
 #include "support/requirement.hpp"
 
-#include <pfx/cli/audit_runs.hpp>
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/progress.hpp>
 #include <pfx/cli/replay.hpp>
@@ -14,6 +13,7 @@
 #include <pfx/conform/budget.hpp>
 #include <pfx/conform/check.hpp>
 #include <pfx/refinement/bridge.hpp>
+#include <pfx/refinement/random_runs.hpp>
 #include <pfx/driver/cold_run.hpp>
 #include <pfx/driver/errors.hpp>
 #include <pfx/driver/sharded_lane.hpp>
@@ -88,15 +88,15 @@ TEST(Interrupt, AnInterruptedSummaryNeverSaysOkOrPassed) {
 TEST(Interrupt, TheAuditsRandomRunsStopBetweenTwoCasesWhenAsked) {
   pfx::test::verifies("CLI-3");
   std::size_t asked = 0;
-  const pfx::cli::RandomRunsReport r =
-      pfx::cli::run_random_cases(7, 50, 24, pfx::refinement::step_both, [&](std::size_t done) {
+  const pfx::refinement::RandomRunsReport r =
+      pfx::refinement::run_random_cases(7, 50, 24, pfx::refinement::step_both, [&](std::size_t done) {
         EXPECT_EQ(done, asked++);
         return done < 3;
       });
   EXPECT_EQ(r.cases, 3U);
   EXPECT_EQ(r.steps, 3U * 24U);
   EXPECT_TRUE(r.stopped);
-  const pfx::cli::RandomRunsReport all = pfx::cli::run_random_cases(7, 5, 24, pfx::refinement::step_both, {});
+  const pfx::refinement::RandomRunsReport all = pfx::refinement::run_random_cases(7, 5, 24, pfx::refinement::step_both, {});
   EXPECT_EQ(all.cases, 5U);
   EXPECT_FALSE(all.stopped);
 }

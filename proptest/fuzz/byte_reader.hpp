@@ -20,8 +20,13 @@ class ByteReader {
   /// The next byte, or 0 past the end.
   std::uint8_t byte() noexcept { return exhausted() ? 0 : bytes_[next_++]; }
 
-  /// A value in [0, bound) (bound > 0), from one byte: biased, but every value is reachable.
-  std::size_t below(std::size_t bound) noexcept { return byte() % bound; }
+  /// A value in [0, bound) (bound > 0), from one byte, or from as many as a bound above 256 takes:
+  /// biased, but every value is reachable.
+  std::size_t below(std::size_t bound) noexcept {
+    std::size_t value = byte();
+    for (std::size_t reach = 256; reach < bound && reach <= SIZE_MAX / 256; reach *= 256) value = value * 256 + byte();
+    return value % bound;
+  }
 
   /// Everything not read yet, as text (an empty view past the end).
   std::string_view rest() noexcept {

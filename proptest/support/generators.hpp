@@ -26,6 +26,12 @@ namespace pfx::gen {
 using spec::Token;
 using spec::Tokens;
 
+/// RapidCheck as the draws of refinement::RandomEvents (random_events.hpp): each draw shrinks
+/// toward 0 on its own.
+struct Draws {
+  std::size_t below(std::size_t n) { return *rc::gen::inRange<std::size_t>(0, n); }
+};
+
 /// One of the given values.
 inline std::size_t one_of(std::initializer_list<std::size_t> values) {
   return *rc::gen::elementOf(std::vector<std::size_t>(values));

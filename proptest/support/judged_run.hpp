@@ -12,6 +12,7 @@
 
 #include <pfx/refinement/bridge.hpp>
 #include <pfx/refinement/describe.hpp>
+#include <pfx/refinement/random_events.hpp>
 
 #include <pfx/core.hpp>
 #include <pfx/spec/catalogue.hpp>
@@ -19,7 +20,6 @@
 #include <pfx/spec/model.hpp>
 #include <pfx/spec/reference.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <variant>
@@ -38,66 +38,16 @@ inline const char* name(Judgment j) {
   return "?";
 }
 
-namespace judged {
-
-constexpr spec::Token alphabet = 2;  // two letters realise every first difference (docs/spec.md)
-
-/// A prompt related to what is held (or to the prompts asked before), short enough to reuse often.
-inline spec::Tokens prompt(const spec::State& s, const std::vector<spec::Tokens>& asked) {
-  const spec::Tokens& base =
-      asked.empty() || *rc::gen::arbitrary<bool>() ? s.ids : asked[*rc::gen::inRange<std::size_t>(0, asked.size())];
-  spec::Tokens p = gen::prompt_from(base, gen::shape(), s.config, alphabet);
-  if (p.size() > 12) p.resize(12);
-  return p;
-}
-
-/// One event of the protocol, mostly one a lane would send in this state, sometimes one it refuses.
-inline spec::Event event(const spec::State& s, const std::vector<spec::Tokens>& asked) {
-  if (s.writing) {
-    switch (*rc::gen::weightedElement<int>({{6, 0}, {2, 1}, {2, 2}, {1, 3}})) {
-      case 1: return spec::Abort{};
-      case 2: return spec::Clear{};
-      case 3: return spec::Query{s.begun};  // refused while writing
-      default: break;
-    }
-    spec::Tokens ids = s.begun;
-    const spec::Tokens generated = gen::tokens(*rc::gen::inRange<std::size_t>(0, 3), alphabet);
-    ids.insert(ids.end(), generated.begin(), generated.end());
-    std::size_t end = s.begun.size();
-    switch (*rc::gen::weightedElement<int>({{6, 0}, {1, 1}, {1, 2}, {1, 3}})) {
-      case 1: end = *rc::gen::inRange<std::size_t>(0, ids.size() + 2); break;  // anywhere, past ids too
-      case 2:  // a token of the prompt changed
-        if (!ids.empty()) ids[*rc::gen::inRange<std::size_t>(0, ids.size())] ^= 1;
-        break;
-      case 3: end = ids.size(); break;  // past the prompt when something was generated
-      default: break;
-    }
-    return spec::Commit{ids, end};
-  }
-  switch (*rc::gen::weightedElement<int>({{5, 0}, {2, 1}, {1, 2}, {1, 3}})) {
-    case 1: {
-      const spec::Tokens ids = prompt(s, asked);
-      const std::size_t end = *rc::gen::weightedElement<std::size_t>(
-          {{4, ids.size()}, {2, *rc::gen::inRange<std::size_t>(0, ids.size() + 1)}, {1, ids.size() + 1}});
-      return spec::Record{ids, end};
-    }
-    case 2: return spec::Clear{};
-    case 3: {
-      spec::Config c;
-      c.enabled = *rc::gen::weightedElement<bool>({{9, true}, {1, false}});
-      c.keep_min = *rc::gen::inRange<std::size_t>(0, 4);
-      c.chunk = *rc::gen::weightedElement<std::size_t>({{3, s.config.chunk}, {2, 1}, {2, 2}, {1, 3}, {1, 0}});
-      return spec::Configure{c};
-    }
-    default: break;
-  }
-  const spec::Tokens p = prompt(s, asked);
-  const std::size_t granted = spec::reference_offset(s, p);
-  const std::size_t offset = *rc::gen::weightedElement<std::size_t>({{6, granted}, {2, 0}, {1, granted + 1}});
-  return spec::Begin{p, offset};
-}
-
-}  // namespace judged
+/// The events' ranges: the audit's over two letters, which realise every first difference
+/// (docs/spec.md) and make reuse common. A wrong machine is caught only by a run that does what it
+/// mishandles and then reuses those rows, so prompts often keep all that is held, and records, clears
+/// during a write, new grids and commits past the prompt come often. Queries are left to the run, which
+/// asks every prompt after every step.
+constexpr refinement::EventRanges judged_ranges{
+    .alphabet = 2,
+    .whole = 6,
+    .past_prompt = 2,
+    .weights = {.commit = 6, .abort = 2, .clear = 2, .query = 0, .begin = 5, .record = 2, .configure = 1, .any = 3}};
 
 /// The property: a random run of `M` from a small configuration passes `judgment` on every step.
 template <refinement::MachineLike M>
@@ -113,14 +63,17 @@ void judged_run(Judgment judgment) {
   spec::follow(ghost, configure, true);
   RC_LOG() << refinement::describe(configure) << "\n";
   const std::size_t steps = *rc::gen::inRange<std::size_t>(1, 40);
+  gen::Draws draws;
+  refinement::RandomEvents<gen::Draws> events(draws, judged_ranges);
   std::size_t reused = 0;  // non-zero offers judged: the run is not vacuous
   for (std::size_t n = 0; n < steps; ++n) {
     const spec::State before = refinement::to_spec(machine);
-    const spec::Event e = judged::event(before, asked);
+    const spec::Event e = events.next(before);
     if (const auto* b = std::get_if<spec::Begin>(&e)) asked.push_back(b->prompt);
     if (const auto* r = std::get_if<spec::Record>(&e)) asked.push_back(r->ids);
     const spec::Output says = refinement::to_spec(machine.apply(refinement::to_core(e)), e);
     const spec::State after = refinement::to_spec(machine);
+    events.applied(e, after);
     spec::follow(ghost, e, says.accepted());
     RC_LOG() << refinement::describe(e) << " -> " << refinement::describe(says) << "\n";
     if (judgment == Judgment::reference) {

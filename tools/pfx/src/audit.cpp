@@ -87,22 +87,22 @@ std::string replay_command(const AuditOptions& options) {
 
 /// The random runs' result; a failure is told with the events of its case, so that it can be read
 /// without replaying. `before_case` may stop the runs between two cases (a signal).
-Check random_runs(const AuditOptions& options, const CaseHook& before_case) {
-  const RandomRunsReport r =
-      run_random_cases(options.seed, options.cases, audit_events_per_case, options.step, before_case);
+Check random_runs(const AuditOptions& options, const refinement::CaseHook& before_case) {
+  const refinement::RandomRunsReport r =
+      refinement::run_random_cases(options.seed, options.cases, audit_events_per_case, options.step, before_case);
   Check check{"random",
               r.stopped ? fmt::format("{} of {} runs of {} events, seed {} (interrupted)", r.cases, options.cases,
                                       audit_events_per_case, options.seed)
                         : fmt::format("{} runs of {} events, seed {}", options.cases, audit_events_per_case, options.seed),
               r.steps,
               r.failed,
-              random_ranges(),
+              refinement::random_ranges(),
               {},
               nullptr,
               {},
               nullptr};
   if (!r.first) return check;
-  const RandomRunFailure& f = *r.first;
+  const refinement::RandomRunFailure& f = *r.first;
   const refinement::Comparison& c = f.comparison;
   std::vector<std::string>& lines = check.counterexample;
   lines.push_back(fmt::format("case {}, event {} of seed {}:", f.case_index + 1, f.step_index + 1, options.seed));

@@ -10,12 +10,12 @@
 /// with the table, on any ID without a row or a test. Without it the audit says "traceability: not
 /// checked" and never "every check passed"; its exit status then covers the checks that ran.
 
-#include <pfx/cli/audit_runs.hpp>
 #include <pfx/cli/audit_table.hpp>
 #include <pfx/cli/command.hpp>
 
 #include <pfx/refinement/exhaustive_proof.hpp>
 #include <pfx/refinement/model_checker.hpp>
+#include <pfx/refinement/random_runs.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -54,7 +54,7 @@ struct AuditOptions {
   /// audit says the table was not checked.
   std::string traceability;
   /// How each random step is taken; tests substitute a broken one.
-  Stepper step = refinement::step_both;
+  refinement::Stepper step = refinement::step_both;
   /// A table to check instead of the file's (which is then not read); tests substitute an incomplete
   /// one. Unset: the table of `traceability`, if any.
   std::optional<std::span<const TracedRequirement>> traced;
