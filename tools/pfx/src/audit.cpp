@@ -296,7 +296,8 @@ void print_text(std::ostream& out, const json& report) {
     if (e.contains("ran")) {
       const json& failed = e["ran"]["failed"];
       out << fmt::format("  ran: {} passed, {} failed, {} skipped{}\n", e["ran"]["passed"].size(), failed.size(),
-                         e["ran"]["skipped"].size(), failed.empty() ? "" : fmt::format(" (failed: {})", fmt::join(failed, ", ")));
+                         e["ran"]["skipped"].size(),
+                         failed.empty() ? "" : fmt::format(" (failed: {})", fmt::join(failed, ", ")));
     }
     for (const json& p : e["problems"]) out << fmt::format("  MISSING: {}\n", p);
   }
@@ -322,7 +323,8 @@ void print_text(std::ostream& out, const json& report) {
 
 std::vector<TracedRequirement> audited_ids() {
   std::vector<TracedRequirement> ids;
-  spec::for_each_invariant([&](const auto& inv) { ids.push_back({std::string(inv.id), false, "", {}, {}, statement_of(inv.id)}); });
+  spec::for_each_invariant(
+      [&](const auto& inv) { ids.push_back({std::string(inv.id), false, "", {}, {}, statement_of(inv.id)}); });
   for (const spec::Requirement& r : spec::requirements) {
     ids.push_back({std::string(r.id), false, "", {}, {}, std::string(r.statement)});
   }
@@ -350,7 +352,8 @@ int run_audit(const AuditOptions& options, const Streams& streams) {
   const bool from_file = traced && !options.traced;  // a table given in-process has no file
   report.update({{"seed", options.seed}, {"cases", options.cases}, {"events_per_case", audit_events_per_case},
                  {"replay", replay_command(options)}, {"build", build_description()},
-                 {"traceability", {{"checked", traced.has_value()}, {"file", from_file ? json(options.traceability) : json()}}},
+                 {"traceability",
+                  {{"checked", traced.has_value()}, {"file", from_file ? json(options.traceability) : json()}}},
                  {"results", options.results.empty() ? json() : json(options.results)},
                  {"interrupted", interrupted != 0 ? json(interrupted) : json()}});  // the signal, or null
 

@@ -6,11 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 namespace pfx::cli {
 
@@ -40,46 +42,41 @@ std::vector<TracedRequirement> parse_traced(std::string_view text, std::string_v
                      document.contains("requirements") ? kind_of(document["requirements"]) : "nothing"));
   }
 
+  // A row's fields, in the order they are checked, with the type each must have.
+  const std::array<std::tuple<std::string_view, json::value_t, std::string_view>, 5> fields{
+      {{"id", json::value_t::string, "a requirement ID"},
+       {"has_row", json::value_t::boolean, "true or false"},
+       {"enforced_in_core", json::value_t::string, "a string"},
+       {"tests", json::value_t::array, "an array of strings"},
+       {"docs", json::value_t::array, "an array of strings"}}};
   std::vector<TracedRequirement> rows;
   for (const json& row : document["requirements"]) {
-    const std::string where = row.is_object() && row.contains("id") && row["id"].is_string()
-                                  ? fmt::format("requirements[{}] ({})", rows.size(), row["id"].get<std::string>())
-                                  : fmt::format("requirements[{}]", rows.size());
+    const json id = row.is_object() ? row.value("id", json()) : json();
+    const std::string where =
+        fmt::format("requirements[{}]{}", rows.size(), id.is_string() ? fmt::format(" ({})", id.get<std::string>()) : "");
     if (!row.is_object()) fail(fmt::format("{}: expected an object, got {}", where, kind_of(row)));
     for (const auto& [key, value] : row.items()) {
-      if (key != "id" && key != "has_row" && key != "enforced_in_core" && key != "tests" && key != "docs") {
+      if (std::none_of(fields.begin(), fields.end(), [&](const auto& f) { return std::get<0>(f) == key; })) {
         fail(fmt::format("{}: unknown field \"{}\"", where, key));
       }
     }
-    // The field `name`, which `ok` accepts; else the message says what was `wanted`.
-    const auto field = [&](const char* name, bool (*ok)(const json&), std::string_view wanted) -> const json& {
+    for (const auto& [name, type, wanted] : fields) {
       const auto found = row.find(name);
-      if (found == row.end() || !ok(*found)) {
+      if (found == row.end() || found->type() != type || (name == "id" && id == "")) {
         fail(fmt::format("{}: field \"{}\": expected {}, got {}", where, name, wanted,
                          found == row.end() ? "nothing" : kind_of(*found)));
       }
-      return *found;
-    };
-    const auto strings = [&](const char* name) {
-      const json& list = field(name, [](const json& v) { return v.is_array(); }, "an array of strings");
-      for (std::size_t i = 0; i < list.size(); ++i) {
-        if (!list[i].is_string()) {
-          fail(fmt::format("{}: field \"{}\": element {} is {}, expected a string", where, name, i, kind_of(list[i])));
+      for (std::size_t i = 0; type == json::value_t::array && i < found->size(); ++i) {
+        if (!(*found)[i].is_string()) {
+          fail(fmt::format("{}: field \"{}\": element {} is {}, expected a string", where, name, i, kind_of((*found)[i])));
         }
       }
-      return list.get<std::vector<std::string>>();
-    };
-    TracedRequirement traced;
-    traced.id = field("id", [](const json& v) { return v.is_string() && !v.get_ref<const std::string&>().empty(); },
-                      "a requirement ID").get<std::string>();
-    traced.has_row = field("has_row", [](const json& v) { return v.is_boolean(); }, "true or false").get<bool>();
-    traced.enforced_in_core = field("enforced_in_core", [](const json& v) { return v.is_string(); }, "a string").get<std::string>();
-    if (std::any_of(rows.begin(), rows.end(), [&](const TracedRequirement& r) { return r.id == traced.id; })) {
-      fail(fmt::format("{}: {} has a second row", where, traced.id));
     }
-    traced.tests = strings("tests");
-    traced.docs = strings("docs");
-    rows.push_back(std::move(traced));
+    if (std::any_of(rows.begin(), rows.end(), [&](const TracedRequirement& r) { return r.id == id; })) {
+      fail(fmt::format("{}: {} has a second row", where, id.get<std::string>()));
+    }
+    rows.push_back({id.get<std::string>(), row["has_row"].get<bool>(), row["enforced_in_core"].get<std::string>(),
+                    row["tests"].get<std::vector<std::string>>(), row["docs"].get<std::vector<std::string>>(), ""});
   }
   return rows;
 }
