@@ -55,9 +55,9 @@ std::vector<TracedRequirement> parse_traced(std::string_view text, std::string_v
     const std::string where =
         fmt::format("requirements[{}]{}", rows.size(), id.is_string() ? fmt::format(" ({})", id.get<std::string>()) : "");
     if (!row.is_object()) fail(fmt::format("{}: expected an object, got {}", where, kind_of(row)));
-    for (const auto& [key, value] : row.items()) {
-      if (std::none_of(fields.begin(), fields.end(), [&](const auto& f) { return std::get<0>(f) == key; })) {
-        fail(fmt::format("{}: unknown field \"{}\"", where, key));
+    for (const auto& item : row.items()) {
+      if (std::none_of(fields.begin(), fields.end(), [&](const auto& f) { return std::get<0>(f) == item.key(); })) {
+        fail(fmt::format("{}: unknown field \"{}\"", where, item.key()));
       }
     }
     for (const auto& [name, type, wanted] : fields) {
