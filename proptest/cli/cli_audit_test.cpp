@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -75,24 +74,19 @@ Result audit(const AuditOptions& options) {
 
 /// A traced table with a row and a test for every ID except those in `without_row` and
 /// `without_test`.
-class Traced {
- public:
-  Traced(const std::vector<std::string>& without_row, const std::vector<std::string>& without_test) {
-    const auto absent = [](const std::vector<std::string>& list, const std::string& id) {
-      return std::find(list.begin(), list.end(), id) != list.end();
-    };
-    for (const pfx::cli::RequirementId& r : ids_) {
-      rows_.push_back({r.id, !absent(without_row, r.id), "core/x.hpp",
-                       absent(without_test, r.id) ? std::span<const std::string_view>{} : tests_, {}});
-    }
+std::vector<TracedRequirement> traced_rows(const std::vector<std::string>& without_row,
+                                           const std::vector<std::string>& without_test) {
+  const auto absent = [](const std::vector<std::string>& list, const std::string& id) {
+    return std::find(list.begin(), list.end(), id) != list.end();
+  };
+  std::vector<TracedRequirement> rows = pfx::cli::audited_ids();
+  for (TracedRequirement& r : rows) {
+    r.has_row = !absent(without_row, r.id);
+    r.enforced_in_core = "core/x.hpp";
+    if (!absent(without_test, r.id)) r.tests = {"Suite.Checks"};
   }
-  [[nodiscard]] std::span<const TracedRequirement> rows() const { return rows_; }
-
- private:
-  std::vector<pfx::cli::RequirementId> ids_ = pfx::cli::audited_ids();
-  std::vector<std::string_view> tests_{"Suite.Checks"};
-  std::vector<TracedRequirement> rows_;
-};
+  return rows;
+}
 
 /// A machine that offers the whole prompt on every query: the audit must catch it.
 pfx::refinement::Comparison greedy_step(pfx::Machine& machine, pfx::spec::State& model, const pfx::spec::Event& event) {
@@ -102,6 +96,16 @@ pfx::refinement::Comparison greedy_step(pfx::Machine& machine, pfx::spec::State&
     c.machine.offset = q->prompt.size();
     const pfx::spec::State after = pfx::refinement::to_spec(machine);
     c.violated = pfx::spec::first_violation({before.config, before, event, c.machine, after});
+  }
+  return c;
+}
+
+/// A machine that forgets a record it accepted: its state then differs from the model's.
+pfx::refinement::Comparison forgetful_step(pfx::Machine& machine, pfx::spec::State& model, const pfx::spec::Event& event) {
+  pfx::refinement::Comparison c = pfx::refinement::step_both(machine, model, event);
+  if (std::holds_alternative<pfx::spec::Record>(event) && c.machine.accepted()) {
+    (void)machine.clear();
+    c.states_agree = pfx::refinement::to_spec(machine) == model;
   }
   return c;
 }
@@ -131,9 +135,8 @@ TEST(CliAudit, TheReportNamesEveryIdOfTheCatalogueAndTheRequirementsWithItsState
 
 TEST(CliAudit, PassesWhenEveryCheckHoldsAndEveryIdHasARowAndATest) {
   pfx::test::verifies("CLI-3");
-  const Traced traced({}, {});
   AuditOptions options = quick(2);
-  options.traced = traced.rows();
+  options.traced = traced_rows({}, {});
   const Result r = audit(options);
   EXPECT_EQ(r.status, pfx::cli::exit_ok) << r.out;
   EXPECT_NE(r.out.find("pfx audit: every check passed"), std::string::npos) << r.out;
@@ -142,9 +145,8 @@ TEST(CliAudit, PassesWhenEveryCheckHoldsAndEveryIdHasARowAndATest) {
 
 TEST(CliAudit, AnIdWithoutARowOrWithoutATestFailsTheAuditAndIsNamed) {
   pfx::test::verifies("CLI-3");
-  const Traced traced({"CLI-3"}, {"INV-8"});
   AuditOptions options = quick(3);
-  options.traced = traced.rows();
+  options.traced = traced_rows({"CLI-3"}, {"INV-8"});
   const Result r = audit(options);
   EXPECT_EQ(r.status, pfx::cli::exit_mismatch) << r.out;
   EXPECT_NE(r.out.find("CLI-3: no row in the \"Requirements\" table of docs/traceability.md"), std::string::npos)
@@ -153,7 +155,7 @@ TEST(CliAudit, AnIdWithoutARowOrWithoutATestFailsTheAuditAndIsNamed) {
   EXPECT_EQ(r.out.find("INV-1: no"), std::string::npos) << r.out;
 
   // With no traced table at all, every ID is missing.
-  options.traced = std::span<const TracedRequirement>{};
+  options.traced = std::vector<TracedRequirement>{};
   EXPECT_EQ(audit(options).status, pfx::cli::exit_mismatch);
 }
 
@@ -178,6 +180,28 @@ TEST(CliAudit, ABrokenMachineFailsWithTheSeedToReplayAndTheFirstCounterexample) 
   EXPECT_GT(random["failed"].get<std::size_t>(), 0U);
   EXPECT_EQ(random["counterexample"]["replay"], "pfx audit --seed 4242 --cases 50");
   EXPECT_NE(random["counterexample"]["violated"].get<std::string>(), "");
+}
+
+// A step after which the machine's state differs from the model's shows both states, in text and JSON.
+TEST(CliAudit, AStateThatDiffersFromTheModelsIsShownWithBoth) {
+  pfx::test::verifies("CLI-3");
+  AuditOptions options = small(4243);
+  options.step = forgetful_step;
+  options.json = true;
+  const Result json = audit(options);
+  EXPECT_EQ(json.status, pfx::cli::exit_mismatch) << json.out;
+  const nlohmann::json x = nlohmann::json::parse(json.out)["checks"][3]["counterexample"];
+  ASSERT_FALSE(x["states_agree"].get<bool>()) << x.dump();
+  const std::string machine = x["machine_state_after"].get<std::string>();
+  EXPECT_NE(machine.find("ids=[] "), std::string::npos) << machine;  // it forgot
+  EXPECT_NE(machine, x["reference_state_after"].get<std::string>());
+
+  options.json = false;
+  const Result text = audit(options);
+  EXPECT_NE(text.out.find("\n  state after, machine:   " + machine + "\n  state after, reference: " +
+                          x["reference_state_after"].get<std::string>() + "\n  replay: "),
+            std::string::npos)
+      << text.out;
 }
 
 // The model checker's counts by depth and whether its reachable set is closed reach the user, in text
@@ -260,7 +284,7 @@ TEST(CliAudit, TheJsonReportHasEveryCheckAndEveryIdOfTheTable) {
     EXPECT_EQ(check["failed"], 0) << check.dump();
     EXPECT_GT(check["checked"].get<std::size_t>(), 0U) << check.dump();
   }
-  const std::vector<pfx::cli::RequirementId> ids = pfx::cli::audited_ids();
+  const std::vector<TracedRequirement> ids = pfx::cli::audited_ids();
   ASSERT_EQ(report["table"].size(), ids.size());
   for (std::size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(report["table"][i]["id"], ids[i].id);
   EXPECT_EQ(report["ok"].get<bool>(), r.status == pfx::cli::exit_ok);
@@ -268,11 +292,11 @@ TEST(CliAudit, TheJsonReportHasEveryCheckAndEveryIdOfTheTable) {
 
 TEST(CliAudit, TheTableIsTheTracedOneLookedUpById) {
   pfx::test::verifies("CLI-3");
-  const std::string_view tests[] = {"Rule.A", "Rule.B"};
-  const std::string_view docs[] = {"docs/spec.md#the-rule"};
-  const TracedRequirement traced[] = {{"INV-10", true, "decide; common_prefix", tests, docs}};
-  const pfx::cli::RequirementId ids[] = {{"INV-1", "one"}, {"INV-10", "ten"}};
-  const std::vector<pfx::cli::TraceabilityEntry> t = pfx::cli::traceability_table(ids, traced);
+  // The traced row's statement is not the program's: the table keeps the ID's own.
+  const TracedRequirement traced[] = {
+      {"INV-10", true, "decide; common_prefix", {"Rule.A", "Rule.B"}, {"docs/spec.md#the-rule"}, "from the file"}};
+  const std::vector<TracedRequirement> t =
+      pfx::cli::traceability_table({{"INV-1", false, "", {}, {}, "one"}, {"INV-10", false, "", {}, {}, "ten"}}, traced);
   ASSERT_EQ(t.size(), 2U);
   EXPECT_EQ(t[0].id, "INV-1");
   EXPECT_FALSE(t[0].has_row);
@@ -284,9 +308,9 @@ TEST(CliAudit, TheTableIsTheTracedOneLookedUpById) {
   EXPECT_EQ(t[1].docs, std::vector<std::string>{"docs/spec.md#the-rule"});
   EXPECT_TRUE(t[1].problems().empty());
   // The program's own table has every audited ID, each with a row and a test.
-  const std::vector<pfx::cli::TraceabilityEntry> built =
-      pfx::cli::traceability_table(pfx::cli::audited_ids(), pfx::cli::read_traced(PFX_TRACED_FILE).rows());
-  for (const pfx::cli::TraceabilityEntry& e : built) EXPECT_TRUE(e.problems().empty()) << e.id;
+  const std::vector<TracedRequirement> built =
+      pfx::cli::traceability_table(pfx::cli::audited_ids(), pfx::cli::read_traced(PFX_TRACED_FILE));
+  for (const TracedRequirement& e : built) EXPECT_TRUE(e.problems().empty()) << e.id;
 }
 
 // With the suite's reports, the audit says which tests ran and passed for each ID (CLI-3).
@@ -352,7 +376,7 @@ TEST(CliAudit, WithoutATableItSaysTheTableWasNotCheckedAndNeverThatEveryCheckPas
   EXPECT_EQ(r.out.find("every check passed"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("enforced in core:"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("MISSING"), std::string::npos) << r.out;
-  for (const pfx::cli::RequirementId& id : pfx::cli::audited_ids()) {
+  for (const TracedRequirement& id : pfx::cli::audited_ids()) {
     EXPECT_NE(r.out.find(fmt::format("\n{}  {}\n", id.id, id.statement)), std::string::npos) << id.id;
   }
 
@@ -396,12 +420,9 @@ TEST(CliAudit, WithTheTestsBuildsTableItNamesTheFileAndChecksEveryId) {
 
 TEST(CliAudit, ARowForAnIdThisProgramDoesNotAuditFailsTheAuditAndIsNamed) {
   pfx::test::verifies("CLI-3");
-  const Traced traced({}, {});
-  std::vector<TracedRequirement> rows(traced.rows().begin(), traced.rows().end());
-  const std::string_view tests[] = {"Suite.Checks"};
-  rows.push_back({"INV-99", true, "core/x.hpp", tests, {}});
   AuditOptions options = small(10);
-  options.traced = std::span<const TracedRequirement>(rows);
+  options.traced = traced_rows({}, {});
+  options.traced->push_back({"INV-99", true, "core/x.hpp", {"Suite.Checks"}, {}, ""});
   const Result r = audit(options);
   EXPECT_EQ(r.status, pfx::cli::exit_mismatch) << r.out;
   EXPECT_NE(r.out.find("INV-99: a row in the table given, but this program audits no such ID"), std::string::npos)
@@ -436,7 +457,7 @@ TEST(CliAudit, AMissingUnreadableOrMalformedTableIsBadInputNamingTheFileAndThePr
     return "{\"format\": \"pfx traceability 1\", \"requirements\": [" + fields + "]}";
   };
   const std::string good = R"({"id": "INV-1", "has_row": true, "enforced_in_core": "x", "tests": ["A.B"], "docs": []})";
-  EXPECT_EQ(pfx::cli::parse_traced(row(good), "t").rows().size(), 1U);
+  EXPECT_EQ(pfx::cli::parse_traced(row(good), "t").size(), 1U);
   EXPECT_EQ(parsed(row(R"({"id": "INV-1", "has_row": "yes", "enforced_in_core": "x", "tests": [], "docs": []})")),
             "--traceability t.json: requirements[0] (INV-1): field \"has_row\": expected true or false, got the "
             "string \"yes\"");

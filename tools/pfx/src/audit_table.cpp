@@ -6,32 +6,19 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <set>
 #include <sstream>
+#include <tuple>
 
 namespace pfx::cli {
 
-/// The text the rows view: deques, so that a string or list once added never moves.
-struct TracedTable::Storage {
-  std::deque<std::string> text;
-  std::deque<std::vector<std::string_view>> lists;
-  std::vector<TracedRequirement> rows;
-};
-
-std::span<const TracedRequirement> TracedTable::rows() const noexcept {
-  if (!storage_) return {};
-  return storage_->rows;
-}
-
 using nlohmann::json;
 
-TracedTable parse_traced(std::string_view text, std::string_view label) {
+std::vector<TracedRequirement> parse_traced(std::string_view text, std::string_view label) {
   const auto fail = [&](std::string_view message) { throw InputError(fmt::format("{}: {}", label, message)); };
   json document;
   try {
@@ -46,7 +33,7 @@ TracedTable parse_traced(std::string_view text, std::string_view label) {
       "expected {{\"format\": \"{}\", \"requirements\": [...]}}, the table the tests' build writes ({})", traced_format,
       traced_file_example);
   if (!document.is_object() || !document.contains("format")) fail(fmt::format("not a traceability table: {}", expected));
-  if (!document["format"].is_string() || document["format"].get<std::string>() != traced_format) {
+  if (document["format"] != json(traced_format)) {
     fail(fmt::format("not a traceability table of this program: \"format\" is {}; {}", kind_of(document["format"]),
                      expected));
   }
@@ -55,58 +42,46 @@ TracedTable parse_traced(std::string_view text, std::string_view label) {
                      document.contains("requirements") ? kind_of(document["requirements"]) : "nothing"));
   }
 
-  auto storage = std::make_shared<TracedTable::Storage>();
-  const auto keep = [&](std::string value) -> std::string_view { return storage->text.emplace_back(std::move(value)); };
-  std::set<std::string, std::less<>> seen;
-  std::size_t index = 0;
+  // A row's fields, in the order they are checked, with the type each must have.
+  const std::array<std::tuple<std::string_view, json::value_t, std::string_view>, 5> fields{
+      {{"id", json::value_t::string, "a requirement ID"},
+       {"has_row", json::value_t::boolean, "true or false"},
+       {"enforced_in_core", json::value_t::string, "a string"},
+       {"tests", json::value_t::array, "an array of strings"},
+       {"docs", json::value_t::array, "an array of strings"}}};
+  std::vector<TracedRequirement> rows;
   for (const json& row : document["requirements"]) {
-    const std::string where = row.is_object() && row.contains("id") && row["id"].is_string()
-                                  ? fmt::format("requirements[{}] ({})", index, row["id"].get<std::string>())
-                                  : fmt::format("requirements[{}]", index);
-    const auto field_fail = [&](std::string_view field, std::string_view wanted) {
-      fail(fmt::format("{}: field \"{}\": expected {}, got {}", where, field, wanted,
-                       row.contains(field) ? kind_of(row[std::string(field)]) : "nothing"));
-    };
+    const json id = row.is_object() ? row.value("id", json()) : json();
+    const std::string where =
+        fmt::format("requirements[{}]{}", rows.size(), id.is_string() ? fmt::format(" ({})", id.get<std::string>()) : "");
     if (!row.is_object()) fail(fmt::format("{}: expected an object, got {}", where, kind_of(row)));
-    for (const auto& [key, value] : row.items()) {
-      if (key != "id" && key != "has_row" && key != "enforced_in_core" && key != "tests" && key != "docs") {
-        fail(fmt::format("{}: unknown field \"{}\"", where, key));
+    for (const auto& item : row.items()) {
+      if (std::none_of(fields.begin(), fields.end(), [&](const auto& f) { return std::get<0>(f) == item.key(); })) {
+        fail(fmt::format("{}: unknown field \"{}\"", where, item.key()));
       }
     }
-    if (!row.contains("id") || !row["id"].is_string() || row["id"].get<std::string>().empty()) {
-      field_fail("id", "a requirement ID");
-    }
-    if (!row.contains("has_row") || !row["has_row"].is_boolean()) field_fail("has_row", "true or false");
-    if (!row.contains("enforced_in_core") || !row["enforced_in_core"].is_string()) field_fail("enforced_in_core", "a string");
-    const auto strings = [&](const char* field) -> std::span<const std::string_view> {
-      if (!row.contains(field) || !row[field].is_array()) field_fail(field, "an array of strings");
-      std::vector<std::string_view>& list = storage->lists.emplace_back();
-      for (std::size_t i = 0; i < row[field].size(); ++i) {
-        const json& item = row[field][i];
-        if (!item.is_string()) {
-          fail(fmt::format("{}: field \"{}\": element {} is {}, expected a string", where, field, i, kind_of(item)));
+    for (const auto& [name, type, wanted] : fields) {
+      const auto found = row.find(name);
+      if (found == row.end() || found->type() != type || (name == "id" && id == "")) {
+        fail(fmt::format("{}: field \"{}\": expected {}, got {}", where, name, wanted,
+                         found == row.end() ? "nothing" : kind_of(*found)));
+      }
+      for (std::size_t i = 0; type == json::value_t::array && i < found->size(); ++i) {
+        if (!(*found)[i].is_string()) {
+          fail(fmt::format("{}: field \"{}\": element {} is {}, expected a string", where, name, i, kind_of((*found)[i])));
         }
-        list.push_back(keep(item.get<std::string>()));
       }
-      return list;
-    };
-    const std::string id = row["id"].get<std::string>();
-    if (!seen.insert(id).second) fail(fmt::format("{}: {} has a second row", where, id));
-    TracedRequirement traced;
-    traced.id = keep(id);
-    traced.has_row = row["has_row"].get<bool>();
-    traced.enforced_in_core = keep(row["enforced_in_core"].get<std::string>());
-    traced.tests = strings("tests");
-    traced.docs = strings("docs");
-    storage->rows.push_back(traced);
-    ++index;
+    }
+    if (std::any_of(rows.begin(), rows.end(), [&](const TracedRequirement& r) { return r.id == id; })) {
+      fail(fmt::format("{}: {} has a second row", where, id.get<std::string>()));
+    }
+    rows.push_back({id.get<std::string>(), row["has_row"].get<bool>(), row["enforced_in_core"].get<std::string>(),
+                    row["tests"].get<std::vector<std::string>>(), row["docs"].get<std::vector<std::string>>(), ""});
   }
-  TracedTable table;
-  table.storage_ = std::move(storage);
-  return table;
+  return rows;
 }
 
-TracedTable read_traced(const std::string& path) {
+std::vector<TracedRequirement> read_traced(const std::string& path) {
   const std::string label = fmt::format("--traceability {}", path);
   std::error_code ec;
   // A directory opens as a stream on Linux and reads as empty text: say what it is instead.
@@ -124,29 +99,25 @@ TracedTable read_traced(const std::string& path) {
   return parse_traced(text, label);
 }
 
-std::vector<std::string> TraceabilityEntry::problems() const {
+std::vector<std::string> TracedRequirement::problems() const {
   std::vector<std::string> out;
   if (!has_row) out.push_back(fmt::format("no row in the \"Requirements\" table of {}", traceability_doc));
   if (tests.empty()) out.push_back(fmt::format("no test in the \"Test index\" of {}", traceability_doc));
   return out;
 }
 
-std::vector<TraceabilityEntry> traceability_table(std::span<const RequirementId> ids,
+std::vector<TracedRequirement> traceability_table(std::vector<TracedRequirement> ids,
                                                   std::span<const TracedRequirement> traced) {
-  std::vector<TraceabilityEntry> table;
-  for (const RequirementId& requirement : ids) {
-    TraceabilityEntry entry{requirement.id, requirement.statement, false, "", {}, {}};
-    const auto found = std::find_if(traced.begin(), traced.end(),
-                                    [&](const TracedRequirement& t) { return t.id == requirement.id; });
-    if (found != traced.end()) {
-      entry.has_row = found->has_row;
-      entry.enforced_in_core = found->enforced_in_core;
-      entry.tests.assign(found->tests.begin(), found->tests.end());
-      entry.docs.assign(found->docs.begin(), found->docs.end());
-    }
-    table.push_back(std::move(entry));
+  for (TracedRequirement& row : ids) {
+    const auto found =
+        std::find_if(traced.begin(), traced.end(), [&](const TracedRequirement& t) { return t.id == row.id; });
+    if (found == traced.end()) continue;
+    row.has_row = found->has_row;
+    row.enforced_in_core = found->enforced_in_core;
+    row.tests = found->tests;
+    row.docs = found->docs;
   }
-  return table;
+  return ids;
 }
 
 }  // namespace pfx::cli

@@ -7,7 +7,6 @@
 /// proptest/traceability/enforcement.txt, the same source as docs/traceability.md, and writes it to
 /// build/<preset>/traceability/traced.json, which the audit reads at run time.
 
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,58 +23,32 @@ inline constexpr std::string_view traced_file_example = "build/default/traceabil
 /// proptest/traceability/traceability.hpp, writes the same).
 inline constexpr std::string_view traced_format = "pfx traceability 1";
 
-/// One ID as the tests' build traced it.
+/// One requirement ID: its row as the tests' build traced it, and its statement as code states it.
 struct TracedRequirement {
-  std::string_view id;
-  bool has_row = false;                    ///< enforcement.txt has its block
-  std::string_view enforced_in_core;       ///< that block's "enforced", as plain text
-  std::span<const std::string_view> tests; ///< "Suite.Name" of each test whose tag names it
-  std::span<const std::string_view> docs;  ///< "docs/spec.md#invariants" for each section that names it
-};
-
-/// A traceability table read from a file; it holds the text its rows view, so copies share it.
-class TracedTable {
- public:
-  [[nodiscard]] std::span<const TracedRequirement> rows() const noexcept;
-
- private:
-  struct Storage;
-  friend TracedTable parse_traced(std::string_view text, std::string_view label);
-  std::shared_ptr<const Storage> storage_;
-};
-
-/// The table in `text`, the content of a traced.json; `label` names it in messages ("--traceability
-/// FILE"). Throws InputError naming the label and the problem: malformed JSON, not a traceability
-/// table (no "format" of traced_format), a row without an ID or a field of the wrong type, an ID
-/// twice.
-[[nodiscard]] TracedTable parse_traced(std::string_view text, std::string_view label);
-
-/// The table in the file at `path`. Throws InputError ("--traceability PATH: ...") for a file that
-/// cannot be read, is empty or a directory, and for what parse_traced refuses.
-[[nodiscard]] TracedTable read_traced(const std::string& path);
-
-/// A requirement as code states it: an INV of the catalogue, or an entry of spec::requirements.
-struct RequirementId {
   std::string id;
-  std::string statement;
-};
-
-/// One ID's row of the table.
-struct TraceabilityEntry {
-  std::string id;
-  std::string statement;
-  bool has_row = false;            ///< the generated "Requirements" table has a row for it
-  std::string enforced_in_core;    ///< that row's "enforced in core" cell, as plain text
-  std::vector<std::string> tests;  ///< "Suite.Name" of each test the "Test index" lists for it
-  std::vector<std::string> docs;   ///< "docs/spec.md#invariants" for each section that names it
+  bool has_row = false;             ///< enforcement.txt has its block
+  std::string enforced_in_core;     ///< that block's "enforced", as plain text
+  std::vector<std::string> tests;   ///< "Suite.Name" of each test whose tag names it
+  std::vector<std::string> docs;    ///< "docs/spec.md#invariants" for each section that names it
+  std::string statement;            ///< not in the file: the program's own (audited_ids)
 
   /// What is missing ("no row in ...", "no test in ..."); empty when the row is complete.
   [[nodiscard]] std::vector<std::string> problems() const;
 };
 
-/// The table for `ids`, in their order, from `traced`. An ID that `traced` lacks has no row and no
-/// test; IDs named in no doc get no docs entry, which is not a problem: the table says so.
-[[nodiscard]] std::vector<TraceabilityEntry> traceability_table(std::span<const RequirementId> ids,
+/// The rows in `text`, the content of a traced.json; `label` names it in messages ("--traceability
+/// FILE"). Throws InputError naming the label and the problem: malformed JSON, not a traceability
+/// table (no "format" of traced_format), a row without an ID or a field of the wrong type, an ID
+/// twice.
+[[nodiscard]] std::vector<TracedRequirement> parse_traced(std::string_view text, std::string_view label);
+
+/// The rows of the file at `path`. Throws InputError ("--traceability PATH: ...") for a file that
+/// cannot be read, is empty or a directory, and for what parse_traced refuses.
+[[nodiscard]] std::vector<TracedRequirement> read_traced(const std::string& path);
+
+/// `ids` (id and statement), in their order, each with its row of `traced`. An ID that `traced`
+/// lacks has no row and no test; IDs named in no doc get no docs entry, which is not a problem.
+[[nodiscard]] std::vector<TracedRequirement> traceability_table(std::vector<TracedRequirement> ids,
                                                                 std::span<const TracedRequirement> traced);
 
 }  // namespace pfx::cli
