@@ -7,11 +7,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <tuple>
 
 namespace pfx::cli {
@@ -83,18 +78,8 @@ std::vector<TracedRequirement> parse_traced(std::string_view text, std::string_v
 
 std::vector<TracedRequirement> read_traced(const std::string& path) {
   const std::string label = fmt::format("--traceability {}", path);
-  std::error_code ec;
-  // A directory opens as a stream on Linux and reads as empty text: say what it is instead.
-  if (std::filesystem::is_directory(path, ec)) throw InputError(label + ": cannot read the file: it is a directory");
-  std::ifstream in(path);
-  if (!in) {
-    throw InputError(fmt::format("{}: cannot read the file ({}); the tests' build writes the table to {}", label,
-                                 std::strerror(errno), traced_file_example));
-  }
-  std::ostringstream all;
-  all << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("{}: cannot read the file ({})", label, std::strerror(errno)));
-  const std::string text = all.str();
+  const std::string text =
+      read_file(label, path, fmt::format("; the tests' build writes the table to {}", traced_file_example));
   if (text.find_first_not_of(" \t\r\n") == std::string::npos) throw InputError(label + ": the file is empty");
   return parse_traced(text, label);
 }

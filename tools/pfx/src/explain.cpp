@@ -7,13 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <ostream>
-#include <sstream>
 
 namespace pfx::cli {
 namespace {
@@ -49,21 +44,9 @@ Input read(std::string_view option, std::string_view argument) {
   const std::size_t first = argument.find_first_not_of(" \t\r\n");
   const bool is_inline = first != std::string_view::npos && (argument[first] == '[' || argument[first] == '{');
   Input input{is_inline ? std::string(option) : fmt::format("{} {}", option, argument), {}};
-  std::string text(argument);
-  if (!is_inline) {
-    std::error_code ec;
-    // A directory opens as a stream on Linux and reads as empty text: say what it is instead.
-    if (std::filesystem::is_directory(text, ec)) input.fail("", "cannot read the file: it is a directory");
-    std::ifstream in{text};
-    if (!in) {
-      input.fail("", fmt::format("cannot read the file ({}); inline JSON starts with [ or {{, such as [1,2,3]",
-                                 std::strerror(errno)));
-    }
-    std::ostringstream all;
-    all << in.rdbuf();
-    if (in.bad()) input.fail("", fmt::format("cannot read the file ({})", std::strerror(errno)));
-    text = all.str();
-  }
+  const std::string text = is_inline ? std::string(argument)
+                                     : read_file(input.label, std::string(argument),
+                                                 "; inline JSON starts with [ or {, such as [1,2,3]");
   try {
     input.value = json::parse(text);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for a number such as 1e500

@@ -2,21 +2,41 @@
 
 /// \file
 /// The words and checks every reader of a JSON input shares (explain's record and prompt, replay's
-/// trace, the audit's traceability table): what a value is ("got an array", "got the string "x"",
-/// "got 3.5"), what a malformed text is, and the one reader of an array of token ids.
+/// trace, the audit's traceability table): reading the file, what a value is ("got an array", "got
+/// the string "x"", "got 3.5"), what a malformed text is, and the one reader of an array of token ids.
 
+#include <pfx/cli/command.hpp>
 #include <pfx/token.hpp>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace pfx::cli {
+
+/// The text of the file at `path`. Throws InputError "<label>: cannot read the file ..." with the
+/// reason, and `hint` after it when the file cannot be opened.
+[[nodiscard]] inline std::string read_file(const std::string& label, const std::string& path, std::string_view hint) {
+  std::error_code ec;
+  // A directory opens as a stream on Linux and reads as empty text: say what it is instead.
+  if (std::filesystem::is_directory(path, ec)) throw InputError(label + ": cannot read the file: it is a directory");
+  std::ifstream in(path);
+  if (!in) throw InputError(fmt::format("{}: cannot read the file ({}){}", label, std::strerror(errno), hint));
+  std::ostringstream all;
+  all << in.rdbuf();
+  if (in.bad()) throw InputError(fmt::format("{}: cannot read the file ({})", label, std::strerror(errno)));
+  return all.str();
+}
 
 [[nodiscard]] inline std::string kind_of(const nlohmann::json& value) {
   switch (value.type()) {
