@@ -35,19 +35,23 @@ class Machine {
   /// The offset of the request being written (0 while idle).
   [[nodiscard]] constexpr std::size_t begin_offset() const noexcept { return begin_offset_; }
 
-  /// The offset rule for `prompt` against what is held. Refused while writing: the record is then
-  /// being rewritten and no answer about it would be true.
+  /// The offset rule for `prompt` against what is held (decide, INV-1..6).
+  /// Refuses: `writing` while a request is written: the record is then being rewritten and no
+  /// answer about it would be true.
+  /// Effect: none.
   [[nodiscard]] constexpr Outcome query(std::span<const token> prompt) const noexcept {
     if (phase_ == Phase::writing) return refuse(Refusal::writing);
     return {Refusal::none, decide(config_, held_.ids, held_.canonical_end, prompt)};
   }
 
-  /// Start writing `prompt` into the KV state from `offset` on. Accepts the granted offset, or 0 (a
-  /// cold prefill, always safe). The record shrinks to ids[0:offset) at once, so that while rows are
-  /// rewritten, and after an abort, it claims none of them (INV-8). The prompt is kept until commit,
-  /// which checks that what it publishes is what was written (INV-11).
-  /// Copies the prompt: within the reserved capacity this never allocates; past it, it may throw
-  /// std::bad_alloc, and the machine is then unchanged.
+  /// Start writing `prompt` into the KV state from `offset` on: the granted offset, or 0 (a cold
+  /// prefill, always safe).
+  /// Refuses: `writing` while another request is written; `offset_not_granted` for any other offset.
+  /// Effect: the record shrinks to ids[0:offset) at once, so that while rows are rewritten, and after
+  /// an abort, it claims none of them (INV-8); the prompt is kept until commit, which checks that
+  /// what it publishes is what was written (INV-11); the phase is writing.
+  /// Throws: std::bad_alloc past the reserved capacity (it copies the prompt), the machine then
+  /// unchanged; within it, never.
   constexpr Outcome begin(std::span<const token> prompt, std::size_t offset) {
     const Outcome answer = query(prompt);
     if (!answer.accepted()) return answer;
@@ -64,12 +68,15 @@ class Machine {
     return answer;
   }
 
-  /// Publish the finished request: ids = prompt + generated, canonical_end = len(prompt). `ids` must
-  /// start with the prompt given to begin, and canonical_end may not pass that prompt (rows from
-  /// there on were written by decode); a smaller canonical_end is conservative and accepted. After a
-  /// clear during the write, the commit is accepted and stores nothing (INV-11). Only the tokens
-  /// past the kept prefix are copied: within the reserved capacity this never allocates; past it, it
-  /// may throw std::bad_alloc, and the machine is then unchanged.
+  /// Publish the finished request: ids = prompt + generated, canonical_end = len(prompt); a smaller
+  /// canonical_end is conservative and accepted.
+  /// Refuses: `not_writing` while idle; `canonical_end_past_ids` (INV-9); `ids_not_begun_prompt`
+  /// when `ids` does not start with the prompt given to begin (INV-11); `canonical_end_past_prompt`
+  /// (rows from there on were written by decode, INV-2).
+  /// Effect: the record becomes (ids, canonical_end), unless reuse is off or a clear happened during
+  /// the write (INV-11), when it stays empty; the phase is idle.
+  /// Throws: std::bad_alloc past the reserved capacity (only the tokens past the kept prefix are
+  /// copied), the machine then unchanged; within it, never.
   constexpr Outcome commit(std::span<const token> ids, std::size_t canonical_end) {
     if (phase_ != Phase::writing) return refuse(Refusal::not_writing);
     if (canonical_end > ids.size()) return refuse(Refusal::canonical_end_past_ids);  // INV-9
@@ -87,7 +94,10 @@ class Machine {
     return {};
   }
 
-  /// The request failed. The record already holds only ids[0:offset), whose rows were not touched.
+  /// The request failed.
+  /// Refuses: `not_writing` while idle.
+  /// Effect: the phase is idle; the record already holds only ids[0:offset), whose rows were not
+  /// touched (INV-8).
   constexpr Outcome abort() noexcept {
     if (phase_ != Phase::writing) return refuse(Refusal::not_writing);
     finish_write();
@@ -96,8 +106,10 @@ class Machine {
 
   /// The original Python class's one-shot publish: what the KV state holds now. Unchecked: the caller
   /// vouches that rows [0, canonical_end) are a cold prefill of ids[0:canonical_end) on the current
-  /// chunk grid (docs/spec.md). Stores nothing when disabled. Past the reserved capacity it may throw
-  /// std::bad_alloc, and the machine is then unchanged.
+  /// chunk grid (docs/spec.md).
+  /// Refuses: `writing` while a request is written; `canonical_end_past_ids` (INV-9).
+  /// Effect: the record becomes (ids, canonical_end); nothing when reuse is off.
+  /// Throws: std::bad_alloc past the reserved capacity, the machine then unchanged; within it, never.
   constexpr Outcome record(std::span<const token> ids, std::size_t canonical_end) {
     if (phase_ == Phase::writing) return refuse(Refusal::writing);
     if (canonical_end > ids.size()) return refuse(Refusal::canonical_end_past_ids);  // INV-9
@@ -109,17 +121,20 @@ class Machine {
     return {};
   }
 
-  /// Forget everything held: the KV state no longer holds anything usable. Always safe, so
-  /// accepted in any phase; during a write it taints the write, whose commit then stores nothing
-  /// (INV-11).
+  /// Forget everything held: the KV state no longer holds anything usable.
+  /// Refuses: nothing: always safe, so accepted in any phase.
+  /// Effect: the record is empty; during a write it taints the write, whose commit then stores
+  /// nothing (INV-11).
   constexpr Outcome clear() noexcept {
     forget();
     if (phase_ == Phase::writing) tainted_ = true;
     return {};
   }
 
-  /// Change the rule's knobs. Turning reuse off also forgets what is held: while off nothing is
-  /// recorded but the KV state is still written, so the old record would go stale (audit 253).
+  /// Change the rule's knobs.
+  /// Refuses: `writing` while a request is written; `chunk_zero` (INV-9).
+  /// Effect: the config is `config`. Turning reuse off also forgets what is held: while off nothing
+  /// is recorded but the KV state is still written, so the old record would go stale (audit 253).
   /// Changing chunk forgets it too: its rows were computed on the old prefill grid (INV-11, THM-1).
   constexpr Outcome configure(const Config& config) noexcept {
     if (phase_ == Phase::writing) return refuse(Refusal::writing);
