@@ -19,10 +19,7 @@ std::vector<TracedRequirement> parse_traced(std::string_view text, std::string_v
   try {
     document = json::parse(text);
   } catch (const json::exception& e) {
-    // "[json.exception.parse_error.101] parse error at line 1, ...": the bracketed tag says nothing.
-    std::string_view what = e.what();
-    if (const std::size_t tag = what.find("] "); tag != std::string_view::npos) what.remove_prefix(tag + 2);
-    fail(fmt::format("malformed JSON: {}", what));
+    fail(malformed(e));
   }
   const std::string expected = fmt::format(
       "expected {{\"format\": \"{}\", \"requirements\": [...]}}, the table the tests' build writes ({})", traced_format,
