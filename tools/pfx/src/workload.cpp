@@ -14,9 +14,21 @@ namespace {
 /// What a request does to the conversation, as the table shows it.
 enum class Kind { new_session, turn, regenerate, edit_late, edit_early, other_session, shorter, short_prompt, clear };
 
-/// Each kind's label, in Kind's order.
-constexpr std::array labels{"new session", "turn", "regenerate", "edit late", "edit early", "other session",
-                            "shorter", "short", "clear"};
+/// Each kind's label: a switch, so that a kind added without one is a warning (an error here).
+const char* label(Kind kind) {
+  switch (kind) {
+    case Kind::new_session: return "new session";
+    case Kind::turn: return "turn";
+    case Kind::regenerate: return "regenerate";
+    case Kind::edit_late: return "edit late";
+    case Kind::edit_early: return "edit early";
+    case Kind::other_session: return "other session";
+    case Kind::shorter: return "shorter";
+    case Kind::short_prompt: return "short";
+    case Kind::clear: return "clear";
+  }
+  return "?";
+}
 
 struct Session {
   std::vector<token> prompt;  ///< the last prompt sent
@@ -132,7 +144,7 @@ class Generator {
     }
     prompt.resize(std::min(prompt.size(), longest_ - max_new));
     ++requests_;
-    return TraceRequest{std::move(prompt), max_new, labels.at(static_cast<std::size_t>(kind)), 0, ""};
+    return TraceRequest{std::move(prompt), max_new, label(kind), 0, ""};
   }
 
   static void append(std::vector<token>& to, const std::vector<token>& more) { to.insert(to.end(), more.begin(), more.end()); }
