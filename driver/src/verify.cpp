@@ -35,9 +35,7 @@ std::vector<std::uint64_t> row_digests(const KvState& kv, std::size_t rows) {
 struct Served {
   bool refused = false;
   std::string failure;  ///< non-empty: the lane failed this request
-  std::vector<token> generated;
-  std::vector<float> logits;
-  std::vector<std::uint64_t> rows;
+  Vouched vouched;
 };
 
 /// A float with all its digits and its bits: two values that print alike still show how they differ.
@@ -48,28 +46,31 @@ std::string hex(float x) {
   return text;
 }
 
-/// How `got` differs from `cold`, or empty.
-std::string difference(const Served& got, const ColdRun& cold, const std::vector<std::uint64_t>& cold_rows) {
-  for (std::size_t i = 0; i < got.generated.size() && i < cold.generated.size(); ++i) {
-    if (got.generated[i] != cold.generated[i]) {
-      return "generated token " + std::to_string(i) + ": " + std::to_string(got.generated[i]) + " vs " +
+}  // namespace
+
+Vouched Vouched::of(std::vector<token> generated, std::vector<float> logits, const KvState& kv, std::size_t rows) {
+  return {std::move(generated), std::move(logits), row_digests(kv, rows)};
+}
+
+std::string difference(const Vouched& resumed, const Vouched& cold) {
+  for (std::size_t i = 0; i < resumed.generated.size() && i < cold.generated.size(); ++i) {
+    if (resumed.generated[i] != cold.generated[i]) {
+      return "generated token " + std::to_string(i) + ": " + std::to_string(resumed.generated[i]) + " vs " +
              std::to_string(cold.generated[i]) + " cold";
     }
   }
-  if (got.generated.size() != cold.generated.size()) return "a different number of generated tokens";
-  for (std::size_t i = 0; i < got.logits.size() && i < cold.logits.size(); ++i) {
-    if (std::bit_cast<std::uint32_t>(got.logits[i]) != std::bit_cast<std::uint32_t>(cold.logits[i])) {
-      return "logit " + std::to_string(i) + ": " + hex(got.logits[i]) + " vs " + hex(cold.logits[i]) + " cold";
+  if (resumed.generated.size() != cold.generated.size()) return "a different number of generated tokens";
+  for (std::size_t i = 0; i < resumed.logits.size() && i < cold.logits.size(); ++i) {
+    if (std::bit_cast<std::uint32_t>(resumed.logits[i]) != std::bit_cast<std::uint32_t>(cold.logits[i])) {
+      return "logit " + std::to_string(i) + ": " + hex(resumed.logits[i]) + " vs " + hex(cold.logits[i]) + " cold";
     }
   }
-  if (got.logits.size() != cold.logits.size()) return "a different number of logits";
-  for (std::size_t row = 0; row < got.rows.size() && row < cold_rows.size(); ++row) {
-    if (got.rows[row] != cold_rows[row]) return "KV row " + std::to_string(row) + " differs from the cold run's";
+  if (resumed.logits.size() != cold.logits.size()) return "a different number of logits";
+  for (std::size_t row = 0; row < resumed.rows.size() && row < cold.rows.size(); ++row) {
+    if (resumed.rows[row] != cold.rows[row]) return "KV row " + std::to_string(row) + " differs from the cold run's";
   }
   return "";
 }
-
-}  // namespace
 
 VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const LaneOptions& options,
                     Engine* cold_engine) {
@@ -83,9 +84,8 @@ VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const L
       try {
         Response r = lane.serve(trace[i].prompt, trace[i].max_new_tokens);
         report.reused_tokens += r.decision.offset;
-        s.generated = std::move(r.generated);
-        s.logits = std::move(r.logits);
-        s.rows = row_digests(lane.kv(), rows_written(trace[i].prompt.size(), trace[i].max_new_tokens));
+        s.vouched = Vouched::of(std::move(r.generated), std::move(r.logits), lane.kv(),
+                                rows_written(trace[i].prompt.size(), trace[i].max_new_tokens));
       } catch (const RequestError&) {
         s.refused = true;
       } catch (const std::exception& e) {
@@ -102,12 +102,12 @@ VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const L
     std::string what = s.failure.empty() ? std::string() : "failed: " + s.failure;
     if (what.empty()) {
       if (cold_kv == nullptr) cold_kv = cold_side.make_kv_state(options.capacity);  // once, reused by every cold run
-      const ColdRun cold = run_cold(cold_side, *cold_kv, trace[i].prompt, trace[i].max_new_tokens);
-      const std::vector<std::uint64_t> cold_rows = s.rows.empty() ? std::vector<std::uint64_t>{}
-                                                                  : row_digests(*cold_kv, s.rows.size());
+      ColdRun cold = run_cold(cold_side, *cold_kv, trace[i].prompt, trace[i].max_new_tokens);
+      const Vouched cold_vouched = Vouched::of(std::move(cold.generated), std::move(cold.logits), *cold_kv,
+                                               s.vouched.rows.size());
       ++report.compared;
-      report.rows_compared += std::min(s.rows.size(), cold_rows.size());
-      what = difference(s, cold, cold_rows);
+      report.rows_compared += std::min(s.vouched.rows.size(), cold_vouched.rows.size());
+      what = difference(s.vouched, cold_vouched);
     }
     if (!what.empty()) {
       ++report.mismatches;

@@ -172,7 +172,9 @@ TEST(Replay, AnEngineThatIsNotDeterministicIsReportedAsAMismatch) {
   for (const RequestReport& report : r.reports) {
     if (report.bitexact == std::optional<bool>(false)) {
       ++flagged;
-      EXPECT_EQ(report.mismatch, "the logits of the prompt's last row differ");
+      // The drift moves logit 0 alone: named, unless it made token 0 the first generated.
+      EXPECT_TRUE(report.mismatch.starts_with("logit 0: ") || report.mismatch.starts_with("generated token 0: "))
+          << report.mismatch;
     }
   }
   EXPECT_EQ(flagged, r.summary.mismatches);

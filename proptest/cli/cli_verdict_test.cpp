@@ -309,7 +309,7 @@ TEST(Pinned, VerifyComparesTheDecodeRowsAResponseVouchesFor) {
   const pfx::cli::ReplaySummary s = pfx::cli::replay(trace, engine, settings);
   EXPECT_EQ(s.verified, 1U);
   EXPECT_EQ(s.mismatches, 1U);
-  EXPECT_EQ(s.first_mismatch.what, "the KV rows differ");
+  EXPECT_EQ(s.first_mismatch.what, "KV row 7 differs from the cold run's");  // the tampered row, named
 }
 
 /// Reads, after every prefill chunk, the row just past it: a stale-row read the lane reports.

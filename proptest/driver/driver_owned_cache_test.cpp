@@ -16,7 +16,10 @@
 #include <pfx/engines/host_reference_engine.hpp>
 
 #include <gtest/gtest.h>
+#include <rapidcheck.h>
 
+#include <bit>
+#include <cstdint>
 #include <stdexcept>
 
 namespace {
@@ -191,6 +194,48 @@ TEST(Verify, PassesOnTheEnginesGridFailsOffItAndFailsWhenNothingIsCompared) {
     EXPECT_EQ(none.compared, 0U);
     EXPECT_FALSE(none.ok());
   }
+}
+
+// difference() is "" exactly when both sides are the same bits, and else names the first generated
+// token, then logit, then KV row digest that differs; -0 is not +0, and a NaN equals only its bits.
+PFX_PROPERTY(Verify, DifferenceIsEmptyExactlyWhenBothSidesAreTheSameBits, "DRV-9", ()) {
+  using pfx::driver::Vouched;
+  const auto floats = rc::gen::map(rc::gen::arbitrary<std::uint32_t>(), [](std::uint32_t bits) {
+    return std::bit_cast<float>(bits);
+  });
+  Vouched cold{*rc::gen::container<std::vector<token>>(rc::gen::inRange<token>(0, 4)),
+               *rc::gen::container<std::vector<float>>(floats),
+               *rc::gen::container<std::vector<std::uint64_t>>(rc::gen::inRange<std::uint64_t>(0, 3))};
+  Vouched resumed = cold;
+  const int changed = *rc::gen::inRange(0, 4);  // 0: nothing; else the tokens, the logits, the rows
+  std::size_t at = 0;
+  // Sets one drawn element to `other`, or adds it to an empty side: then the sizes differ.
+  const auto change = [&](auto& values, auto other) -> std::string {
+    if (values.empty()) {
+      values.push_back(other);
+      return "a different number of ";
+    }
+    at = *rc::gen::inRange<std::size_t>(0, values.size());
+    values[at] = other;
+    return "";
+  };
+  std::string expected;
+  if (changed == 1) {
+    const std::string grown = change(resumed.generated, token{4});
+    expected = grown.empty() ? "generated token " + std::to_string(at) + ": 4 vs " : grown + "generated tokens";
+  } else if (changed == 2) {
+    const std::string grown = change(resumed.logits, 0.0f);
+    if (grown.empty()) resumed.logits[at] = std::bit_cast<float>(std::bit_cast<std::uint32_t>(cold.logits[at]) ^ 1U);
+    expected = grown.empty() ? "logit " + std::to_string(at) + ": " : grown + "logits";
+  } else if (changed == 3 && !cold.rows.empty()) {  // rows are compared where both sides have them
+    change(resumed.rows, std::uint64_t{3});
+    expected = "KV row " + std::to_string(at) + " differs from the cold run's";
+  }
+  const std::string what = pfx::driver::difference(resumed, cold);
+  RC_ASSERT(what.starts_with(expected));
+  RC_ASSERT(what.empty() == expected.empty());
+  RC_ASSERT(pfx::driver::difference(cold, cold).empty());
+  RC_CLASSIFY(expected.empty(), "the same bits");
 }
 
 // A response the lane fails is a mismatch, never a pass.

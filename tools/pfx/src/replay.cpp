@@ -4,12 +4,12 @@
 #include <pfx/driver/cold_run.hpp>
 #include <pfx/driver/errors.hpp>
 #include <pfx/driver/sharded_lane.hpp>
+#include <pfx/driver/verify.hpp>
 #include <pfx/engines/faulty_engine.hpp>
 
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -18,35 +18,18 @@ namespace {
 
 double milliseconds(std::chrono::nanoseconds t) { return std::chrono::duration<double, std::milli>(t).count(); }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
-
-/// What a resumed response and its cold run disagree on, or "" when they agree bit for bit: the
-/// logits of the prompt's last row, the generated tokens, and every KV row the request vouches for
-/// (the prompt's, and the decode rows below the last generated token).
-std::string difference(const driver::Lane& resumed, const driver::Response& r, const driver::KvState& cold_kv,
-                       const driver::ColdRun& c, std::size_t prompt_tokens) {
-  if (!same_bits(r.logits, c.logits)) return "the logits of the prompt's last row differ";
-  if (r.generated != c.generated) return "the generated tokens differ";
-  const std::size_t rows = driver::rows_written(prompt_tokens, r.generated.size());
-  // As bytes in the state's own format (fp32 rows of pfx's states, f16 of a llama.cpp cache, ...); a
-  // state that cannot read rows back is verified through its logits and tokens alone.
-  if (resumed.kv().readable() && cold_kv.readable() &&
-      resumed.kv().read_rows(0, rows) != cold_kv.read_rows(0, rows)) {
-    return "the KV rows differ";
-  }
-  return "";
-}
-
 /// Serves `request` cold on `cold_kv` (driver::run_cold poisons it whole first: as fresh as a new
-/// state, allocated once) and writes into `report` whether `response` equals it bit for bit.
+/// state, allocated once) and writes into `report` whether `response` equals it bit for bit: its
+/// generated tokens, its prompt's logits and every KV row it vouches for (the prompt's, and the decode
+/// rows below the last generated token), compared as driver::verify compares them.
 void compare_cold(driver::Engine& engine, driver::KvState& cold_kv, const driver::Lane& resumed,
                   const TraceRequest& request, const driver::Response& response, RequestReport& report) {
   driver::ColdRun reference;
   try {
     reference = driver::run_cold(engine, cold_kv, request.prompt, request.max_new_tokens);
-    report.mismatch = difference(resumed, response, cold_kv, reference, request.prompt.size());
+    const std::size_t rows = driver::rows_written(request.prompt.size(), response.generated.size());
+    report.mismatch = driver::difference(driver::Vouched::of(response.generated, response.logits, resumed.kv(), rows),
+                                         driver::Vouched::of(reference.generated, reference.logits, cold_kv, rows));
   } catch (const driver::StaleRowRead& e) {  // the engine itself is broken: nothing to compare with
     report.mismatch = std::string("the cold run failed: ") + e.what();
   }

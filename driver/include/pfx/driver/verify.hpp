@@ -11,12 +11,32 @@
 #include <pfx/token.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace pfx::driver {
+
+/// What a response vouches for, kept to be compared with its cold run: its generated tokens, the
+/// logits of its prompt's last row, and one digest (FNV-1a) of each KV row it wrote, as bytes in the
+/// state's own format. A long trace holds 8 bytes per row, not the rows.
+struct Vouched {
+  std::vector<token> generated;
+  std::vector<float> logits;
+  std::vector<std::uint64_t> rows;  ///< none where the state cannot read rows back
+
+  /// `generated` and `logits` with the digests of rows [0, rows) of `kv`.
+  [[nodiscard]] static Vouched of(std::vector<token> generated, std::vector<float> logits, const KvState& kv,
+                                  std::size_t rows);
+};
+
+/// How `resumed` differs from `cold`, or "" when it equals it bit for bit: the first differing
+/// generated token ("generated token 3: 17 vs 12 cold"), else logit ("logit 5: 0.25 (0x3e800000) vs
+/// ..."), else KV row ("KV row 9 differs from the cold run's"). Rows are compared where both sides
+/// could read them.
+[[nodiscard]] std::string difference(const Vouched& resumed, const Vouched& cold);
 
 /// One request of a trace: a prompt, and how many tokens to generate greedily after it.
 struct TraceRequest {
