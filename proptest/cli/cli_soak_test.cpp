@@ -1,4 +1,4 @@
-// `pfx soak` (docs/cli.md): the workload stream is the embedded workload item by item and stays
+// `pfx soak` (docs/cli.md): the workload is a fixed function of its options that fits them, and stays
 // within capacity for ever; through injected failures every sampled response equals its cold run,
 // the request after each failure among them; a drifting engine is a mismatch; memory that grows
 // after the warm-up fails the run; bad options exit 2.
@@ -16,6 +16,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -30,23 +32,40 @@ using pfx::cli::SoakSummary;
 using pfx::cli::TraceItem;
 using pfx::cli::TraceRequest;
 
-TEST(Soak, TheWorkloadStreamIsTheEmbeddedWorkloadItemByItem) {
-  pfx::test::verifies("SOAK-1");
-  for (const pfx::cli::WorkloadOptions options :
-       {pfx::cli::WorkloadOptions{.seed = 1, .vocab = 300, .requests = 200, .capacity = 1024},
-        pfx::cli::WorkloadOptions{.seed = 7, .vocab = 64, .requests = 5, .capacity = 256},
-        pfx::cli::WorkloadOptions{.seed = 9, .vocab = 32000, .requests = 60, .capacity = 4096}}) {
-    const std::vector<TraceItem> whole = pfx::cli::embedded_workload(options);
-    const pfx::cli::ItemSource next = pfx::cli::workload_stream(options);
-    for (const TraceItem& expected : whole) {
-      const std::optional<TraceItem> item = next();
-      ASSERT_TRUE(item.has_value());
-      EXPECT_EQ(pfx::cli::to_trace_line(*item), pfx::cli::to_trace_line(expected));
-      EXPECT_EQ(std::visit([](const auto& i) { return i.line; }, *item),
-                std::visit([](const auto& i) { return i.line; }, expected));
-    }
-    EXPECT_FALSE(next().has_value());
+// The workload is a fixed function of its options, over their whole range (seeds up to 2^64 - 1,
+// vocabularies past the 32000 it draws from): the same options give the same lines; it holds exactly
+// --requests requests, numbered as the lines of `pfx workload`, each fitting the vocabulary and the
+// capacity; and the embedded workload is that stream.
+PFX_PROPERTY(Soak, TheWorkloadIsAFixedFunctionOfItsOptionsAndFitsThem, "SOAK-1", ()) {
+  const pfx::cli::WorkloadOptions options{
+      .seed = *rc::gen::oneOf(rc::gen::arbitrary<std::uint64_t>(), rc::gen::element<std::uint64_t>(0, 1U << 31, UINT64_MAX)),
+      .vocab = *rc::gen::oneOf(rc::gen::inRange<std::size_t>(2, 70000), rc::gen::element<std::size_t>(2, 32000, 32001, 1U << 24)),
+      .requests = *rc::gen::inRange<std::size_t>(1, 120),
+      .capacity = *rc::gen::inRange<std::size_t>(256, 4097),
+      .sessions = *rc::gen::inRange<std::size_t>(0, 9)};
+  const pfx::cli::ItemSource first = pfx::cli::workload_stream(options);
+  const pfx::cli::ItemSource again = pfx::cli::workload_stream(options);
+  const std::vector<TraceItem> whole = pfx::cli::embedded_workload(options);
+  std::size_t items = 0;
+  std::size_t requests = 0;
+  while (const std::optional<TraceItem> item = first()) {
+    const std::optional<TraceItem> same = again();
+    RC_ASSERT(same.has_value());
+    RC_ASSERT(pfx::cli::to_trace_line(*item) == pfx::cli::to_trace_line(*same));
+    RC_ASSERT(items < whole.size());
+    RC_ASSERT(pfx::cli::to_trace_line(*item) == pfx::cli::to_trace_line(whole[items]));
+    ++items;
+    RC_ASSERT(std::visit([](const auto& i) { return i.line; }, *item) == items);  // line n of `pfx workload`
+    const auto* request = std::get_if<TraceRequest>(&*item);
+    if (request == nullptr) continue;
+    ++requests;
+    RC_ASSERT(!request->prompt.empty());
+    RC_ASSERT(request->prompt.size() + request->max_new_tokens <= options.capacity);
+    for (const pfx::token t : request->prompt) RC_ASSERT(static_cast<std::size_t>(t) < std::min<std::size_t>(options.vocab, 32000));
   }
+  RC_ASSERT(!again().has_value());
+  RC_ASSERT(items == whole.size());
+  RC_ASSERT(requests == options.requests);
 }
 
 TEST(Soak, ALongStreamWithBoundedSessionsKeepsEveryRequestWithinCapacity) {
