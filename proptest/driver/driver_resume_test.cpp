@@ -73,12 +73,6 @@ bool resumed_equals_cold(HostReferenceEngine& engine, const std::vector<token>& 
          pfx::test::same_bits(kv->copy_rows(0, prompt.size()), cold_kv->copy_rows(0, prompt.size()));
 }
 
-std::vector<token> random_tokens(std::mt19937_64& random, std::size_t n, std::size_t vocab) {
-  std::vector<token> out(n);
-  for (token& t : out) t = static_cast<token>(random() % vocab);
-  return out;
-}
-
 // The seed's rule (chunk = 1) on an engine whose grid is 8: it grants offsets off the grid, and the
 // resumed prefill then splits a chunk where the cold one does not. The same cases with chunk = 8 are
 // bit-exact, so the difference is the rule's, not the test's.
@@ -88,9 +82,9 @@ TEST(Counterexample, TheSeedsRuleWithChunkOneBreaksBitExactness) {
   std::mt19937_64 random(1);
   std::size_t seed_rule_mismatches = 0;
   for (int trial = 0; trial < 40; ++trial) {
-    const std::vector<token> held = random_tokens(random, 17 + random() % 40, engine.vocab());
+    const std::vector<token> held = pfx::test::random_tokens(random, 17 + random() % 40, engine.vocab());
     std::vector<token> prompt = held;
-    const std::vector<token> suffix = random_tokens(random, 1 + random() % 5, engine.vocab());
+    const std::vector<token> suffix = pfx::test::random_tokens(random, 1 + random() % 5, engine.vocab());
     prompt.insert(prompt.end(), suffix.begin(), suffix.end());
 
     for (const std::size_t chunk : {std::size_t{1}, engine.chunk()}) {
@@ -119,7 +113,7 @@ TEST(Counterexample, ReusingRowsPastCanonicalEndBreaksBitExactness) {
   std::size_t mismatches = 0;
   for (int trial = 0; trial < 20; ++trial) {
     // 16 prompt tokens prefilled, then 8 answer tokens, the first 7 with rows written by decode.
-    std::vector<token> held = random_tokens(random, 24, engine.vocab());
+    std::vector<token> held = pfx::test::random_tokens(random, 24, engine.vocab());
     std::vector<token> prompt = held;
     prompt.push_back(static_cast<token>(random() % engine.vocab()));
     const std::size_t decoded = 8;
@@ -156,7 +150,7 @@ TEST(Lane, AllocatesTheKvStateOnceAtFullCapacity) {
   for (int i = 0; i < 30; ++i) {
     const std::size_t length = 1 + random() % 250;
     const std::size_t max_new = random() % (300 - length + 1);
-    (void)lane.serve(random_tokens(random, length, shape.vocab), max_new);
+    (void)lane.serve(pfx::test::random_tokens(random, length, shape.vocab), max_new);
     EXPECT_EQ(kv.data(), allocation);
     EXPECT_EQ(lane.machine().capacity(), record_capacity);
   }

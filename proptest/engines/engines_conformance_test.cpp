@@ -48,21 +48,9 @@ bool equals_cold(const Resumed& resumed, const pfx::test::Cold& cold) {
   return pfx::test::same_bits(resumed.logits, cold.logits) && pfx::test::same_bits(resumed.rows, cold.rows);
 }
 
-rc::Gen<std::vector<token>> prompts(std::size_t vocab, std::size_t min, std::size_t max) {
-  return rc::gen::mapcat(rc::gen::inRange(min, max + 1), [vocab](std::size_t n) {
-    return rc::gen::container<std::vector<token>>(n, rc::gen::inRange<token>(0, static_cast<token>(vocab)));
-  });
-}
-
-std::vector<token> random_tokens(std::mt19937_64& random, std::size_t n, std::size_t vocab) {
-  std::vector<token> out(n);
-  for (token& t : out) t = static_cast<token>(random() % vocab);
-  return out;
-}
-
 PFX_PROPERTY(BlockedAttention, AColdRunIsAFunctionOfThePrompt, "THM-1", ()) {
   const ReferenceModelShape shape = *pfx::test::model_shapes();
-  const auto prompt = *prompts(shape.vocab, 1, 60);
+  const auto prompt = *pfx::test::prompts(shape.vocab, 1, 60);
   const std::size_t new_tokens = *rc::gen::inRange<std::size_t>(0, 6);
   BlockedAttentionEngine engine(shape);
   BlockedAttentionEngine twin(shape);
@@ -78,9 +66,9 @@ PFX_PROPERTY(BlockedAttention, AColdRunIsAFunctionOfThePrompt, "THM-1", ()) {
 
 PFX_PROPERTY(BlockedAttention, AResumeOnItsGridEqualsCold, "THM-1", ()) {
   const ReferenceModelShape shape = *pfx::test::model_shapes();
-  const auto prompt = *prompts(shape.vocab, 2, 60);
+  const auto prompt = *pfx::test::prompts(shape.vocab, 2, 60);
   const std::size_t offset = *rc::gen::inRange<std::size_t>(0, (prompt.size() - 1) / shape.chunk + 1) * shape.chunk;
-  const auto tail = *prompts(shape.vocab, 1, 20);
+  const auto tail = *pfx::test::prompts(shape.vocab, 1, 20);
   BlockedAttentionEngine engine(shape);
   const pfx::test::Cold cold = pfx::test::cold_run(engine, capacity, prompt, 0);
   RC_ASSERT(equals_cold(resume(engine, prompt, tail, offset), cold));
@@ -90,7 +78,7 @@ PFX_PROPERTY(BlockedAttention, AResumeOnItsGridEqualsCold, "THM-1", ()) {
 // The tiles change how the sums round, not what they sum: prefill agrees with decode up to rounding.
 PFX_PROPERTY(BlockedAttention, PrefillAndDecodeComputeTheSameAttention, "THM-1", ()) {
   const ReferenceModelShape shape = *pfx::test::model_shapes();
-  const auto prompt = *prompts(shape.vocab, 1, 60);
+  const auto prompt = *pfx::test::prompts(shape.vocab, 1, 60);
   BlockedAttentionEngine engine(shape);
   RC_ASSERT(pfx::test::prefill_and_decode_agree(engine, prompt));
 }
@@ -104,10 +92,10 @@ TEST(BlockedAttention, AResumeOffItsGridDiffersFromColdOnTypicalPrompts) {
   std::size_t differ = 0;
   constexpr std::size_t trials = 40;
   for (std::size_t trial = 0; trial < trials; ++trial) {
-    const std::vector<token> prompt = random_tokens(random, 24 + random() % 40, shape.vocab);
+    const std::vector<token> prompt = pfx::test::random_tokens(random, 24 + random() % 40, shape.vocab);
     std::size_t offset = 9 + random() % (prompt.size() - 10);
     if (offset % shape.chunk == 0) ++offset;
-    const std::vector<token> tail = random_tokens(random, 1 + random() % 8, shape.vocab);
+    const std::vector<token> tail = pfx::test::random_tokens(random, 1 + random() % 8, shape.vocab);
     const pfx::test::Cold cold = pfx::test::cold_run(engine, capacity, prompt, 0);
     differ += equals_cold(resume(engine, prompt, tail, offset), cold) ? 0 : 1;
   }
@@ -121,7 +109,7 @@ TEST(Nondeterministic, TwoColdRunsOfTheSamePromptDiffer) {
   NondeterministicEngine engine(shape);
   std::mt19937_64 random(4);
   for (int trial = 0; trial < 10; ++trial) {
-    const std::vector<token> prompt = random_tokens(random, 64, shape.vocab);
+    const std::vector<token> prompt = pfx::test::random_tokens(random, 64, shape.vocab);
     const pfx::test::Cold first = pfx::test::cold_run(engine, capacity, prompt, 4);
     const pfx::test::Cold second = pfx::test::cold_run(engine, capacity, prompt, 4);
     EXPECT_FALSE(pfx::test::same_bits(first.rows, second.rows)) << "trial " << trial;
@@ -135,7 +123,7 @@ TEST(Nondeterministic, TwoEnginesOfTheSameSeedMakeTheSameFloats) {
   NondeterministicEngine twin(shape, 9);
   NondeterministicEngine other(shape, 10);
   std::mt19937_64 random(5);
-  const std::vector<token> prompt = random_tokens(random, 64, shape.vocab);
+  const std::vector<token> prompt = pfx::test::random_tokens(random, 64, shape.vocab);
   const pfx::test::Cold first = pfx::test::cold_run(engine, capacity, prompt, 4);
   EXPECT_TRUE(pfx::test::same_bits(first.rows, pfx::test::cold_run(twin, capacity, prompt, 4).rows));
   EXPECT_FALSE(pfx::test::same_bits(first.rows, pfx::test::cold_run(other, capacity, prompt, 4).rows));

@@ -27,18 +27,6 @@ using pfx::engines::ReferenceModelShape;
 
 constexpr float nan = std::numeric_limits<float>::quiet_NaN();
 
-rc::Gen<std::vector<token>> prompts(std::size_t vocab, std::size_t min, std::size_t max) {
-  return rc::gen::mapcat(rc::gen::inRange(min, max + 1), [vocab](std::size_t n) {
-    return rc::gen::container<std::vector<token>>(n, rc::gen::inRange<token>(0, static_cast<token>(vocab)));
-  });
-}
-
-std::vector<token> random_tokens(std::mt19937_64& random, std::size_t n, std::size_t vocab) {
-  std::vector<token> out(n);
-  for (token& t : out) t = static_cast<token>(random() % vocab);
-  return out;
-}
-
 bool any_nan(const std::vector<float>& xs) {
   return std::any_of(xs.begin(), xs.end(), [](float x) { return std::isnan(x); });
 }
@@ -63,7 +51,7 @@ TEST(Attends, IsThePositionAndThePowersOfTwoBeforeIt) {
 // chunk attends to it (the NaN then reaches that row's upper layers), and not at all otherwise.
 PFX_PROPERTY(ReferenceModel, APrefillReadsExactlyTheAttendedRows, "THM-1 DRV-2", ()) {
   const ReferenceModelShape shape = *pfx::test::model_shapes();
-  const auto prompt = *prompts(shape.vocab, 2, 150);
+  const auto prompt = *pfx::test::prompts(shape.vocab, 2, 150);
   HostReferenceEngine engine(shape);
   const std::size_t n = prompt.size();
   const std::size_t start = *rc::gen::inRange<std::size_t>(1, n);
@@ -96,7 +84,7 @@ PFX_PROPERTY(ReferenceModel, APrefillReadsExactlyTheAttendedRows, "THM-1 DRV-2",
 // NaN exactly when p attends to the poisoned row.
 PFX_PROPERTY(ReferenceModel, ADecodeStepReadsExactlyTheAttendedRows, "THM-1 DRV-2", ()) {
   const ReferenceModelShape shape = *pfx::test::model_shapes();
-  const auto prompt = *prompts(shape.vocab, 2, 150);
+  const auto prompt = *pfx::test::prompts(shape.vocab, 2, 150);
   HostReferenceEngine engine(shape);
   const std::size_t p = prompt.size() - 1;
   const std::size_t poisoned = *rc::gen::inRange<std::size_t>(0, p);
@@ -116,7 +104,7 @@ PFX_PROPERTY(ReferenceModel, ARowFarBackReachesTheLastRowThroughTheLayers, "THM-
   const std::size_t last = *rc::gen::inRange<std::size_t>(1, 600);
   HostReferenceEngine engine(shape);
   std::mt19937_64 random(shape.seed);
-  const std::vector<token> prompt = random_tokens(random, last + 1, shape.vocab);
+  const std::vector<token> prompt = pfx::test::random_tokens(random, last + 1, shape.vocab);
   std::vector<float> logits(shape.vocab);
   const auto kv = engine.make_kv_state(prompt.size());
   engine.prefill(*kv, std::span(prompt).first(1), 0, logits);
@@ -133,7 +121,7 @@ TEST(ReferenceModel, RowZeroReachesTheLastRowOfA65KTokenPrompt) {
   HostReferenceEngine engine(shape);
   std::mt19937_64 random(6);
   for (const std::size_t last : {std::size_t{(1U << 16) + 8}, std::size_t{(1U << 16) + 11}}) {
-    const std::vector<token> prompt = random_tokens(random, last + 1, shape.vocab);
+    const std::vector<token> prompt = pfx::test::random_tokens(random, last + 1, shape.vocab);
     std::vector<float> logits(shape.vocab);
     const auto kv = engine.make_kv_state(prompt.size());
     engine.prefill(*kv, std::span(prompt).first(1), 0, logits);
@@ -148,7 +136,7 @@ TEST(ReferenceModel, RowZeroReachesTheLastRowOfA65KTokenPrompt) {
 // attention: token by token, decode writes the rows prefill writes up to rounding.
 PFX_PROPERTY(ReferenceModel, PrefillAndDecodeComputeTheSameFunction, "THM-1", ()) {
   const ReferenceModelShape shape = *pfx::test::model_shapes();
-  const auto prompt = *prompts(shape.vocab, 1, 80);
+  const auto prompt = *pfx::test::prompts(shape.vocab, 1, 80);
   HostReferenceEngine engine(shape);
   RC_ASSERT(pfx::test::prefill_and_decode_agree(engine, prompt));
 }
@@ -177,8 +165,8 @@ TEST(ReferenceModel, AResumeOffTheGridDiffersFromColdOnTypicalPrompts) {
   std::size_t differ = 0;
   constexpr std::size_t trials = 40;
   for (std::size_t trial = 0; trial < trials; ++trial) {
-    const std::vector<token> prompt = random_tokens(random, 40 + random() % 200, engine.vocab());
-    const std::vector<token> tail = random_tokens(random, 1 + random() % 8, engine.vocab());
+    const std::vector<token> prompt = pfx::test::random_tokens(random, 40 + random() % 200, engine.vocab());
+    const std::vector<token> tail = pfx::test::random_tokens(random, 1 + random() % 8, engine.vocab());
     const std::size_t aligned = (8 + random() % (prompt.size() - 8)) / 8 * 8;
     EXPECT_TRUE(resume_equals_cold(engine, prompt, aligned, tail)) << "trial " << trial << ", offset " << aligned;
     const std::size_t unaligned = aligned + 1 + random() % 7;

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <random>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,20 @@ inline rc::Gen<engines::ReferenceModelShape> model_shapes() {
       rc::gen::element<std::size_t>(8, 24, 64), rc::gen::element<std::size_t>(4, 8, 16),
       rc::gen::element<std::size_t>(2, 3), rc::gen::element<std::size_t>(1, 2, 3, 4, 8, 16),
       rc::gen::arbitrary<std::uint64_t>());
+}
+
+/// Prompts of min..max tokens, each id below `vocab`.
+inline rc::Gen<std::vector<token>> prompts(std::size_t vocab, std::size_t min, std::size_t max) {
+  return rc::gen::mapcat(rc::gen::inRange(min, max + 1), [vocab](std::size_t n) {
+    return rc::gen::container<std::vector<token>>(n, rc::gen::inRange<token>(0, static_cast<token>(vocab)));
+  });
+}
+
+/// `n` token ids below `vocab` from a seeded generator, for the example tests that draw their own.
+inline std::vector<token> random_tokens(std::mt19937_64& random, std::size_t n, std::size_t vocab) {
+  std::vector<token> out(n);
+  for (token& t : out) t = static_cast<token>(random() % vocab);
+  return out;
 }
 
 /// Bitwise equality of floats (NaN equals the same NaN; -0 differs from +0).
