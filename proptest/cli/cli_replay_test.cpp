@@ -592,7 +592,13 @@ TEST(ReplayCommand, ABadTraceReplaysNothingAndNamesEveryBadLine) {
 
   const PfxRun missing = run_pfx("replay " + ::testing::TempDir() + "pfx_no_such_trace.jsonl");
   EXPECT_EQ(missing.status, pfx::cli::exit_bad_input);
-  EXPECT_NE(missing.err.find("No such file or directory"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("pfx_no_such_trace.jsonl: cannot read the file (No such file or directory)"),
+            std::string::npos)
+      << missing.err;
+  // A directory opens as a stream and reads as empty: it is named as what it is, not as an empty trace.
+  const PfxRun directory = run_pfx("replay " + ::testing::TempDir());
+  EXPECT_EQ(directory.status, pfx::cli::exit_bad_input);
+  EXPECT_NE(directory.err.find("cannot read the file: it is a directory"), std::string::npos) << directory.err;
 }
 
 TEST(Run, BadInputExitsTwoWithTheCommandsNameAndHelpAndVersionExitZero) {

@@ -26,7 +26,7 @@ pfx_expect_status(cli.replay_bad_trace_line_exits_2 STATUS 2
                   MATCH "pfx replay: [^\n]*bad_line_2.jsonl:2: field \"max_new_tokens\": is negative \\(-2\\)\n1 bad line; nothing was replayed"
                   COMMAND replay "${pfx_replay_inputs}/bad_line_2.jsonl")
 pfx_expect_status(cli.replay_missing_trace_exits_2 STATUS 2
-                  MATCH "pfx replay: cannot read no-such-trace.jsonl: No such file or directory"
+                  MATCH "pfx replay: no-such-trace.jsonl: cannot read the file \\(No such file or directory\\)"
                   COMMAND replay no-such-trace.jsonl)
 pfx_expect_status(cli.replay_bad_option_exits_2 STATUS 2 MATCH "pfx replay: --faults: "
                   COMMAND replay --faults 1.5)

@@ -5,6 +5,7 @@
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/engine_option.hpp>
 #include <pfx/cli/interrupt.hpp>
+#include <pfx/cli/json_kind.hpp>
 #include <pfx/cli/progress.hpp>
 #include <pfx/cli/replay.hpp>
 #include <pfx/cli/soak.hpp>
@@ -23,12 +24,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -189,12 +186,9 @@ Input read_input(const Options& o) {
     source = "<stdin>";
     trace = read_trace(std::cin, limits);
   } else {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) throw InputError(fmt::format("cannot read {}: it is a directory", source));
-    std::ifstream in(path);
-    if (!in) throw InputError(fmt::format("cannot read {}: {}", source, std::strerror(errno)));
+    std::ifstream in = open_file(path, path, "");
     trace = read_trace(in, limits);
-    if (in.bad()) throw InputError(fmt::format("cannot read {}: {}", source, std::strerror(errno)));
+    check_read(in, path);
   }
   if (!trace.problems.empty()) {
     constexpr std::size_t shown = 10;

@@ -24,17 +24,28 @@
 
 namespace pfx::cli {
 
-/// The text of the file at `path`. Throws InputError "<label>: cannot read the file ..." with the
-/// reason, and `hint` after it when the file cannot be opened.
-[[nodiscard]] inline std::string read_file(const std::string& label, const std::string& path, std::string_view hint) {
+/// The file at `path`, open. Throws InputError "<label>: cannot read the file ..." with the reason,
+/// and `hint` after it when the file cannot be opened.
+[[nodiscard]] inline std::ifstream open_file(const std::string& label, const std::string& path, std::string_view hint) {
   std::error_code ec;
   // A directory opens as a stream on Linux and reads as empty text: say what it is instead.
   if (std::filesystem::is_directory(path, ec)) throw InputError(label + ": cannot read the file: it is a directory");
   std::ifstream in(path);
   if (!in) throw InputError(fmt::format("{}: cannot read the file ({}){}", label, std::strerror(errno), hint));
+  return in;
+}
+
+/// Throws InputError "<label>: cannot read the file (<reason>)" when reading `in` failed part way.
+inline void check_read(const std::ifstream& in, const std::string& label) {
+  if (in.bad()) throw InputError(fmt::format("{}: cannot read the file ({})", label, std::strerror(errno)));
+}
+
+/// The text of the file at `path`, as open_file opens it.
+[[nodiscard]] inline std::string read_file(const std::string& label, const std::string& path, std::string_view hint) {
+  std::ifstream in = open_file(label, path, hint);
   std::ostringstream all;
   all << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("{}: cannot read the file ({})", label, std::strerror(errno)));
+  check_read(in, label);
   return all.str();
 }
 
