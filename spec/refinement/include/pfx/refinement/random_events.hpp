@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <variant>
 
 namespace pfx::refinement {
@@ -62,7 +63,10 @@ struct EventRanges {
 template <Draws D>
 class RandomEvents {
  public:
-  explicit RandomEvents(D& draws, EventRanges ranges = {}) : draws_(draws), ranges_(ranges) {}
+  /// `writing_prompt`: the prompt being written, for a generator made in the middle of a run (a
+  /// stateful test draws each event with a new one, from its model).
+  explicit RandomEvents(D& draws, EventRanges ranges = {}, spec::Tokens writing_prompt = {})
+      : draws_(draws), ranges_(ranges), writing_prompt_(std::move(writing_prompt)) {}
 
   /// Mostly what the phase accepts (a lane's own sequence), else any event, so refusals come too.
   spec::Event next(const spec::State& model) {
