@@ -40,18 +40,14 @@ PFX_PROPERTY(Soak, TheWorkloadIsAFixedFunctionOfItsOptionsAndFitsThem, "SOAK-1",
   const pfx::cli::WorkloadOptions options{
       .seed = *rc::gen::oneOf(rc::gen::arbitrary<std::uint64_t>(), rc::gen::element<std::uint64_t>(0, 1U << 31, UINT64_MAX)),
       .vocab = *rc::gen::oneOf(rc::gen::inRange<std::size_t>(2, 70000), rc::gen::element<std::size_t>(2, 32000, 32001, 1U << 24)),
-      .requests = *rc::gen::inRange<std::size_t>(1, 120),
+      .requests = *rc::gen::inRange<std::size_t>(1, 80),
       .capacity = *rc::gen::inRange<std::size_t>(256, 4097),
       .sessions = *rc::gen::inRange<std::size_t>(0, 9)};
   const pfx::cli::ItemSource first = pfx::cli::workload_stream(options);
-  const pfx::cli::ItemSource again = pfx::cli::workload_stream(options);
-  const std::vector<TraceItem> whole = pfx::cli::embedded_workload(options);
+  const std::vector<TraceItem> whole = pfx::cli::embedded_workload(options);  // a second run of the same options
   std::size_t items = 0;
   std::size_t requests = 0;
   while (const std::optional<TraceItem> item = first()) {
-    const std::optional<TraceItem> same = again();
-    RC_ASSERT(same.has_value());
-    RC_ASSERT(pfx::cli::to_trace_line(*item) == pfx::cli::to_trace_line(*same));
     RC_ASSERT(items < whole.size());
     RC_ASSERT(pfx::cli::to_trace_line(*item) == pfx::cli::to_trace_line(whole[items]));
     ++items;
@@ -63,7 +59,6 @@ PFX_PROPERTY(Soak, TheWorkloadIsAFixedFunctionOfItsOptionsAndFitsThem, "SOAK-1",
     RC_ASSERT(request->prompt.size() + request->max_new_tokens <= options.capacity);
     for (const pfx::token t : request->prompt) RC_ASSERT(static_cast<std::size_t>(t) < std::min<std::size_t>(options.vocab, 32000));
   }
-  RC_ASSERT(!again().has_value());
   RC_ASSERT(items == whole.size());
   RC_ASSERT(requests == options.requests);
 }
