@@ -10,6 +10,7 @@
 
 #include <pfx/conform/check.hpp>
 #include <pfx/driver/cold_run.hpp>
+#include <pfx/driver/host_kv_state.hpp>
 #include <pfx/driver/lane.hpp>
 #include <pfx/driver/verify.hpp>
 #include <pfx/engines/cache_owning_engine.hpp>
@@ -236,6 +237,45 @@ PFX_PROPERTY(Verify, DifferenceIsEmptyExactlyWhenBothSidesAreTheSameBits, "DRV-9
   RC_ASSERT(what.empty() == expected.empty());
   RC_ASSERT(pfx::driver::difference(cold, cold).empty());
   RC_CLASSIFY(expected.empty(), "the same bits");
+}
+
+/// A state read the way a cache an engine owns is read: read_rows alone, row by row.
+class ReadOnlyView final : public pfx::driver::KvState {
+ public:
+  explicit ReadOnlyView(const pfx::driver::KvState& rows) : rows_(rows) {}
+  [[nodiscard]] const pfx::driver::KvShape& shape() const noexcept override { return rows_.shape(); }
+  void forget(std::size_t) override {}
+  void synchronize() override {}
+  [[nodiscard]] bool readable() const noexcept override { return true; }
+  [[nodiscard]] std::vector<std::byte> read_rows(std::size_t from, std::size_t to) const override {
+    return rows_.read_rows(from, to);
+  }
+
+ private:
+  const pfx::driver::KvState& rows_;
+};
+
+// A state that owns its rows is read once for its digests, and they are the digests of each row's
+// own read: the same as row-by-row reads give, and a changed row is named as itself.
+PFX_PROPERTY(Verify, TheDigestsOfOneReadAreEachRowsOwn, "DRV-9", ()) {
+  const pfx::driver::KvShape shape{.capacity = *rc::gen::inRange<std::size_t>(1, 40),
+                                   .layers = *rc::gen::inRange<std::size_t>(1, 4),
+                                   .width = *rc::gen::inRange<std::size_t>(1, 9)};
+  pfx::driver::HostKvState resumed(shape);
+  pfx::driver::HostKvState cold(shape);
+  const std::size_t rows = *rc::gen::inRange<std::size_t>(1, shape.capacity + 1);
+  for (std::size_t row = 0; row < rows; ++row) {
+    const auto value = static_cast<float>(row) + 0.5f;
+    resumed.fill(row, row + 1, value);
+    cold.fill(row, row + 1, value);
+  }
+  const std::size_t changed = *rc::gen::inRange<std::size_t>(0, rows);
+  resumed.fill(changed, changed + 1, -1.0f);
+  const auto vouched = [rows](const pfx::driver::KvState& kv) { return pfx::driver::Vouched::of({}, {}, kv, rows); };
+  RC_ASSERT(vouched(resumed).rows == vouched(ReadOnlyView(resumed)).rows);
+  RC_ASSERT(vouched(cold).rows == vouched(ReadOnlyView(cold)).rows);
+  RC_ASSERT(pfx::driver::difference(vouched(resumed), vouched(cold)) ==
+            "KV row " + std::to_string(changed) + " differs from the cold run's");
 }
 
 // A response the lane fails is a mismatch, never a pass.
