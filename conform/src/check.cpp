@@ -22,8 +22,8 @@ namespace {
 
 /// What a run leaves: rows [0, n) of the KV state, where they can be read, and the last row's logits.
 /// A state in pfx's memory is read whole (KvState::copy_rows's layout, as bytes); an engine's own
-/// cache row by row, each row's bytes in the engine's format, so that a difference names its row
-/// whatever the engine's layout.
+/// cache as each row's bytes in the engine's format (read_each_row), so that a difference names its
+/// row whatever the engine's layout.
 struct Run {
   std::vector<std::byte> rows;
   std::vector<std::size_t> row_ends;  ///< an engine's own cache: where each row's bytes end in `rows`
@@ -39,8 +39,7 @@ void read_rows(const driver::KvState& kv, std::size_t n, Run& run) {
     run.rows = kv.read_rows(0, n);
     return;
   }
-  for (std::size_t row = 0; row < n; ++row) {
-    const std::vector<std::byte> bytes = kv.read_rows(row, row + 1);
+  for (const std::vector<std::byte>& bytes : kv.read_each_row(0, n)) {
     run.rows.insert(run.rows.end(), bytes.begin(), bytes.end());
     run.row_ends.push_back(run.rows.size());
   }

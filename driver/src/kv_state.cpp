@@ -27,6 +27,29 @@ std::vector<std::byte> KvState::read_rows(std::size_t from, std::size_t to) cons
   return bytes;
 }
 
+std::vector<std::vector<std::byte>> KvState::read_each_row(std::size_t from, std::size_t to) const {
+  check_rows(shape(), from, to, "KvState::read_each_row");
+  std::vector<std::vector<std::byte>> each(to - from);
+  if (!owns_rows()) {
+    for (std::size_t i = 0; i < each.size(); ++i) each[i] = read_rows(from + i, from + i + 1);
+    return each;
+  }
+  // copy_rows's layout: 2 x layers planes of (to - from) rows of `width` floats; a row's own read is
+  // its row of each plane, in plane order.
+  const std::vector<float> floats = copy_rows(from, to);
+  const std::size_t row_bytes = shape().width * sizeof(float);
+  const std::size_t planes = 2 * shape().layers;
+  const auto* bytes = reinterpret_cast<const std::byte*>(floats.data());
+  for (std::size_t i = 0; i < each.size(); ++i) {
+    each[i].reserve(planes * row_bytes);
+    for (std::size_t plane = 0; plane < planes; ++plane) {
+      const std::byte* row = bytes + (plane * each.size() + i) * row_bytes;
+      each[i].insert(each[i].end(), row, row + row_bytes);
+    }
+  }
+  return each;
+}
+
 void forget_rows(KvState& kv, std::size_t from, std::size_t end, bool poison) {
   kv.forget(from);
   if (poison && kv.owns_rows() && from < end) kv.fill(from, end, std::numeric_limits<float>::quiet_NaN());

@@ -14,9 +14,10 @@
 namespace pfx::driver {
 namespace {
 
-/// FNV-1a over `bytes`, continuing from `h`: the lane's rows are kept as one digest per row, so that
+/// FNV-1a over `bytes`: the lane's rows are kept as one digest per row, so that
 /// a long trace holds 8 bytes per row, not the rows, until its cold runs.
-std::uint64_t digest(std::span<const std::byte> bytes, std::uint64_t h = 0xcbf29ce484222325ULL) noexcept {
+std::uint64_t digest(std::span<const std::byte> bytes) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
   for (const std::byte b : bytes) {
     h ^= std::to_integer<std::uint64_t>(b);
     h *= 0x100000001b3ULL;
@@ -24,28 +25,12 @@ std::uint64_t digest(std::span<const std::byte> bytes, std::uint64_t h = 0xcbf29
   return h;
 }
 
-/// The digest of each of rows [0, rows), of the bytes read_rows(row, row + 1) gives. A state that
-/// owns its rows is read once (copy_rows: 2 x layers planes of `rows` rows of `width` floats each,
-/// which read_rows gives as bytes), so that a check costs one read, not one a row; a cache an
-/// engine owns, in its own format, is read a row at a time.
+/// The digest of each of rows [0, rows): one read of the state where it can (read_each_row).
 std::vector<std::uint64_t> row_digests(const KvState& kv, std::size_t rows) {
   std::vector<std::uint64_t> out;
   if (!kv.readable()) return out;
   out.reserve(rows);
-  if (!kv.owns_rows()) {
-    for (std::size_t row = 0; row < rows; ++row) out.push_back(digest(kv.read_rows(row, row + 1)));
-    return out;
-  }
-  const std::vector<float> floats = kv.copy_rows(0, rows);
-  const std::size_t width = kv.shape().width;
-  const std::size_t planes = 2 * kv.shape().layers;
-  for (std::size_t row = 0; row < rows; ++row) {
-    std::uint64_t h = digest({});
-    for (std::size_t plane = 0; plane < planes; ++plane) {  // row `row` of each plane, in read_rows's order
-      h = digest(std::as_bytes(std::span(floats).subspan((plane * rows + row) * width, width)), h);
-    }
-    out.push_back(h);
-  }
+  for (const std::vector<std::byte>& row : kv.read_each_row(0, rows)) out.push_back(digest(row));
   return out;
 }
 

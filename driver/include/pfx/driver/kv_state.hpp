@@ -64,6 +64,13 @@ class KvState {
   /// std::logic_error unless readable().
   [[nodiscard]] virtual std::vector<std::byte> read_rows(std::size_t from, std::size_t to) const;
 
+  /// Each row of [from, to) apart: element i holds the bytes read_rows(from + i, from + i + 1)
+  /// gives, so that a difference can name its row whatever the state's layout. Read once where the
+  /// state can: a state that owns its rows makes one copy_rows and splits it by layer; a view of an
+  /// engine's cache overrides this where one read of its format can be split (llama.cpp's), else it
+  /// is read a row at a time. Throws as read_rows does.
+  [[nodiscard]] virtual std::vector<std::vector<std::byte>> read_each_row(std::size_t from, std::size_t to) const;
+
   /// Bytes pfx allocated for the rows: shape().bytes() for a state that owns its rows, allocated
   /// once at construction; 0 for a cache an engine owns.
   [[nodiscard]] virtual std::size_t memory_bytes() const noexcept { return 0; }
