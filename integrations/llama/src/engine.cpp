@@ -111,14 +111,25 @@ class KvState final : public driver::KvState {
 
   [[nodiscard]] bool readable() const noexcept override { return true; }
 
-  [[nodiscard]] std::vector<std::byte> read_rows(std::size_t from, std::size_t to) const override {
-    driver::check_rows(shape_, from, to, "llama KvState::read_rows");
+  /// llama_state_seq_get_data of sequence 0, after the pending writes.
+  [[nodiscard]] std::vector<std::byte> sequence_state() const {
     llama_synchronize(context_);
     std::vector<std::byte> state(llama_state_seq_get_size(context_, 0));
     const std::size_t written =
         llama_state_seq_get_data(context_, reinterpret_cast<std::uint8_t*>(state.data()), state.size(), 0);
     state.resize(written);
-    return rows_of_sequence_state(state, from, to);
+    return state;
+  }
+
+  [[nodiscard]] std::vector<std::byte> read_rows(std::size_t from, std::size_t to) const override {
+    driver::check_rows(shape_, from, to, "llama KvState::read_rows");
+    return rows_of_sequence_state(sequence_state(), from, to);
+  }
+
+  /// One serialization of the sequence for every row: a row at a time would serialize it once a row.
+  [[nodiscard]] std::vector<std::vector<std::byte>> read_each_row(std::size_t from, std::size_t to) const override {
+    driver::check_rows(shape_, from, to, "llama KvState::read_each_row");
+    return each_row_of_sequence_state(sequence_state(), from, to);
   }
 
   /// Decodes batch_'s first n tokens, filled by the caller, and copies the last one's logits.
@@ -248,7 +259,13 @@ std::string Engine::describe() const {
          ", KV " + to_string(settings_.kv_type) + ")";
 }
 
-std::vector<std::byte> rows_of_sequence_state(std::span<const std::byte> state, std::size_t from, std::size_t to) {
+namespace {
+
+/// Calls part(i, bytes) with the bytes of row from + i, for each plane of `state` (every layer's
+/// keys, then every layer's values) and in it for each row of [from, to): a row's parts, in call
+/// order, are its bytes. The format is parsed once, whatever the number of rows.
+template <class Part>
+void for_each_part(std::span<const std::byte> state, std::size_t from, std::size_t to, Part part) {
   // The format of llama_kv_cache(_unified)::state_write, after llama_context's header where there is
   // one (a magic number and the sequence): the number of streams; per stream the cells'
   // count, each cell's position and sequences, then each layer's key rows, then each layer's value
@@ -304,22 +321,38 @@ std::vector<std::byte> rows_of_sequence_state(std::span<const std::byte> state, 
     if (found == cell_of.end()) throw std::runtime_error("llama.cpp's KV cache holds no row at position " + std::to_string(p));
     order.push_back(found->second);
   }
-  std::vector<std::byte> out;
   for (const Plane& plane : planes) {
-    for (const std::size_t c : order) {
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const std::size_t c = order[i];
       if (plane.element == 0) {
-        const auto row = plane.block.subspan(c * plane.row, plane.row);
-        out.insert(out.end(), row.begin(), row.end());
+        part(i, plane.block.subspan(c * plane.row, plane.row));
         continue;
       }
       // Transposed: column j of cell c is element j * cells + c of the block.
       for (std::size_t j = 0; j < plane.row / plane.element; ++j) {
-        const auto at = plane.block.subspan((j * cells + c) * plane.element, plane.element);
-        out.insert(out.end(), at.begin(), at.end());
+        part(i, plane.block.subspan((j * cells + c) * plane.element, plane.element));
       }
     }
   }
+}
+
+}  // namespace
+
+std::vector<std::byte> rows_of_sequence_state(std::span<const std::byte> state, std::size_t from, std::size_t to) {
+  std::vector<std::byte> out;
+  for_each_part(state, from, to, [&out](std::size_t, std::span<const std::byte> bytes) {
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  });
   return out;
+}
+
+std::vector<std::vector<std::byte>> each_row_of_sequence_state(std::span<const std::byte> state, std::size_t from,
+                                                               std::size_t to) {
+  std::vector<std::vector<std::byte>> each(to > from ? to - from : 0);
+  for_each_part(state, from, to, [&each](std::size_t i, std::span<const std::byte> bytes) {
+    each[i].insert(each[i].end(), bytes.begin(), bytes.end());
+  });
+  return each;
 }
 
 }  // namespace pfx::llama

@@ -139,6 +139,20 @@ PFX_PROPERTY(LlamaState, RowsAreThoseOfTheirPositionsInPositionOrder, "THM-1", (
   RC_ASSERT(rows_of_sequence_state(state_of(s), from, to) == expected_rows(s, from, to));
 }
 
+// One parse gives each row apart, as its own read does: the bit-exactness check of a long context
+// serializes llama.cpp's cache once, not once a row.
+PFX_PROPERTY(LlamaState, EachRowOfOneParseIsThatRowsOwnRead, "THM-1", ()) {
+  const Layout s = *layouts();
+  const std::size_t held = s.cell_positions.size();
+  const auto from = *rc::gen::inRange<std::size_t>(0, held + 1);
+  const auto to = *rc::gen::inRange<std::size_t>(from, held + 1);
+  const std::vector<std::byte> state = state_of(s);
+  const std::vector<std::vector<std::byte>> each = pfx::llama::each_row_of_sequence_state(state, from, to);
+  RC_ASSERT(each.size() == to - from);
+  for (std::size_t i = 0; i < each.size(); ++i) RC_ASSERT(each[i] == expected_rows(s, from + i, from + i + 1));
+  RC_ASSERT_THROWS_AS((void)pfx::llama::each_row_of_sequence_state(state, from, held + 1), std::runtime_error);
+}
+
 PFX_PROPERTY(LlamaState, AMissingRowOrACutStateIsAnError, "THM-1", ()) {
   const Layout s = *layouts();
   const std::size_t held = s.cell_positions.size();
@@ -235,6 +249,9 @@ TEST(LlamaEngine, ForgetDropsTheRowsFromItsPosition) {
   kv->forget(0);
   engine.prefill(*kv, tokens, 0, logits);
   EXPECT_EQ(kv->read_rows(0, 16), rows);  // the same rows again, and no second copy of any
+  const std::vector<std::vector<std::byte>> each = kv->read_each_row(0, 16);
+  ASSERT_EQ(each.size(), 16u);
+  for (std::size_t row = 0; row < 16; ++row) EXPECT_EQ(each[row], kv->read_rows(row, row + 1)) << "row " << row;
 }
 
 TEST(LlamaEngine, BadSettingsAndFilesAreErrorsThatNameThem) {

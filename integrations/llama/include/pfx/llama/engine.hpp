@@ -96,4 +96,9 @@ class Engine final : public driver::Engine {
 [[nodiscard]] std::vector<std::byte> rows_of_sequence_state(std::span<const std::byte> state, std::size_t from,
                                                             std::size_t to);
 
+/// Each row of [from, to) apart, from one parse of `state`: element i is
+/// rows_of_sequence_state(state, from + i, from + i + 1). Throws as rows_of_sequence_state does.
+[[nodiscard]] std::vector<std::vector<std::byte>> each_row_of_sequence_state(std::span<const std::byte> state,
+                                                                             std::size_t from, std::size_t to);
+
 }  // namespace pfx::llama
