@@ -60,10 +60,7 @@ struct Step : rc::state::Command<Model, Lane> {
 
   void apply(Model& model) const override {
     pfx::spec::apply(model.state, event);
-    // As RandomEvents::applied follows a run: a begin the state is writing after.
-    if (const auto* b = std::get_if<pfx::spec::Begin>(&event); b != nullptr && model.state.writing) {
-      model.writing_prompt = b->prompt;
-    }
+    model.writing_prompt = pfx::refinement::prompt_written_after(event, model.state, model.writing_prompt);
   }
 
   void run(const Model& model, Lane& lane) const override {

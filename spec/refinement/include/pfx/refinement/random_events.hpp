@@ -59,6 +59,14 @@ struct EventRanges {
   PhaseWeights weights{};
 };
 
+/// The prompt being written after `event`, `after` the state it left, `before` the one written
+/// before it: a begin the state is writing after. A begin refused while writing counts too: the
+/// audit's seeds have always drawn so.
+inline spec::Tokens prompt_written_after(const spec::Event& event, const spec::State& after, spec::Tokens before) {
+  if (const auto* b = std::get_if<spec::Begin>(&event); b != nullptr && after.writing) return b->prompt;
+  return before;
+}
+
 /// Draws the events of one run, each from the state of the reference model it will be applied to.
 template <Draws D>
 class RandomEvents {
@@ -95,10 +103,10 @@ class RandomEvents {
   }
 
   /// Called with each event once applied, `model` the state after it: the commits that follow are
-  /// mostly built from the last begun prompt, as a lane commits its prompt plus what it generated.
-  /// A begin refused while writing counts too: the audit's seeds have always drawn so.
+  /// mostly built from the prompt being written (prompt_written_after), as a lane commits its prompt
+  /// plus what it generated.
   void applied(const spec::Event& event, const spec::State& model) {
-    if (const auto* b = std::get_if<spec::Begin>(&event); b != nullptr && model.writing) writing_prompt_ = b->prompt;
+    writing_prompt_ = prompt_written_after(event, model, std::move(writing_prompt_));
   }
 
  private:
