@@ -12,6 +12,7 @@
 #include <pfx/driver/cold_run.hpp>
 #include <pfx/driver/host_kv_state.hpp>
 #include <pfx/driver/lane.hpp>
+#include <pfx/driver/sharded_kv_state.hpp>
 #include <pfx/driver/verify.hpp>
 #include <pfx/engines/cache_owning_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
@@ -21,6 +22,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 
 namespace {
@@ -284,6 +286,22 @@ PFX_PROPERTY(Verify, EachRowOfOneReadIsThatRowsOwnRead, "DRV-9", ()) {
   for (std::size_t i = 0; i < each.size(); ++i) RC_ASSERT(each[i] == resumed.read_rows(from + i, from + i + 1));
   RC_ASSERT(ReadOnlyView(resumed).read_each_row(from, to) == each);  // the row-by-row default
   RC_ASSERT_THROWS_AS((void)resumed.read_each_row(from, shape.capacity + 1), std::out_of_range);
+
+  // A sharded state gathers its rows from their owners into the same layout, and is split the same way.
+  const pfx::driver::ShardLayout layout{.ranks = *rc::gen::inRange<std::size_t>(1, 4),
+                                        .interleave = *rc::gen::inRange<std::size_t>(1, 5)};
+  std::vector<std::unique_ptr<pfx::driver::KvState>> shards;
+  for (std::size_t r = 0; r < layout.ranks; ++r) {
+    shards.push_back(std::make_unique<pfx::driver::HostKvState>(
+        pfx::driver::KvShape{layout.shard_capacity(shape.capacity), shape.layers, shape.width}));
+  }
+  pfx::driver::ShardedKvState sharded(shape, layout, std::move(shards));
+  for (std::size_t p = 0; p < shape.capacity; ++p) sharded.fill(p, p + 1, static_cast<float>(p) + 0.5f);
+  const std::vector<std::vector<std::byte>> each_sharded = sharded.read_each_row(from, to);
+  RC_ASSERT(each_sharded.size() == to - from);
+  for (std::size_t i = 0; i < each_sharded.size(); ++i) {
+    RC_ASSERT(each_sharded[i] == sharded.read_rows(from + i, from + i + 1));
+  }
 
   if (to == 0) return;
   pfx::driver::HostKvState cold(shape);
