@@ -202,6 +202,44 @@ class VerifyPythonEngines(unittest.TestCase):
         self.assertEqual(blind.rows_compared, 0)
 
     @verifies("DRV-9")
+    def test_verify_reads_each_row_from_one_read_each_row_call_where_the_engine_has_one(self):
+        r = rng(self)
+        trace = [[r.randrange(16) for _ in range(r.randrange(3, 40))] for _ in range(6)]
+
+        class EachRow(OwnedCache):
+            calls = 0
+
+            def read_each_row(self, start, end):
+                EachRow.calls += 1
+                return [self.read_rows(p, p + 1) for p in range(start, end)]
+
+        plain = pfx.verify(OwnedCache(4), trace, keep_min=4, capacity=256)
+        each = pfx.verify(EachRow(4), trace, keep_min=4, capacity=256)
+        self.assertTrue(each.ok)
+        self.assertEqual((each.compared, each.rows_compared), (plain.compared, plain.rows_compared))
+        self.assertEqual(EachRow.calls, 2 * len(trace))  # one call per response and per cold run
+        # A resumed row that differs is found through read_each_row as through read_rows.
+        off = pfx.verify(EachRow(4), trace, keep_min=1, capacity=256, rule_chunk=1)
+        self.assertEqual(off.mismatches, pfx.verify(OwnedCache(4), trace, keep_min=1, capacity=256, rule_chunk=1).mismatches)
+
+        class Wrong(OwnedCache):
+            def __init__(self, answer):
+                super().__init__(4)
+                self.answer = answer
+
+            def read_each_row(self, start, end):
+                return self.answer(self, start, end)
+
+        for answer, said in [(lambda e, a, b: [e.read_rows(a, b)], r"sequence .* a row \(7 rows\), got 1"),
+                             (lambda e, a, b: e.read_rows(a, b), r"sequence .* a row \(7 rows\), got 28"),
+                             (lambda e, a, b: 7, r"sequence .* a row \(7 rows\), not int"),
+                             (lambda e, a, b: [1.5] * (b - a), r"sequence .* a row, not float")]:
+            with self.subTest(said=said):  # the request fails, naming the problem: never a pass
+                report = pfx.verify(Wrong(answer), [[1, 2, 3, 4, 5, 6, 7]], keep_min=4, capacity=64)
+                self.assertFalse(report.ok)
+                self.assertRegex(report.first_mismatch.what, "engine.read_each_row must return a " + said)
+
+    @verifies("DRV-9")
     def test_a_trace_is_prompts_pairs_or_mappings(self):
         report = pfx.verify(OwnedCache(2), [[1, 2, 3], ([1, 2, 3, 4, 5], 2), {"prompt": [1, 2, 3, 4, 5, 6]}],
                             keep_min=2, capacity=64, max_new_tokens=1)

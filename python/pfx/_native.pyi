@@ -121,7 +121,8 @@ class CacheEngine(Protocol):
     rows [start, start + len(tokens)) of its own cache from rows [0, start) and returns the last row's
     logits (vocab float32 values); decode(token, position) writes row `position`; forget(position)
     drops the rows at or past `position`. Optional: read_rows(start, end) -> bytes (the rows in the
-    engine's own format, for verification), capacity (rows the cache holds), synchronize()."""
+    engine's own format, for verification), read_each_row(start, end) -> a sequence of one bytes a
+    row (the same rows from one read), capacity (rows the cache holds), synchronize()."""
     chunk: int
     vocab: int
     def prefill(self, tokens: list[int], start: int) -> object: ...

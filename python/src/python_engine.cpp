@@ -65,6 +65,7 @@ class CacheView final : public driver::KvState {
   CacheView(const PythonEngine& owner, std::size_t capacity)
       : owner_(owner), engine_(owner.engine_), shape_{.capacity = capacity, .layers = 0, .width = 0},
         forget_(owner.engine_.attr("forget")), read_rows_(optional_method(owner.engine_, "read_rows")),
+        read_each_row_(optional_method(owner.engine_, "read_each_row")),
         synchronize_(optional_method(owner.engine_, "synchronize")) {}
   ~CacheView() override {
     const auto it = holders().find(engine_.ptr());
@@ -92,12 +93,34 @@ class CacheView final : public driver::KvState {
     driver::check_rows(shape_, from, to, "read_rows");
     if (read_rows_.is_none()) throw std::logic_error(owner_.caller_ + ": the engine has no read_rows");
     require_current("read_rows");
-    const py::object result = read_rows_(from, to);
+    return bytes_of(read_rows_(from, to), "engine.read_rows must return bytes or a buffer");
+  }
+
+  /// The engine's read_each_row where it has one (one call: its cache is read once), else a
+  /// read_rows a row.
+  [[nodiscard]] std::vector<std::vector<std::byte>> read_each_row(std::size_t from, std::size_t to) const override {
+    if (read_each_row_.is_none() || read_rows_.is_none()) return driver::KvState::read_each_row(from, to);
+    driver::check_rows(shape_, from, to, "read_each_row");
+    require_current("read_each_row");
+    const char* expected = "engine.read_each_row must return a sequence of one bytes or buffer a row";
+    const py::object result = read_each_row_(from, to);
+    if (!py::isinstance<py::sequence>(result) || py::len(result) != to - from) {
+      throw py::type_error(owner_.caller_ + ": " + expected + " (" + std::to_string(to - from) + " rows), " +
+                           (py::isinstance<py::sequence>(result) ? "got " + std::to_string(py::len(result))
+                                                                 : "not " + std::string(Py_TYPE(result.ptr())->tp_name)));
+    }
+    std::vector<std::vector<std::byte>> each;
+    each.reserve(to - from);
+    for (const py::handle row : result) each.push_back(bytes_of(py::reinterpret_borrow<py::object>(row), expected));
+    return each;
+  }
+
+  /// The bytes of `result` (bytes or any buffer); TypeError saying `expected` otherwise.
+  [[nodiscard]] std::vector<std::byte> bytes_of(const py::object& result, const char* expected) const {
     PyObject* bytes = PyBytes_FromObject(result.ptr());
     if (bytes == nullptr) {
       PyErr_Clear();
-      throw py::type_error(owner_.caller_ + ": engine.read_rows must return bytes or a buffer, not " +
-                           Py_TYPE(result.ptr())->tp_name);
+      throw py::type_error(owner_.caller_ + ": " + expected + ", not " + Py_TYPE(result.ptr())->tp_name);
     }
     const py::object owned = py::reinterpret_steal<py::object>(bytes);
     const auto* data = reinterpret_cast<const std::byte*>(PyBytes_AS_STRING(bytes));
@@ -117,7 +140,7 @@ class CacheView final : public driver::KvState {
   const PythonEngine& owner_;
   py::object engine_;  ///< keeps the engine, the key of holders(), alive
   driver::KvShape shape_;
-  py::object forget_, read_rows_, synchronize_;
+  py::object forget_, read_rows_, read_each_row_, synchronize_;
 };
 
 PythonEngine::PythonEngine(py::object engine, std::optional<std::size_t> chunk, std::string caller)

@@ -5,7 +5,8 @@
 /// that pfx.Lane, pfx.conform and pfx.verify share. Two forms, told apart by `forget`:
 ///  - an engine that owns its cache: chunk, vocab, prefill(tokens, start) -> logits,
 ///    decode(token, position) -> logits (optional: a one-token prefill otherwise),
-///    forget(position), and optionally read_rows(start, end) -> bytes, capacity, synchronize();
+///    forget(position), and optionally read_rows(start, end) -> bytes, read_each_row(start, end) ->
+///    a sequence of bytes (one read, split into rows), capacity, synchronize();
 ///  - an engine that writes pfx's KV state: chunk, vocab, layers, width,
 ///    prefill(tokens, start, kv) -> logits, where kv is a writable float32 memoryview of shape
 ///    (layers, 2, capacity, width), and optionally decode(token, position, kv) -> logits.
