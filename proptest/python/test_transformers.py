@@ -117,6 +117,8 @@ class Transformers(unittest.TestCase):
         # rows x layers x {K, V} x kv heads x head dim, float32
         self.assertEqual(len(engine.read_rows(0, 10)), 10 * 2 * 2 * 2 * 16 * 4)
         self.assertEqual(engine.read_rows(3, 5), engine.read_rows(0, 10)[3 * 512:5 * 512])
+        self.assertEqual(engine.read_each_row(2, 6), [engine.read_rows(p, p + 1) for p in range(2, 6)])
+        self.assertEqual(engine.read_each_row(4, 4), [])
         with self.assertRaisesRegex(ValueError, "holds 10 rows"):
             engine.prefill([1], 4)
         engine.forget(4)

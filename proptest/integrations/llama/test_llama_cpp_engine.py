@@ -80,6 +80,15 @@ class LlamaCppEngineTest(unittest.TestCase):
         self.assertNotEqual(rows, changed)
         self.assertEqual(rows[: len(rows) // 2][:10], changed[:10])  # the first rows are the same
 
+    def test_read_each_row_gives_each_rows_own_read_from_one_serialization(self):
+        prompt = list(range(3, 40))
+        cold(self.engine, prompt)
+        for start, end in [(0, len(prompt)), (5, 21), (7, 7)]:
+            each = self.engine.read_each_row(start, end)
+            self.assertEqual(each, [self.engine.read_rows(p, p + 1) for p in range(start, end)])
+        with self.assertRaisesRegex(ValueError, "no row at position 37"):
+            self.engine.read_each_row(0, 38)
+
     def test_forget_drops_rows(self):
         cold(self.engine, list(range(3, 40)))
         self.engine.forget(20)

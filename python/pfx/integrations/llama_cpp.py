@@ -56,11 +56,10 @@ _initialized = False
 _QUIET = None  # llama.cpp's log callback, kept alive for as long as llama.cpp may call it
 
 
-def rows_of_sequence_state(state: bytes, start: int, end: int) -> bytes:
-    """Rows [start, end) of sequence 0 in the bytes of llama_state_seq_get_data: for each layer its
-    key rows, then for each layer its value rows, in the cache's own element type and in position
-    order (a transposed value cache is gathered back into rows). The same parse as pfx::llama's
-    rows_of_sequence_state (integrations/llama). Raises ValueError on a format it does not know."""
+def _parts(state: bytes, start: int, end: int):
+    """(i, bytes) for each plane of `state` (every layer's keys, then every layer's values) and in it
+    for each row start + i of [start, end): a row's parts, in order, are its bytes. The format is
+    parsed once, whatever the number of rows. Raises ValueError on a format it does not know."""
     at = 0
 
     def take(n: int) -> bytes:
@@ -114,16 +113,31 @@ def rows_of_sequence_state(state: bytes, start: int, end: int) -> bytes:
         if p not in cell_of:
             raise ValueError(f"llama.cpp's KV cache holds no row at position {p}")
         order.append(cell_of[p])
-    out = bytearray()
     for block, row, element in planes:
-        for c in order:
+        for i, c in enumerate(order):
             if element == 0:
-                out += block[c * row:(c + 1) * row]
+                yield i, block[c * row:(c + 1) * row]
             else:  # column j of cell c is element j * cells + c
                 for j in range(row // element):
                     k = (j * cells + c) * element
-                    out += block[k:k + element]
-    return bytes(out)
+                    yield i, block[k:k + element]
+
+
+def rows_of_sequence_state(state: bytes, start: int, end: int) -> bytes:
+    """Rows [start, end) of sequence 0 in the bytes of llama_state_seq_get_data: for each layer its
+    key rows, then for each layer its value rows, in the cache's own element type and in position
+    order (a transposed value cache is gathered back into rows). The same parse as pfx::llama's
+    rows_of_sequence_state (integrations/llama). Raises ValueError on a format it does not know."""
+    return b"".join(part for _, part in _parts(state, start, end))
+
+
+def each_row_of_sequence_state(state: bytes, start: int, end: int) -> list[bytes]:
+    """Each row of [start, end) apart, from one parse: element i is
+    rows_of_sequence_state(state, start + i, start + i + 1)."""
+    rows = [bytearray() for _ in range(max(0, end - start))]
+    for i, part in _parts(state, start, end):
+        rows[i] += part
+    return [bytes(row) for row in rows]
 
 
 class LlamaCppEngine:
@@ -232,13 +246,21 @@ class LlamaCppEngine:
         if not self._ll.llama_memory_seq_rm(self._ll.llama_get_memory(self._context), 0, position, -1):
             raise RuntimeError(f"llama.cpp refused to forget rows from {position}")
 
-    def read_rows(self, start: int, end: int) -> bytes:
+    def _sequence_state(self) -> bytes:
         ll = self._ll
         ll.llama_synchronize(self._context)
         size = ll.llama_state_seq_get_size(self._context, 0)
         buffer = (ctypes.c_uint8 * size)()
         written = ll.llama_state_seq_get_data(self._context, buffer, size, 0)
-        return rows_of_sequence_state(bytes(buffer)[:written], start, end)
+        return bytes(buffer)[:written]
+
+    def read_rows(self, start: int, end: int) -> bytes:
+        return rows_of_sequence_state(self._sequence_state(), start, end)
+
+    def read_each_row(self, start: int, end: int) -> list[bytes]:
+        """Each row apart from one serialization: a read per row would serialize the whole sequence
+        once a row."""
+        return each_row_of_sequence_state(self._sequence_state(), start, end)
 
 
 def _quiet(level, text, user_data):  # llama.cpp's log: errors only (GGML_LOG_LEVEL_ERROR = 4)

@@ -99,3 +99,9 @@ class TransformersEngine:
                 parts.append(rows.reshape(end - start, -1))
         table = torch.cat(parts, dim=1).contiguous().cpu()
         return table.view(torch.uint8).numpy().tobytes()
+
+    def read_each_row(self, start: int, end: int) -> list[bytes]:
+        """Each row of [start, end) apart, from one read_rows: its rows are row by row, of one size."""
+        table = self.read_rows(start, end)
+        size = len(table) // (end - start) if end > start else 0
+        return [table[i * size:(i + 1) * size] for i in range(end - start)]
