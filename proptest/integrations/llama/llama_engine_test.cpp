@@ -7,6 +7,7 @@
 #include <pfx/driver/lane.hpp>
 #include <pfx/driver/verify.hpp>
 #include <pfx/llama/engine.hpp>
+#include <pfx/llama/sequence_state.hpp>
 
 #include "support/requirement.hpp"
 

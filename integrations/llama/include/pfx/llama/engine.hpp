@@ -88,17 +88,4 @@ class Engine final : public driver::Engine {
   std::size_t layers_ = 0;
 };
 
-/// The rows [from, to) of sequence 0 in the bytes of llama_state_seq_get_data (`state`): for each
-/// layer its key rows, then for each layer its value rows, each row in the cache's own element type
-/// and ordered by position (a transposed value cache is gathered back into rows). Throws
-/// std::runtime_error when the bytes are not in the format of llama.cpp's unified KV cache, or when a
-/// position in [from, to) is missing or held twice.
-[[nodiscard]] std::vector<std::byte> rows_of_sequence_state(std::span<const std::byte> state, std::size_t from,
-                                                            std::size_t to);
-
-/// Each row of [from, to) apart, from one parse of `state`: element i is
-/// rows_of_sequence_state(state, from + i, from + i + 1). Throws as rows_of_sequence_state does.
-[[nodiscard]] std::vector<std::vector<std::byte>> each_row_of_sequence_state(std::span<const std::byte> state,
-                                                                             std::size_t from, std::size_t to);
-
 }  // namespace pfx::llama
