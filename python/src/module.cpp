@@ -7,6 +7,7 @@
 #include "serving.hpp"
 #include "convert.hpp"
 #include "ids_view.hpp"
+#include "llama_state.hpp"
 
 #include <pfx/core.hpp>
 #include <pfx/driver/environment.hpp>
@@ -357,4 +358,5 @@ Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
 
   add_conform(m);
   add_serving(m);
+  add_llama_state(m);
 }

@@ -9,24 +9,15 @@ the reason) when llama_cpp cannot be imported.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import random
 import sys
 import unittest
 
+import pfx  # the build's python/ folder is on PYTHONPATH (CTest puts it there)
+from pfx.integrations import llama_cpp as llama_cpp_module
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCE = os.path.join(HERE, "..", "..", "..", "python", "pfx", "integrations", "llama_cpp.py")
-
-
-def load_module():
-    spec = importlib.util.spec_from_file_location("pfx_llama_cpp", SOURCE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-llama_cpp_module = load_module()
 MODEL = sys.argv[1] if len(sys.argv) > 1 else ""
 
 
@@ -111,13 +102,6 @@ class LlamaCppEngineTest(unittest.TestCase):
             self.engine.prefill(list(range(3, 3 + 17)), 0)
 
 
-try:
-    import pfx  # the built module (CTest puts it on PYTHONPATH)
-except ImportError:  # pragma: no cover
-    pfx = None
-
-
-@unittest.skipIf(pfx is None or not hasattr(pfx, "Lane"), "the pfx module with pfx.Lane is not importable")
 class PfxOverLlamaCppTest(unittest.TestCase):
     """pfx.conform and pfx.Lane accept the engine (an engine that owns its cache)."""
 

@@ -5,7 +5,9 @@ The engine owns its cache: one llama_context whose memory, for sequence 0, holds
 call is one llama_decode of the chunk's tokens at their positions (llama.cpp splits it into ubatches
 of n_ubatch rows); a decode step is one llama_decode of one token; forget(p) is
 llama_memory_seq_rm(memory, 0, p, -1); read_rows(start, end) returns the KV cache's own bytes of
-those positions (f16 or f32), parsed from llama_state_seq_get_data, for comparison as bytes.
+those positions (f16 or f32), parsed from llama_state_seq_get_data by pfx::llama's own parse
+(compiled into pfx's module), for comparison as bytes; read_each_row(start, end) the same rows
+apart, from one read.
 
 llama-cpp-python must match the llama.cpp it loads. `scripts/llama.sh --python` installs the Python
 package of the same version as the llama.cpp it builds, without building llama.cpp a second time:
@@ -16,10 +18,11 @@ from __future__ import annotations
 
 import ctypes
 import os
-import struct
 from typing import Optional
 
-__all__ = ["LlamaCppEngine", "rows_of_sequence_state"]
+from .. import _native
+
+__all__ = ["LlamaCppEngine", "each_row_of_sequence_state", "rows_of_sequence_state"]
 
 
 def _point_at_shared_build() -> None:
@@ -56,88 +59,18 @@ _initialized = False
 _QUIET = None  # llama.cpp's log callback, kept alive for as long as llama.cpp may call it
 
 
-def _parts(state: bytes, start: int, end: int):
-    """(i, bytes) for each plane of `state` (every layer's keys, then every layer's values) and in it
-    for each row start + i of [start, end): a row's parts, in order, are its bytes. The format is
-    parsed once, whatever the number of rows. Raises ValueError on a format it does not know."""
-    at = 0
-
-    def take(n: int) -> bytes:
-        nonlocal at
-        if n > len(state) - at:
-            raise ValueError("llama.cpp's sequence state ends early: not a format pfx reads")
-        part = state[at:at + n]
-        at += n
-        return part
-
-    def u32() -> int:
-        return struct.unpack("<I", take(4))[0]
-
-    cell_of: dict[int, int] = {}
-    planes: list[tuple[bytes, int, int]] = []  # (block, row bytes, element bytes or 0)
-    cells = 0
-    streams = u32()
-    if streams == 0xAF143CD8:  # newer llama.cpp: a magic number and the sequence before the cache
-        take(4)
-        streams = u32()
-    for _ in range(streams):
-        count = u32()
-        if count == 0:
-            continue
-        if cells:
-            raise ValueError("llama.cpp's sequence state holds rows in two streams")
-        cells = count
-        for c in range(cells):
-            pos = struct.unpack("<i", take(4))[0]
-            sequences = u32()
-            take(4 * sequences)
-            if pos < 0 or pos in cell_of:
-                raise ValueError(f"llama.cpp's sequence state holds position {pos} twice")
-            cell_of[pos] = c
-        transposed = u32()
-        layers = u32()
-        for value_plane in (0, 1):
-            for _ in range(layers):
-                take(4)  # the element type
-                if value_plane and transposed:
-                    element = u32()
-                    row = element * u32()
-                else:
-                    element = 0
-                    row = struct.unpack("<Q", take(8))[0]
-                planes.append((take(row * cells), row, element))
-    if at != len(state):
-        raise ValueError("llama.cpp's sequence state has bytes after its rows: not a format pfx reads")
-    order = []
-    for p in range(start, end):
-        if p not in cell_of:
-            raise ValueError(f"llama.cpp's KV cache holds no row at position {p}")
-        order.append(cell_of[p])
-    for block, row, element in planes:
-        for i, c in enumerate(order):
-            if element == 0:
-                yield i, block[c * row:(c + 1) * row]
-            else:  # column j of cell c is element j * cells + c
-                for j in range(row // element):
-                    k = (j * cells + c) * element
-                    yield i, block[k:k + element]
-
-
 def rows_of_sequence_state(state: bytes, start: int, end: int) -> bytes:
     """Rows [start, end) of sequence 0 in the bytes of llama_state_seq_get_data: for each layer its
     key rows, then for each layer its value rows, in the cache's own element type and in position
-    order (a transposed value cache is gathered back into rows). The same parse as pfx::llama's
-    rows_of_sequence_state (integrations/llama). Raises ValueError on a format it does not know."""
-    return b"".join(part for _, part in _parts(state, start, end))
+    order (a transposed value cache is gathered back into rows). pfx::llama's own parse
+    (integrations/llama, compiled into pfx's module). Raises ValueError on a format it does not know."""
+    return _native._llama_rows_of_sequence_state(state, start, end)
 
 
 def each_row_of_sequence_state(state: bytes, start: int, end: int) -> list[bytes]:
     """Each row of [start, end) apart, from one parse: element i is
     rows_of_sequence_state(state, start + i, start + i + 1)."""
-    rows = [bytearray() for _ in range(max(0, end - start))]
-    for i, part in _parts(state, start, end):
-        rows[i] += part
-    return [bytes(row) for row in rows]
+    return _native._llama_each_row_of_sequence_state(state, start, end)
 
 
 class LlamaCppEngine:
