@@ -22,7 +22,7 @@ namespace {
 
 /// What a run leaves: rows [0, n) of the KV state, where they can be read, and the last row's logits.
 /// A state in pfx's memory is read whole (KvState::copy_rows's layout, as bytes); an engine's own
-/// cache as each row's bytes in the engine's format (read_each_row), so that a difference names its
+/// cache as each row's bytes in the engine's format (for_each_row), so that a difference names its
 /// row whatever the engine's layout.
 struct Run {
   std::vector<std::byte> rows;
@@ -39,10 +39,10 @@ void read_rows(const driver::KvState& kv, std::size_t n, Run& run) {
     run.rows = kv.read_rows(0, n);
     return;
   }
-  for (const std::vector<std::byte>& bytes : kv.read_each_row(0, n)) {
+  kv.for_each_row(0, n, [&run](std::size_t, std::span<const std::byte> bytes) {
     run.rows.insert(run.rows.end(), bytes.begin(), bytes.end());
     run.row_ends.push_back(run.rows.size());
-  }
+  });
 }
 
 float float_at(const std::vector<std::byte>& bytes, std::size_t index) noexcept {

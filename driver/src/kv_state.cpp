@@ -1,5 +1,6 @@
 #include <pfx/driver/kv_state.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -27,27 +28,26 @@ std::vector<std::byte> KvState::read_rows(std::size_t from, std::size_t to) cons
   return bytes;
 }
 
-std::vector<std::vector<std::byte>> KvState::read_each_row(std::size_t from, std::size_t to) const {
-  check_rows(shape(), from, to, "KvState::read_each_row");
-  std::vector<std::vector<std::byte>> each(to - from);
+void KvState::for_each_row(std::size_t from, std::size_t to, const RowVisitor& visit) const {
+  check_rows(shape(), from, to, "KvState::for_each_row");
   if (!owns_rows()) {
-    for (std::size_t i = 0; i < each.size(); ++i) each[i] = read_rows(from + i, from + i + 1);
-    return each;
+    for (std::size_t row = from; row < to; ++row) visit(row, read_rows(row, row + 1));
+    return;
   }
-  // copy_rows's layout: 2 x layers planes of (to - from) rows of `width` floats; a row's own read is
-  // its row of each plane, in plane order.
+  // copy_rows's layout: 2 x layers planes of `rows` rows of `width` floats; a row's own read is its
+  // row of each plane, in plane order.
   const std::vector<float> floats = copy_rows(from, to);
-  const std::size_t row_bytes = shape().width * sizeof(float);
+  const std::size_t rows = to - from;
+  const std::size_t width = shape().width;
   const std::size_t planes = 2 * shape().layers;
-  const auto* bytes = reinterpret_cast<const std::byte*>(floats.data());
-  for (std::size_t i = 0; i < each.size(); ++i) {
-    each[i].reserve(planes * row_bytes);
+  std::vector<float> row(planes * width);
+  for (std::size_t i = 0; i < rows; ++i) {
     for (std::size_t plane = 0; plane < planes; ++plane) {
-      const std::byte* row = bytes + (plane * each.size() + i) * row_bytes;
-      each[i].insert(each[i].end(), row, row + row_bytes);
+      std::copy_n(floats.begin() + static_cast<std::ptrdiff_t>((plane * rows + i) * width), width,
+                  row.begin() + static_cast<std::ptrdiff_t>(plane * width));
     }
+    visit(from + i, std::as_bytes(std::span(row)));
   }
-  return each;
 }
 
 void forget_rows(KvState& kv, std::size_t from, std::size_t end, bool poison) {

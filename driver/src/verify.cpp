@@ -25,12 +25,12 @@ std::uint64_t digest(std::span<const std::byte> bytes) noexcept {
   return h;
 }
 
-/// The digest of each of rows [0, rows): one read of the state where it can (read_each_row).
+/// The digest of each of rows [0, rows): one read of the state where it can (for_each_row).
 std::vector<std::uint64_t> row_digests(const KvState& kv, std::size_t rows) {
   std::vector<std::uint64_t> out;
   if (!kv.readable()) return out;
   out.reserve(rows);
-  for (const std::vector<std::byte>& row : kv.read_each_row(0, rows)) out.push_back(digest(row));
+  kv.for_each_row(0, rows, [&out](std::size_t, std::span<const std::byte> row) { out.push_back(digest(row)); });
   return out;
 }
 

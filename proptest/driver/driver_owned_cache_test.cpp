@@ -257,7 +257,7 @@ class ReadOnlyView final : public pfx::driver::KvState {
   const pfx::driver::KvState& rows_;
 };
 
-// A state that owns its rows is read once for each row's bytes (read_each_row), and each is that
+// A state that owns its rows is read once for each row's bytes (for_each_row), and each is that
 // row's own read: what a row-by-row read gives, with a value in every float that names its row, plane
 // and column. The digests of a bit-exactness check follow, and a changed row is named as itself.
 PFX_PROPERTY(Verify, EachRowOfOneReadIsThatRowsOwnRead, "DRV-9", ()) {
@@ -281,11 +281,11 @@ PFX_PROPERTY(Verify, EachRowOfOneReadIsThatRowsOwnRead, "DRV-9", ()) {
   distinct(resumed);
   const std::size_t to = *rc::gen::inRange<std::size_t>(0, shape.capacity + 1);
   const std::size_t from = *rc::gen::inRange<std::size_t>(0, to + 1);
-  const std::vector<std::vector<std::byte>> each = resumed.read_each_row(from, to);
+  const std::vector<std::vector<std::byte>> each = pfx::test::rows_apart(resumed, from, to);
   RC_ASSERT(each.size() == to - from);
   for (std::size_t i = 0; i < each.size(); ++i) RC_ASSERT(each[i] == resumed.read_rows(from + i, from + i + 1));
-  RC_ASSERT(ReadOnlyView(resumed).read_each_row(from, to) == each);  // the row-by-row default
-  RC_ASSERT_THROWS_AS((void)resumed.read_each_row(from, shape.capacity + 1), std::out_of_range);
+  RC_ASSERT(pfx::test::rows_apart(ReadOnlyView(resumed), from, to) == each);  // the row-by-row default
+  RC_ASSERT_THROWS_AS((void)pfx::test::rows_apart(resumed, from, shape.capacity + 1), std::out_of_range);
 
   // A sharded state gathers its rows from their owners into the same layout, and is split the same way.
   const pfx::driver::ShardLayout layout{.ranks = *rc::gen::inRange<std::size_t>(1, 4),
@@ -297,7 +297,7 @@ PFX_PROPERTY(Verify, EachRowOfOneReadIsThatRowsOwnRead, "DRV-9", ()) {
   }
   pfx::driver::ShardedKvState sharded(shape, layout, std::move(shards));
   for (std::size_t p = 0; p < shape.capacity; ++p) sharded.fill(p, p + 1, static_cast<float>(p) + 0.5f);
-  const std::vector<std::vector<std::byte>> each_sharded = sharded.read_each_row(from, to);
+  const std::vector<std::vector<std::byte>> each_sharded = pfx::test::rows_apart(sharded, from, to);
   RC_ASSERT(each_sharded.size() == to - from);
   for (std::size_t i = 0; i < each_sharded.size(); ++i) {
     RC_ASSERT(each_sharded[i] == sharded.read_rows(from + i, from + i + 1));

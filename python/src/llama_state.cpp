@@ -20,7 +20,7 @@ std::span<const std::byte> bytes_of(const py::bytes& state) {
   return std::as_bytes(std::span(view.data(), view.size()));
 }
 
-py::bytes to_bytes(const std::vector<std::byte>& bytes) {
+py::bytes to_bytes(std::span<const std::byte> bytes) {
   return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
 }
 
@@ -46,10 +46,11 @@ void add_llama_state(py::module_& module) {
   module.def(
       "_llama_each_row_of_sequence_state",
       [](const py::bytes& state, std::size_t start, std::size_t end) {
-        const std::vector<std::vector<std::byte>> each =
-            parsed([&] { return llama::each_row_of_sequence_state(bytes_of(state), start, end); });
         py::list rows;
-        for (const std::vector<std::byte>& row : each) rows.append(to_bytes(row));
+        parsed([&] {
+          llama::for_each_row_of_sequence_state(bytes_of(state), start, end,
+                                                [&rows](std::size_t, std::span<const std::byte> row) { rows.append(to_bytes(row)); });
+        });
         return rows;
       },
       py::arg("state"), py::arg("start"), py::arg("end"));

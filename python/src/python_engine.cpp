@@ -98,8 +98,8 @@ class CacheView final : public driver::KvState {
 
   /// The engine's read_each_row where it has one (one call: its cache is read once), else a
   /// read_rows a row.
-  [[nodiscard]] std::vector<std::vector<std::byte>> read_each_row(std::size_t from, std::size_t to) const override {
-    if (read_each_row_.is_none() || read_rows_.is_none()) return driver::KvState::read_each_row(from, to);
+  void for_each_row(std::size_t from, std::size_t to, const RowVisitor& visit) const override {
+    if (read_each_row_.is_none() || read_rows_.is_none()) return driver::KvState::for_each_row(from, to, visit);
     driver::check_rows(shape_, from, to, "read_each_row");
     require_current("read_each_row");
     const char* expected = "engine.read_each_row must return a sequence of one bytes or buffer a row";
@@ -109,10 +109,8 @@ class CacheView final : public driver::KvState {
                            (py::isinstance<py::sequence>(result) ? "got " + std::to_string(py::len(result))
                                                                  : "not " + std::string(Py_TYPE(result.ptr())->tp_name)));
     }
-    std::vector<std::vector<std::byte>> each;
-    each.reserve(to - from);
-    for (const py::handle row : result) each.push_back(bytes_of(py::reinterpret_borrow<py::object>(row), expected));
-    return each;
+    std::size_t row = from;
+    for (const py::handle bytes : result) visit(row++, bytes_of(py::reinterpret_borrow<py::object>(bytes), expected));
   }
 
   /// The bytes of `result` (bytes or any buffer); TypeError saying `expected` otherwise.

@@ -101,9 +101,9 @@ class KvState final : public driver::KvState {
   }
 
   /// One serialization of the sequence for every row: a row at a time would serialize it once a row.
-  [[nodiscard]] std::vector<std::vector<std::byte>> read_each_row(std::size_t from, std::size_t to) const override {
-    driver::check_rows(shape_, from, to, "llama KvState::read_each_row");
-    return each_row_of_sequence_state(sequence_state(), from, to);
+  void for_each_row(std::size_t from, std::size_t to, const RowVisitor& visit) const override {
+    driver::check_rows(shape_, from, to, "llama KvState::for_each_row");
+    for_each_row_of_sequence_state(sequence_state(), from, to, visit);
   }
 
   /// Decodes batch_'s first n tokens, filled by the caller, and copies the last one's logits.

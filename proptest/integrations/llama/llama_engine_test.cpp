@@ -148,10 +148,17 @@ PFX_PROPERTY(LlamaState, EachRowOfOneParseIsThatRowsOwnRead, "THM-1", ()) {
   const auto from = *rc::gen::inRange<std::size_t>(0, held + 1);
   const auto to = *rc::gen::inRange<std::size_t>(from, held + 1);
   const std::vector<std::byte> state = state_of(s);
-  const std::vector<std::vector<std::byte>> each = pfx::llama::each_row_of_sequence_state(state, from, to);
-  RC_ASSERT(each.size() == to - from);
-  for (std::size_t i = 0; i < each.size(); ++i) RC_ASSERT(each[i] == expected_rows(s, from + i, from + i + 1));
-  RC_ASSERT_THROWS_AS((void)pfx::llama::each_row_of_sequence_state(state, from, held + 1), std::runtime_error);
+  std::size_t next = from;
+  pfx::llama::for_each_row_of_sequence_state(state, from, to, [&](std::size_t row, std::span<const std::byte> bytes) {
+    RC_ASSERT(row == next++);
+    RC_ASSERT(std::vector<std::byte>(bytes.begin(), bytes.end()) == expected_rows(s, row, row + 1));
+  });
+  RC_ASSERT(next == to);
+  bool visited = false;
+  RC_ASSERT_THROWS_AS(pfx::llama::for_each_row_of_sequence_state(
+                          state, from, held + 1, [&](std::size_t, std::span<const std::byte>) { visited = true; }),
+                      std::runtime_error);
+  RC_ASSERT(!visited);  // a missing row is found before any row is given
 }
 
 PFX_PROPERTY(LlamaState, AMissingRowOrACutStateIsAnError, "THM-1", ()) {
@@ -250,9 +257,12 @@ TEST(LlamaEngine, ForgetDropsTheRowsFromItsPosition) {
   kv->forget(0);
   engine.prefill(*kv, tokens, 0, logits);
   EXPECT_EQ(kv->read_rows(0, 16), rows);  // the same rows again, and no second copy of any
-  const std::vector<std::vector<std::byte>> each = kv->read_each_row(0, 16);
-  ASSERT_EQ(each.size(), 16u);
-  for (std::size_t row = 0; row < 16; ++row) EXPECT_EQ(each[row], kv->read_rows(row, row + 1)) << "row " << row;
+  std::size_t visited = 0;
+  kv->for_each_row(0, 16, [&](std::size_t row, std::span<const std::byte> bytes) {
+    ++visited;
+    EXPECT_EQ(std::vector<std::byte>(bytes.begin(), bytes.end()), kv->read_rows(row, row + 1)) << "row " << row;
+  });
+  EXPECT_EQ(visited, 16u);
 }
 
 TEST(LlamaEngine, BadSettingsAndFilesAreErrorsThatNameThem) {

@@ -12,6 +12,8 @@
 #include <pfx/driver/kv_shape.hpp>
 
 #include <cstddef>
+#include <functional>
+#include <span>
 #include <vector>
 
 namespace pfx::driver {
@@ -64,12 +66,16 @@ class KvState {
   /// std::logic_error unless readable().
   [[nodiscard]] virtual std::vector<std::byte> read_rows(std::size_t from, std::size_t to) const;
 
-  /// Each row of [from, to) apart: element i holds the bytes read_rows(from + i, from + i + 1)
-  /// gives, so that a difference can name its row whatever the state's layout. Read once where the
-  /// state can: a state that owns its rows makes one copy_rows and splits it by layer; a view of an
+  /// Told of each row of a read: its position and its bytes, as read_rows(row, row + 1) gives them,
+  /// valid during the call only.
+  using RowVisitor = std::function<void(std::size_t row, std::span<const std::byte> bytes)>;
+
+  /// Calls visit for each row of [from, to) in order, so that a difference can name its row whatever
+  /// the state's layout, holding one row at a time beside the read. Reads once where the state can: a
+  /// state that owns its rows makes one copy_rows and gathers each row from its layers; a view of an
   /// engine's cache overrides this where one read of its format can be split (llama.cpp's), else it
   /// is read a row at a time. Throws as read_rows does.
-  [[nodiscard]] virtual std::vector<std::vector<std::byte>> read_each_row(std::size_t from, std::size_t to) const;
+  virtual void for_each_row(std::size_t from, std::size_t to, const RowVisitor& visit) const;
 
   /// Bytes pfx allocated for the rows: shape().bytes() for a state that owns its rows, allocated
   /// once at construction; 0 for a cache an engine owns.

@@ -6,6 +6,7 @@
 /// contexts through it, and the Python module compiles it in for pfx.integrations.llama_cpp).
 
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -19,9 +20,10 @@ namespace pfx::llama {
 [[nodiscard]] std::vector<std::byte> rows_of_sequence_state(std::span<const std::byte> state, std::size_t from,
                                                             std::size_t to);
 
-/// Each row of [from, to) apart, from one parse of `state`: element i is
-/// rows_of_sequence_state(state, from + i, from + i + 1). Throws as rows_of_sequence_state does.
-[[nodiscard]] std::vector<std::vector<std::byte>> each_row_of_sequence_state(std::span<const std::byte> state,
-                                                                             std::size_t from, std::size_t to);
+/// Calls visit(position, bytes) for each position of [from, to) in order, `bytes` being
+/// rows_of_sequence_state(state, position, position + 1), valid during the call only: each row apart
+/// from one parse, one row held at a time. Throws as rows_of_sequence_state does, before any call.
+void for_each_row_of_sequence_state(std::span<const std::byte> state, std::size_t from, std::size_t to,
+                                    const std::function<void(std::size_t, std::span<const std::byte>)>& visit);
 
 }  // namespace pfx::llama
