@@ -14,8 +14,8 @@
 namespace pfx::driver {
 namespace {
 
-/// FNV-1a over `bytes`: the lane's rows are kept as one digest per row, so that
-/// a long trace holds 8 bytes per row, not the rows, until its cold runs.
+/// FNV-1a of a row's bytes: the lane's rows are kept as one digest per row, so that a long trace
+/// holds 8 bytes per row, not the rows, until its cold runs.
 std::uint64_t digest(std::span<const std::byte> bytes) noexcept {
   std::uint64_t h = 0xcbf29ce484222325ULL;
   for (const std::byte b : bytes) {

@@ -55,7 +55,6 @@ inline std::vector<token> random_tokens(std::mt19937_64& random, std::size_t n, 
   return out;
 }
 
-/// Bitwise equality of floats (NaN equals the same NaN; -0 differs from +0).
 /// Each row of [from, to) apart, as kv.for_each_row gives them; the rows must come in order.
 inline std::vector<std::vector<std::byte>> rows_apart(const driver::KvState& kv, std::size_t from, std::size_t to) {
   std::vector<std::vector<std::byte>> each;
@@ -66,6 +65,7 @@ inline std::vector<std::vector<std::byte>> rows_apart(const driver::KvState& kv,
   return each;
 }
 
+/// Bitwise equality of floats (NaN equals the same NaN; -0 differs from +0).
 inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
