@@ -30,6 +30,26 @@ std::vector<std::byte> KvState::read_rows(std::size_t from, std::size_t to) cons
 
 void KvState::for_each_row(std::size_t from, std::size_t to, const RowVisitor& visit) const {
   check_rows(shape(), from, to, "KvState::for_each_row");
+  const auto refuse = [from, to](const std::string& what) {
+    return std::logic_error("KvState::for_each_row: the read of rows [" + std::to_string(from) + ", " +
+                            std::to_string(to) + ") " + what);
+  };
+  std::size_t next = from;  // the row the read owes next
+  visit_rows(from, to, [&](std::size_t row, std::span<const std::byte> bytes) {
+    if (row >= to) throw refuse("yielded row " + std::to_string(row) + ", past its end");
+    if (row != next) throw refuse("yielded row " + std::to_string(row) + " where row " + std::to_string(next) + " was next");
+    if (bytes.empty()) {
+      throw refuse("yielded row " + std::to_string(row) + " with no bytes: an empty row would compare equal to any other");
+    }
+    visit(next++, bytes);
+  });
+  if (next != to) {
+    throw refuse("yielded " + std::to_string(next - from) + " of its " + std::to_string(to - from) +
+                 " rows: the rest would go uncompared");
+  }
+}
+
+void KvState::visit_rows(std::size_t from, std::size_t to, const RowVisitor& visit) const {
   if (!owns_rows()) {
     for (std::size_t row = from; row < to; ++row) visit(row, read_rows(row, row + 1));
     return;

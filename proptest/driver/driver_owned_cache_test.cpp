@@ -313,6 +313,82 @@ PFX_PROPERTY(Verify, EachRowOfOneReadIsThatRowsOwnRead, "DRV-9", ()) {
             "KV row " + std::to_string(changed) + " differs from the cold run's");
 }
 
+/// A view whose one read of its rows goes wrong in one way at row `at`.
+class MisreadView final : public pfx::driver::KvState {
+ public:
+  enum class Misread { none, empty_row, skipped_row, repeated_row, short_read, extra_row };
+  MisreadView(const pfx::driver::KvState& rows, Misread misread, std::size_t at)
+      : rows_(rows), misread_(misread), at_(at) {}
+  [[nodiscard]] const pfx::driver::KvShape& shape() const noexcept override { return rows_.shape(); }
+  void forget(std::size_t) override {}
+  void synchronize() override {}
+  [[nodiscard]] bool readable() const noexcept override { return true; }
+  [[nodiscard]] std::vector<std::byte> read_rows(std::size_t from, std::size_t to) const override {
+    return rows_.read_rows(from, to);
+  }
+
+ protected:
+  void visit_rows(std::size_t from, std::size_t to, const RowVisitor& visit) const override {
+    for (std::size_t row = from; row < to; ++row) {
+      const std::vector<std::byte> bytes = rows_.read_rows(row, row + 1);
+      if (row == at_ && misread_ == Misread::empty_row) {
+        visit(row, {});
+        continue;
+      }
+      if (row == at_ && misread_ == Misread::skipped_row) continue;
+      if (row == at_ && misread_ == Misread::short_read) return;
+      if (row == at_ && misread_ == Misread::repeated_row) visit(row, bytes);
+      visit(row, bytes);
+    }
+    if (misread_ == Misread::extra_row) visit(to, rows_.read_rows(at_, at_ + 1));
+  }
+
+ private:
+  const pfx::driver::KvState& rows_;
+  Misread misread_;
+  std::size_t at_;
+};
+
+// A read of rows that yields a row of no bytes, skips, repeats or adds a row, or stops short, is
+// refused, naming the row: a check fed by it would pass having compared nothing, or fewer rows than it
+// counts. A read without a fault gives the rows themselves.
+PFX_PROPERTY(Verify, AMisreadOfRowsIsRefusedNotCompared, "DRV-9", ()) {
+  using Misread = MisreadView::Misread;
+  const pfx::driver::KvShape shape{.capacity = *rc::gen::inRange<std::size_t>(1, 40),
+                                   .layers = *rc::gen::inRange<std::size_t>(1, 3),
+                                   .width = *rc::gen::inRange<std::size_t>(1, 5)};
+  pfx::driver::HostKvState rows(shape);
+  for (std::size_t p = 0; p < shape.capacity; ++p) rows.fill(p, p + 1, static_cast<float>(p) + 0.5f);
+  const std::size_t to = *rc::gen::inRange<std::size_t>(1, shape.capacity + 1);
+  const std::size_t from = *rc::gen::inRange<std::size_t>(0, to);
+  const std::size_t at = *rc::gen::inRange(from, to);
+  const Misread misread = *rc::gen::element(Misread::none, Misread::empty_row, Misread::skipped_row,
+                                            Misread::repeated_row, Misread::short_read, Misread::extra_row);
+  const MisreadView view(rows, misread, at);
+  const auto n = [](std::size_t x) { return std::to_string(x); };
+  const std::string expected =
+      misread == Misread::empty_row      ? "yielded row " + n(at) + " with no bytes"
+      : misread == Misread::repeated_row ? "yielded row " + n(at) + " where row " + n(at + 1) + " was next"
+      : misread == Misread::extra_row    ? "yielded row " + n(to) + ", past its end"
+      : misread == Misread::short_read || (misread == Misread::skipped_row && at + 1 == to)
+          ? "yielded " + n(at - from) + " of its " + n(to - from) + " rows"
+          : "yielded row " + n(at + 1) + " where row " + n(at) + " was next";
+  RC_TAG(static_cast<int>(misread));  // 0: none, then the misreads in their order
+  if (misread == Misread::none) {
+    RC_ASSERT(pfx::test::rows_apart(view, from, to) == pfx::test::rows_apart(rows, from, to));
+    return;
+  }
+  try {
+    (void)pfx::test::rows_apart(view, from, to);
+    RC_FAIL("a misread of rows [" + n(from) + ", " + n(to) + ") was taken for a read");
+  } catch (const std::logic_error& e) {
+    RC_ASSERT(std::string_view(e.what()).starts_with("KvState::for_each_row: the read of rows [" + n(from) + ", " +
+                                                     n(to) + ") " + expected));
+  }
+  // The digests of a check read the same way: the misread ends the check, it is not compared.
+  RC_ASSERT_THROWS_AS((void)pfx::driver::Vouched::of({}, {}, view, to), std::logic_error);
+}
+
 // A response the lane fails is a mismatch, never a pass.
 TEST(Verify, AFailedRequestIsAMismatch) {
   pfx::test::verifies("DRV-9");

@@ -239,6 +239,20 @@ class VerifyPythonEngines(unittest.TestCase):
                 self.assertFalse(report.ok)
                 self.assertRegex(report.first_mismatch.what, "engine.read_each_row must return a " + said)
 
+        class Empty(OwnedCache):  # reads nothing: an empty row would compare equal to any other
+            def read_rows(self, start, end):
+                return b""
+
+        class EmptyEach(OwnedCache):
+            def read_each_row(self, start, end):
+                return [b""] * (end - start)
+
+        for engine in [Empty(4), EmptyEach(4)]:
+            with self.subTest(engine=type(engine).__name__):  # the request fails, naming the row: never a pass
+                report = pfx.verify(engine, [[1, 2, 3, 4, 5, 6, 7]], keep_min=4, capacity=64)
+                self.assertFalse(report.ok)
+                self.assertRegex(report.first_mismatch.what, r"rows \[0, 7\) yielded row 0 with no bytes")
+
     @verifies("DRV-9")
     def test_a_trace_is_prompts_pairs_or_mappings(self):
         report = pfx.verify(OwnedCache(2), [[1, 2, 3], ([1, 2, 3, 4, 5], 2), {"prompt": [1, 2, 3, 4, 5, 6]}],

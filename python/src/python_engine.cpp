@@ -96,23 +96,6 @@ class CacheView final : public driver::KvState {
     return bytes_of(read_rows_(from, to), "engine.read_rows must return bytes or a buffer");
   }
 
-  /// The engine's read_each_row where it has one (one call: its cache is read once), else a
-  /// read_rows a row.
-  void for_each_row(std::size_t from, std::size_t to, const RowVisitor& visit) const override {
-    if (read_each_row_.is_none() || read_rows_.is_none()) return driver::KvState::for_each_row(from, to, visit);
-    driver::check_rows(shape_, from, to, "read_each_row");
-    require_current("read_each_row");
-    const char* expected = "engine.read_each_row must return a sequence of one bytes or buffer a row";
-    const py::object result = read_each_row_(from, to);
-    if (!py::isinstance<py::sequence>(result) || py::len(result) != to - from) {
-      throw py::type_error(owner_.caller_ + ": " + expected + " (" + std::to_string(to - from) + " rows), " +
-                           (py::isinstance<py::sequence>(result) ? "got " + std::to_string(py::len(result))
-                                                                 : "not " + std::string(Py_TYPE(result.ptr())->tp_name)));
-    }
-    std::size_t row = from;
-    for (const py::handle bytes : result) visit(row++, bytes_of(py::reinterpret_borrow<py::object>(bytes), expected));
-  }
-
   /// The bytes of `result` (bytes or any buffer); TypeError saying `expected` otherwise.
   [[nodiscard]] std::vector<std::byte> bytes_of(const py::object& result, const char* expected) const {
     PyObject* bytes = PyBytes_FromObject(result.ptr());
@@ -132,6 +115,23 @@ class CacheView final : public driver::KvState {
       throw std::logic_error(owner_.caller_ + ": " + what + " on a KV state whose cache the engine has since "
                              "given to another (one engine's cache serves one lane or check at a time)");
     }
+  }
+
+ protected:
+  /// The engine's read_each_row where it has one (one call: its cache is read once), else a
+  /// read_rows a row.
+  void visit_rows(std::size_t from, std::size_t to, const RowVisitor& visit) const override {
+    if (read_each_row_.is_none() || read_rows_.is_none()) return driver::KvState::visit_rows(from, to, visit);
+    require_current("read_each_row");
+    const char* expected = "engine.read_each_row must return a sequence of one bytes or buffer a row";
+    const py::object result = read_each_row_(from, to);
+    if (!py::isinstance<py::sequence>(result) || py::len(result) != to - from) {
+      throw py::type_error(owner_.caller_ + ": " + expected + " (" + std::to_string(to - from) + " rows), " +
+                           (py::isinstance<py::sequence>(result) ? "got " + std::to_string(py::len(result))
+                                                                 : "not " + std::string(Py_TYPE(result.ptr())->tp_name)));
+    }
+    std::size_t row = from;
+    for (const py::handle bytes : result) visit(row++, bytes_of(py::reinterpret_borrow<py::object>(bytes), expected));
   }
 
  private:

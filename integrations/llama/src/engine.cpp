@@ -100,12 +100,6 @@ class KvState final : public driver::KvState {
     return rows_of_sequence_state(sequence_state(), from, to);
   }
 
-  /// One serialization of the sequence for every row: a row at a time would serialize it once a row.
-  void for_each_row(std::size_t from, std::size_t to, const RowVisitor& visit) const override {
-    driver::check_rows(shape_, from, to, "llama KvState::for_each_row");
-    for_each_row_of_sequence_state(sequence_state(), from, to, visit);
-  }
-
   /// Decodes batch_'s first n tokens, filled by the caller, and copies the last one's logits.
   void run(std::size_t n, std::size_t vocab, std::span<float> logits) {
     batch_.n_tokens = static_cast<std::int32_t>(n);
@@ -120,6 +114,12 @@ class KvState final : public driver::KvState {
   }
 
   llama_batch& batch() noexcept { return batch_; }
+
+ protected:
+  /// One serialization of the sequence for every row: a row at a time would serialize it once a row.
+  void visit_rows(std::size_t from, std::size_t to, const RowVisitor& visit) const override {
+    for_each_row_of_sequence_state(sequence_state(), from, to, visit);
+  }
 
  private:
   driver::KvShape shape_;

@@ -71,15 +71,21 @@ class KvState {
   using RowVisitor = std::function<void(std::size_t row, std::span<const std::byte> bytes)>;
 
   /// Calls visit for each row of [from, to) in order, so that a difference can name its row whatever
-  /// the state's layout, holding one row at a time beside the read. Reads once where the state can: a
-  /// state that owns its rows makes one copy_rows and gathers each row from its layers; a view of an
-  /// engine's cache overrides this where one read of its format can be split (llama.cpp's), else it
-  /// is read a row at a time. Throws as read_rows does.
-  virtual void for_each_row(std::size_t from, std::size_t to, const RowVisitor& visit) const;
+  /// the state's layout, holding one row at a time beside the read (visit_rows reads). Throws as
+  /// read_rows does, and std::logic_error naming the row where the read yields a row of no bytes, a
+  /// row out of order or fewer rows than asked: a comparison of nothing would pass.
+  void for_each_row(std::size_t from, std::size_t to, const RowVisitor& visit) const;
 
   /// Bytes pfx allocated for the rows: shape().bytes() for a state that owns its rows, allocated
   /// once at construction; 0 for a cache an engine owns.
   [[nodiscard]] virtual std::size_t memory_bytes() const noexcept { return 0; }
+
+ protected:
+  /// for_each_row's read of [from, to), already checked against the capacity. Reads once where the
+  /// state can: a state that owns its rows makes one copy_rows and gathers each row from its layers;
+  /// a view of an engine's cache overrides this where one read of its format can be split
+  /// (llama.cpp's), else it is read a row at a time (read_rows).
+  virtual void visit_rows(std::size_t from, std::size_t to, const RowVisitor& visit) const;
 };
 
 /// Gives up rows [from, end) of `kv` as the protocol does (docs/driver.md, "The protocol"):
