@@ -109,6 +109,22 @@ class Transformers(unittest.TestCase):
         self.assertFalse(off.ok, str(off))
 
     @verifies("PY-4")
+    def test_each_call_runs_at_the_positions_it_writes(self):
+        # A lane's resumes and cold runs would agree bit for bit even if every call took positions from
+        # 0: both sides would be wrong alike. The model's own forward pass of the whole prompt says
+        # what the logits are; the adapter's chunks, each at its rows' positions over the rows before
+        # it, give them to float rounding (a chunk sums in another order).
+        r = rng(self)
+        prompt = [r.randrange(128) for _ in range(3 * CHUNK + r.randrange(1, CHUNK))]
+        engine = TransformersEngine(self.model, chunk=CHUNK)
+        for start in range(0, len(prompt), CHUNK):
+            logits = engine.prefill(prompt[start:start + CHUNK], start)
+        with torch.no_grad():
+            whole = self.model(torch.tensor([prompt])).logits[0, -1]
+        gap = (torch.from_numpy(logits) - whole).abs().max().item()
+        self.assertLess(gap, 1e-4, f"the chunked prefill's logits are {gap} from the model's one forward pass")
+
+    @verifies("PY-4")
     def test_the_adapter_keeps_to_the_protocol(self):
         engine = TransformersEngine(self.model, chunk=CHUNK)
         self.assertEqual((engine.chunk, engine.vocab, engine.capacity), (CHUNK, 128, 4096))
