@@ -48,9 +48,16 @@ ENGINES_TESTS = ["reference_model_test", "engines_conformance_test"]
 # The verifier (spec/: the ghost, SAFE, the reference, the model checker) meets its catalogue of wrong
 # machines first, then the core tests that use it as their oracle.
 VERIFIER_TESTS = ["verifier_test", "model_checker_test", "false_record_test"]
+# The Python package's suites are ctest tests (a name with a dot): ctest runs them as the suite does,
+# against the module built from the mutated copy, with its environment (the preloaded sanitizer
+# runtimes included) and their fixtures (the llama.cpp models written first).
+PYTHON_TESTS = ["python.prompt_prefix", "python.seed_differences", "python.drop_in", "python.environment",
+                "python.machine", "python.buffers", "python.lane", "python.verdicts", "python.conform"]
+PYTHON_TARGETS = ["pfx_python", "pfx_python_files"]
 TESTS_FOR = {"core/": CORE_TESTS + DRIVER_TESTS, "driver/": DRIVER_TESTS, "spec/": VERIFIER_TESTS,
              "engines/": ENGINES_TESTS + DRIVER_TESTS, "conform/": ["conform_check_test"],
-             "tools/pfx/": CLI_TESTS, "integrations/llama/": ["llama_engine_test"]}
+             "tools/pfx/": CLI_TESTS, "integrations/llama/": ["llama_engine_test"],
+             "python/": PYTHON_TESTS}
 
 CMAKE_OPTIONS = [
     "-DCMAKE_BUILD_TYPE=Release",
@@ -60,7 +67,7 @@ CMAKE_OPTIONS = [
     "-DPFX_COMPILE_TIME_PROOFS=OFF",  # exhaustive_test runs the same bodies in seconds
     "-DPFX_BUILD_BENCHMARKS=OFF",
     "-DPFX_BUILD_EXAMPLES=OFF",
-    "-DPFX_BUILD_PYTHON=OFF",
+    "-DPFX_BUILD_PYTHON=ON",  # only built where a Python suite is asked for (PYTHON_TARGETS)
     "-DPFX_BUILD_CLI=ON",  # the program's own mutants need its tests; only the programs asked for are built
     "-DPFX_INSTALL=OFF",
     "-DPFX_CUDA=OFF",
@@ -206,8 +213,13 @@ def first_error(output: str) -> str:
 
 
 def failing_test(output: str) -> str:
-    """The first failing test of a gtest run, with the RapidCheck seed it ran with when it says."""
+    """The first failing test of a gtest run, with the RapidCheck seed it ran with when it says; or of
+    a Python suite (unittest's "FAIL: test_x (module.Class.test_x)"), with the seed it prints."""
     failed = re.search(r"^\[  FAILED  \] (\S+)", output, re.M)
+    python = re.search(r"^(?:FAIL|ERROR): \S+ \((\S+)\)", output, re.M)
+    if not failed and python:
+        seed = re.search(r"PFX_PY_SEED=(\d+)", output)
+        return python.group(1) + (f" (PFX_PY_SEED={seed.group(1)})" if seed else "")
     if not failed:
         return ""
     name = failed.group(1).rstrip(",")
@@ -236,8 +248,6 @@ class Bench:
     def configure(self) -> None:
         self.copy.mkdir(parents=True, exist_ok=True)
         sync_copy(self.copy)
-        if (self.build / "CMakeCache.txt").is_file():
-            return
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         options = CMAKE_OPTIONS + (SANITIZE_OPTIONS if self.sanitize else [])
         code, out = run(["cmake", "-S", str(self.copy), "-B", str(self.build), *generator, *options], ROOT)
@@ -245,7 +255,10 @@ class Bench:
             shutil.rmtree(self.build, ignore_errors=True)
             raise Failure("cmake could not configure the mutation build:\n" + out[-3000:])
 
-    def compile(self, targets: list[str]) -> tuple[bool, str]:
+    def compile(self, programs: list[str]) -> tuple[bool, str]:
+        targets = [p for p in programs if "." not in p]
+        if len(targets) < len(programs):  # a Python suite: the module and the package's files
+            targets += PYTHON_TARGETS
         code, out = run(["cmake", "--build", str(self.build), "-j", str(self.jobs), "--target", *targets],
                         ROOT)
         return code == 0, out
@@ -257,8 +270,11 @@ class Bench:
         env = dict(os.environ)
         env.pop("RC_PARAMS", None)  # the defaults compiled into each program, as ctest runs them
         env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
-        return run([str(self.program(name)), "--gtest_brief=1", "--gtest_fail_fast"], self.build,
-                   timeout=self.timeouts.get(name, 600), env=env)
+        command = [str(self.program(name)), "--gtest_brief=1", "--gtest_fail_fast"]
+        if "." in name:  # a ctest test (a Python suite): a skip (no torch, no llama.cpp) passes, killing nothing
+            command = ["ctest", "--test-dir", str(self.build), "-R", f"^{re.escape(name)}$", "--output-on-failure",
+                       "--no-tests=error"]
+        return run(command, self.build, timeout=self.timeouts.get(name, 600), env=env)
 
     def baseline(self, programs: list[str]) -> None:
         """Builds every program and runs it on the unmutated tree: all must pass, and their times set
