@@ -242,7 +242,7 @@ PFX_PROPERTY(Verify, DifferenceIsEmptyExactlyWhenBothSidesAreTheSameBits, "DRV-9
 }
 
 /// A state read the way a cache an engine owns is read: read_rows alone, row by row.
-class ReadOnlyView final : public pfx::driver::KvState {
+class ReadOnlyView : public pfx::driver::KvState {
  public:
   explicit ReadOnlyView(const pfx::driver::KvState& rows) : rows_(rows) {}
   [[nodiscard]] const pfx::driver::KvShape& shape() const noexcept override { return rows_.shape(); }
@@ -252,6 +252,9 @@ class ReadOnlyView final : public pfx::driver::KvState {
   [[nodiscard]] std::vector<std::byte> read_rows(std::size_t from, std::size_t to) const override {
     return rows_.read_rows(from, to);
   }
+
+ protected:
+  [[nodiscard]] const pfx::driver::KvState& rows() const noexcept { return rows_; }
 
  private:
   const pfx::driver::KvState& rows_;
@@ -314,23 +317,16 @@ PFX_PROPERTY(Verify, EachRowOfOneReadIsThatRowsOwnRead, "DRV-9", ()) {
 }
 
 /// A view whose one read of its rows goes wrong in one way at row `at`.
-class MisreadView final : public pfx::driver::KvState {
+class MisreadView final : public ReadOnlyView {
  public:
   enum class Misread { none, empty_row, skipped_row, repeated_row, short_read, extra_row };
   MisreadView(const pfx::driver::KvState& rows, Misread misread, std::size_t at)
-      : rows_(rows), misread_(misread), at_(at) {}
-  [[nodiscard]] const pfx::driver::KvShape& shape() const noexcept override { return rows_.shape(); }
-  void forget(std::size_t) override {}
-  void synchronize() override {}
-  [[nodiscard]] bool readable() const noexcept override { return true; }
-  [[nodiscard]] std::vector<std::byte> read_rows(std::size_t from, std::size_t to) const override {
-    return rows_.read_rows(from, to);
-  }
+      : ReadOnlyView(rows), misread_(misread), at_(at) {}
 
  protected:
   void visit_rows(std::size_t from, std::size_t to, const RowVisitor& visit) const override {
     for (std::size_t row = from; row < to; ++row) {
-      const std::vector<std::byte> bytes = rows_.read_rows(row, row + 1);
+      const std::vector<std::byte> bytes = rows().read_rows(row, row + 1);
       if (row == at_ && misread_ == Misread::empty_row) {
         visit(row, {});
         continue;
@@ -340,11 +336,10 @@ class MisreadView final : public pfx::driver::KvState {
       if (row == at_ && misread_ == Misread::repeated_row) visit(row, bytes);
       visit(row, bytes);
     }
-    if (misread_ == Misread::extra_row) visit(to, rows_.read_rows(at_, at_ + 1));
+    if (misread_ == Misread::extra_row) visit(to, rows().read_rows(at_, at_ + 1));
   }
 
  private:
-  const pfx::driver::KvState& rows_;
   Misread misread_;
   std::size_t at_;
 };
