@@ -207,7 +207,7 @@ def first_error(output: str) -> str:
     for line in output.splitlines():
         if re.search(r"\berror\b", line) and not line.startswith(("ninja:", "make")):
             line = re.sub(r"^\S*/build/mutation/src/", "", line.strip())
-            line = re.sub(r"^/\S*/src/", "", line)
+            line = re.sub(r"^(/\S*|\.\.)/src/", "", line)  # absolute, or relative to the build folder
             return line[:200]
     return "the build failed (see the log)"
 
