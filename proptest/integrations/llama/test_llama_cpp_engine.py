@@ -1,24 +1,37 @@
-#!/usr/bin/env python3
 """pfx.integrations.llama_cpp.LlamaCppEngine on a model written by write_tiny_gguf.py: the engine
 protocol of an engine that owns its cache (prefill, decode, forget, read_rows), and what THM-1 says
-of it: a resume on the grid of the chunk equals a cold run, byte for byte. Exits 77 (skipped, with
-the reason) when llama_cpp cannot be imported.
+of it: a resume on the grid of the chunk equals a cold run, byte for byte.
 
-    test_llama_cpp_engine.py MODEL.gguf
+Run as the Python suites are (proptest/python/run_tests.py, which writes the report the requirements
+check reads), with the model in PFX_LLAMA_MODEL. Every test is skipped, with the reason, when
+llama_cpp cannot be imported or no model is given.
 """
 
 from __future__ import annotations
 
 import os
-import random
-import sys
 import unittest
 
 import pfx  # the build's python/ folder is on PYTHONPATH (CTest puts it there)
 from pfx.integrations import llama_cpp as llama_cpp_module
+from support import rng, verifies  # proptest/python, on the path that run_tests.py sets
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODEL = sys.argv[1] if len(sys.argv) > 1 else ""
+MODEL = os.environ.get("PFX_LLAMA_MODEL", "")
+
+
+def why_not() -> str:
+    """Why the suite cannot run here, or ""."""
+    if not MODEL:
+        return "no model: PFX_LLAMA_MODEL names the GGUF file write_tiny_gguf.py wrote"
+    try:
+        llama_cpp_module._llama_cpp()
+    except Exception as e:  # noqa: BLE001
+        return f"llama_cpp cannot be imported ({type(e).__name__}: {e}); scripts/llama.sh --python installs it"
+    return ""
+
+
+WHY_NOT = why_not()
 
 
 def cold(engine, prompt):
@@ -43,25 +56,29 @@ def resumed(engine, held, prompt, offset):
     return logits.tobytes(), engine.read_rows(0, len(prompt))
 
 
+@unittest.skipIf(WHY_NOT, WHY_NOT)
 class LlamaCppEngineTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.engine = llama_cpp_module.LlamaCppEngine(MODEL, chunk=16, flash_attn="on", threads=1, capacity=512)
 
+    @verifies("PY-4")
     def test_protocol_attributes(self):
         self.assertEqual(self.engine.chunk, 16)
         self.assertEqual(self.engine.vocab, 512)
         self.assertEqual(self.engine.capacity, 512)
 
+    @verifies("PY-4 DRV-8 THM-1")
     def test_resume_on_the_grid_equals_the_cold_run(self):
-        rng = random.Random(3)
+        r = rng(self)
         for _ in range(4):
-            prompt = [rng.randrange(3, 512) for _ in range(rng.randrange(20, 90))]
+            prompt = [r.randrange(3, 512) for _ in range(r.randrange(20, 90))]
             reference = cold(self.engine, prompt)
             for offset in range(16, len(prompt), 16):
-                held = prompt[:offset] + [rng.randrange(3, 512) for _ in range(rng.randrange(0, 16))]
+                held = prompt[:offset] + [r.randrange(3, 512) for _ in range(r.randrange(0, 16))]
                 self.assertEqual(resumed(self.engine, held, prompt, offset), reference, f"offset {offset}")
 
+    @verifies("PY-4 DRV-8")
     def test_read_rows_sees_a_changed_row(self):
         prompt = list(range(3, 40))
         _, rows = cold(self.engine, prompt)
@@ -71,6 +88,7 @@ class LlamaCppEngineTest(unittest.TestCase):
         self.assertNotEqual(rows, changed)
         self.assertEqual(rows[: len(rows) // 2][:10], changed[:10])  # the first rows are the same
 
+    @verifies("PY-4 DRV-9")
     def test_read_each_row_gives_each_rows_own_read_from_one_serialization(self):
         prompt = list(range(3, 40))
         cold(self.engine, prompt)
@@ -80,12 +98,14 @@ class LlamaCppEngineTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "no row at position 37"):
             self.engine.read_each_row(0, 38)
 
+    @verifies("PY-4 DRV-8")
     def test_forget_drops_rows(self):
         cold(self.engine, list(range(3, 40)))
         self.engine.forget(20)
         with self.assertRaisesRegex(ValueError, "no row at position 20"):
             self.engine.read_rows(0, 21)
 
+    @verifies("PY-4 DRV-8")
     def test_decode_writes_one_row_and_returns_logits(self):
         prompt = list(range(5, 5 + 33))
         cold(self.engine, prompt[:-1])
@@ -93,6 +113,7 @@ class LlamaCppEngineTest(unittest.TestCase):
         self.assertEqual(logits.shape, (512,))
         self.assertEqual(len(self.engine.read_rows(0, len(prompt))) * 32, len(self.engine.read_rows(0, 32)) * 33)
 
+    @verifies("PY-4")
     def test_bad_arguments_raise(self):
         with self.assertRaises(FileNotFoundError):
             llama_cpp_module.LlamaCppEngine(os.path.join(HERE, "no-such-model.gguf"), chunk=16)
@@ -102,22 +123,25 @@ class LlamaCppEngineTest(unittest.TestCase):
             self.engine.prefill(list(range(3, 3 + 17)), 0)
 
 
+@unittest.skipIf(WHY_NOT, WHY_NOT)
 class PfxOverLlamaCppTest(unittest.TestCase):
     """pfx.conform and pfx.Lane accept the engine (an engine that owns its cache)."""
 
     def engine(self, **kw):
         return llama_cpp_module.LlamaCppEngine(MODEL, chunk=64, flash_attn="on", threads=1, capacity=2048, **kw)
 
+    @verifies("CONF-3 CEX-1")
     def test_conform_finds_chunk_64_safe_and_rule_chunk_1_unsafe(self):
         report = pfx.conform(self.engine())
         self.assertEqual(report.verdict, "safe")
         self.assertEqual(pfx.conform(self.engine(), rule_chunk=1).verdict, "unsafe")
 
+    @verifies("PY-4 DRV-8 THM-1")
     def test_lane_with_reuse_equals_lane_without_bit_for_bit(self):
-        rng = random.Random(1)
+        r = rng(self)
         lane = pfx.Lane(self.engine(), keep_min=64, capacity=2048)
         cold = pfx.Lane(self.engine(), keep_min=64, capacity=2048, enabled=False)
-        conversation = [rng.randrange(3, 512) for _ in range(100)]
+        conversation = [r.randrange(3, 512) for _ in range(100)]
         reused = 0
         for _ in range(4):
             a = lane.serve(conversation, 8)
@@ -125,14 +149,6 @@ class PfxOverLlamaCppTest(unittest.TestCase):
             reused += a.decision.offset
             self.assertEqual(list(a.generated), list(b.generated))
             self.assertEqual(bytes(a.logits), bytes(b.logits))
-            conversation = conversation + list(a.generated) + [rng.randrange(3, 512) for _ in range(50)]
+            conversation = conversation + list(a.generated) + [r.randrange(3, 512) for _ in range(50)]
         self.assertGreater(reused, 0)
 
-
-if __name__ == "__main__":
-    try:
-        llama_cpp_module._llama_cpp()
-    except Exception as e:  # noqa: BLE001
-        print(f"SKIPPED: llama_cpp cannot be imported ({type(e).__name__}: {e}); scripts/llama.sh --python installs it")
-        sys.exit(77)
-    unittest.main(argv=[sys.argv[0]], verbosity=2)

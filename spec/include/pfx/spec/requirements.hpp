@@ -109,7 +109,8 @@ inline constexpr std::array requirements = {
     Requirement{"PY-4",
                 "pfx.Lane serves requests through the C++ lane on an engine written in Python, of either form "
                 "(one that owns its cache, one that writes pfx's KV state); its responses with reuse equal those "
-                "of a lane without reuse bit for bit; TransformersEngine adapts a transformers causal LM"},
+                "of a lane without reuse bit for bit; TransformersEngine adapts a transformers causal LM, and "
+                "LlamaCppEngine a llama-cpp-python model"},
     Requirement{"PY-1",
                 "pfx.PromptPrefix answers, records and clears as the original Python class does on every call "
                 "sequence the original class handles correctly, with the same environment variables and defaults"},
