@@ -39,11 +39,7 @@ int parse_and_run(std::span<const std::string> arguments, const Streams& streams
   try {
     std::vector<std::string> reversed(arguments.rbegin(), arguments.rend());  // CLI11 takes them last first
     app.parse(reversed);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e, streams.out, streams.err);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e, streams.out, streams.err);
-  } catch (const CLI::CallForVersion& e) {
+  } catch (const CLI::Success& e) {  // --help, --help-all, --version: printed to `out`, status 0
     return app.exit(e, streams.out, streams.err);
   } catch (const CLI::ParseError& e) {
     // CLI11's own statuses differ per kind of error; every bad option is exit_bad_input here.
