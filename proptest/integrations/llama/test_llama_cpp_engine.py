@@ -23,7 +23,8 @@ MODEL = os.environ.get("PFX_LLAMA_MODEL", "")
 def why_not() -> str:
     """Why the suite cannot run here, or ""."""
     if not MODEL:
-        return "no model: PFX_LLAMA_MODEL names the GGUF file write_tiny_gguf.py wrote"
+        return ("no model: PFX_LLAMA_MODEL names the GGUF file write_tiny_gguf.py writes, which the build's "
+                "fixture writes where llama.cpp was found (scripts/llama.sh)")
     try:
         llama_cpp_module._llama_cpp()
     except Exception as e:  # noqa: BLE001
