@@ -1,9 +1,10 @@
 #pragma once
 
 /// \file
-/// The reference engine on the host (pfx/engines/reference_model.hpp): fp32, single-threaded, with a
-/// fixed order for every sum, so a run is a deterministic function of its inputs, unless its
-/// attention reduction draws the order (Reduction::drawn).
+/// The reference engine on the host (pfx/engines/reference_model.hpp): fp32, with a fixed order for
+/// every sum (a large vocabulary's logits are split over two threads by row, each row summed alone),
+/// so a run is a deterministic function of its inputs, unless its attention reduction draws the order
+/// (Reduction::drawn).
 
 #include <pfx/driver/engine.hpp>
 #include <pfx/driver/host_kv_state.hpp>
