@@ -22,13 +22,13 @@ double milliseconds(std::chrono::nanoseconds t) { return std::chrono::duration<d
 /// state, allocated once) and writes into `report` whether `response` equals it bit for bit: its
 /// generated tokens, its prompt's logits and every KV row it vouches for (the prompt's, and the decode
 /// rows below the last generated token), compared as driver::verify compares them.
-void compare_cold(driver::Engine& engine, driver::KvState& cold_kv, const driver::Lane& resumed,
+void compare_cold(driver::Engine& engine, driver::KvState& cold_kv, const driver::KvState& resumed,
                   const TraceRequest& request, const driver::Response& response, RequestReport& report) {
   driver::ColdRun reference;
   try {
     reference = driver::run_cold(engine, cold_kv, request.prompt, request.max_new_tokens);
     const std::size_t rows = driver::rows_written(request.prompt.size(), response.generated.size());
-    report.mismatch = driver::difference(driver::Vouched::of(response.generated, response.logits, resumed.kv(), rows),
+    report.mismatch = driver::difference(driver::Vouched::of(response.generated, response.logits, resumed, rows),
                                          driver::Vouched::of(reference.generated, reference.logits, cold_kv, rows));
   } catch (const driver::StaleRowRead& e) {  // the engine itself is broken: nothing to compare with
     report.mismatch = std::string("the cold run failed: ") + e.what();
@@ -127,7 +127,7 @@ ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const Repla
       summary.prefill_tokens += response.prefilled;
     }
     if (!last_failed && verify) {
-      compare_cold(engine, *cold_kv, sharded ? sharded->lane() : *lane, request, response, report);
+      compare_cold(engine, *cold_kv, sharded ? sharded->kv() : lane->kv(), request, response, report);
       ++summary.verified;
       summary.mismatches += *report.bitexact ? 0 : 1;
       if (!*report.bitexact && summary.first_mismatch.request == 0) {

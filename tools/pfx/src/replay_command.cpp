@@ -41,7 +41,7 @@ using json = nlohmann::ordered_json;  // keys in the order written: "type" first
 /// The options of `pfx replay`, `pfx soak` and `pfx workload` (docs/cli.md); each command keeps its
 /// own defaults, and the checks are these, once.
 struct Options {
-  std::size_t chunk = default_chunk;  ///< the reference engine's prefill chunk = the rule's chunk
+  std::size_t chunk = default_chunk;  ///< the engine's prefill chunk = the rule's chunk
   /// 262144 ids: any common tokenizer's fit; the capacity in KV rows, allocated once.
   WorkloadOptions workload{.seed = 253, .vocab = std::size_t{1} << 18, .requests = 100, .capacity = 32768};
   std::optional<std::size_t> keep_min;      ///< default: TF_GLM53_PREFIX_CACHE_MIN, else 64
@@ -66,12 +66,12 @@ struct Options {
 /// --chunk, --vocab, --capacity, --seed and --requests (at most `most`), with their ranges (a value
 /// outside one is bad input, exit status 2).
 void add_workload_options(CLI::App& command, Options& o, std::size_t most) {
-  command.add_option("--chunk", o.chunk, "Prefill chunk of the reference engine, and so the rule's chunk")
+  command.add_option("--chunk", o.chunk, "Prefill chunk of the engine, and so the rule's chunk")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))->capture_default_str();
   // At least 2: the reference engine refuses a vocabulary of one token (and 0 holds no token id).
   command.add_option("--vocab", o.workload.vocab,
-                     "Vocabulary of the reference engine: token ids are 0 .. vocab - 1 (at most 2^24 with the "
-                     "reference engine)")
+                     "Vocabulary of the engine (--engine llama takes the model's): token ids are 0 .. vocab - 1 "
+                     "(at most 2^24 with the reference engine)")
       ->check(CLI::Range(std::size_t{2}, static_cast<std::size_t>(std::numeric_limits<token>::max())))
       ->capture_default_str();
   command.add_option("--capacity", o.workload.capacity, "KV rows of the lane, allocated once")
@@ -597,7 +597,7 @@ int run_soak(Options& options, const Streams& streams) {
 void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
   auto options = std::make_shared<Options>();
   CLI::App* command = app.add_subcommand(
-      "replay", "Serve a trace (or the embedded workload) through a lane on the reference engine; report what was reused");
+      "replay", "Serve a trace (or the embedded workload) through a lane on an engine (--engine); report what was reused");
   command->add_option("trace", options->trace,
                       "JSON Lines trace: {\"prompt\": [ids], \"max_new_tokens\": n} or {\"op\": \"clear\"} per line; "
                       "- reads standard input; without it, the embedded workload");

@@ -61,11 +61,10 @@ class ShardedLane {
   /// Forgets this rank's record (the ranks then disagree, and the next request is served cold).
   void clear() { lane_.clear(); }
 
+  /// This rank's Lane, whose machine holds this rank's record (the tests compare it across ranks).
   [[nodiscard]] const Lane& lane() const noexcept { return lane_; }
   /// The decision of the last request that got one on this rank, also when it then failed.
   [[nodiscard]] const Decision& last_decision() const noexcept { return lane_.last_decision(); }
-  [[nodiscard]] const Collective& collective() const noexcept { return collective_; }
-  [[nodiscard]] const ShardLayout& layout() const noexcept { return engine_.layout(); }
   /// The KV state, rows gathered from their owners by copy_rows.
   [[nodiscard]] const ShardedKvState& kv() const noexcept;
   /// Requests served cold because the ranks disagreed.
