@@ -1,10 +1,10 @@
 // The compile-time proofs' bodies run at run time, on larger domains: coverage sees them, and a
 // failure prints the counterexample.
 
+#include <pfx/refinement/describe.hpp>
 #include <pfx/refinement/exhaustive_proof.hpp>
 #include "support/requirement.hpp"
 
-#include <ostream>
 #include <sstream>
 #include <string>
 
@@ -19,18 +19,12 @@ static_assert(pfx::refinement::run_time_protocol_domain.max_length >= pfx::refin
 
 namespace {
 
-std::ostream& operator<<(std::ostream& os, const pfx::spec::Tokens& t) {
-  os << '[';
-  for (std::size_t i = 0; i < t.size(); ++i) os << (i ? "," : "") << t[i];
-  return os << ']';
-}
-
 std::string counterexample(const pfx::refinement::Tally& t) {
+  using pfx::refinement::describe;  // the one describe() of counterexamples
   std::ostringstream os;
-  os << t.failed << " of " << t.checked << " checks failed; first: config{enabled "
-     << t.config.enabled << ", keep_min " << t.config.keep_min << ", chunk " << t.config.chunk
-     << "} ids " << t.ids << " canonical_end " << t.canonical_end << " prompt " << t.prompt
-     << " event #" << t.event;
+  os << t.failed << " of " << t.checked << " checks failed; first: config " << describe(t.config) << "; ids "
+     << describe(t.ids) << " canonical_end " << t.canonical_end << " prompt " << describe(t.prompt) << " event #"
+     << t.event;
   return os.str();
 }
 

@@ -177,7 +177,8 @@ PYBIND11_MODULE(_native, m) {
       .def(py::init([](py::handle enabled, py::handle keep_min, py::handle chunk) {
              return Config{flag(enabled, "enabled"), count(keep_min, "keep_min"), count(chunk, "chunk")};
            }),
-           py::arg("enabled") = true, py::arg("keep_min") = 64, py::arg("chunk") = 1)
+           py::arg("enabled") = Config{}.enabled, py::arg("keep_min") = Config{}.keep_min,
+           py::arg("chunk") = Config{}.chunk)  // core's defaults, written once (config.hpp)
       .def_property(
           "enabled", [](const Config& c) { return c.enabled; },
           [](Config& c, py::handle v) { c.enabled = flag(v, "enabled"); })

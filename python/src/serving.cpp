@@ -103,6 +103,9 @@ std::string describe(const driver::VerifyReport& r) {
   return text;
 }
 
+/// The keyword arguments' defaults: the C++ Lane's, written once (driver/lane.hpp, core's config.hpp).
+const driver::LaneOptions defaults{};
+
 }  // namespace
 
 void add_serving(py::module_& m) {
@@ -126,8 +129,9 @@ void add_serving(py::module_& m) {
              return std::make_unique<ServingLane>(std::move(engine),
                                                   lane_options(keep_min, capacity, enabled, rule_chunk, poison), chunk);
            }),
-           py::arg("engine"), py::kw_only(), py::arg("keep_min") = 64, py::arg("capacity") = 4096,
-           py::arg("enabled") = true, py::arg("chunk") = py::none(), py::arg("rule_chunk") = py::none(),
+           py::arg("engine"), py::kw_only(), py::arg("keep_min") = defaults.config.keep_min,
+           py::arg("capacity") = defaults.capacity, py::arg("enabled") = defaults.config.enabled,
+           py::arg("chunk") = py::none(), py::arg("rule_chunk") = py::none(),
            py::arg("poison") = true)
       .def("serve", &ServingLane::serve, py::arg("prompt"), py::arg("max_new_tokens") = 0,
            "Serves one request: the decision, prefill on the engine's grid from its offset, greedy decoding, "
@@ -174,8 +178,9 @@ void add_serving(py::module_& m) {
         PythonEngine wrapped(std::move(engine), chunk, "pfx.verify");
         return driver::verify(wrapped, requests, lane_options(keep_min, capacity, enabled, rule_chunk, poison));
       },
-      py::arg("engine"), py::arg("trace"), py::kw_only(), py::arg("keep_min") = 64, py::arg("capacity") = 4096,
-      py::arg("enabled") = true, py::arg("max_new_tokens") = 0, py::arg("chunk") = py::none(),
+      py::arg("engine"), py::arg("trace"), py::kw_only(), py::arg("keep_min") = defaults.config.keep_min,
+      py::arg("capacity") = defaults.capacity, py::arg("enabled") = defaults.config.enabled,
+      py::arg("max_new_tokens") = 0, py::arg("chunk") = py::none(),
       py::arg("rule_chunk") = py::none(), py::arg("poison") = true,
       "Serves `trace` through a pfx.Lane on `engine`, then each request cold, and compares every response "
       "(generated tokens, logits, KV rows where the engine can read them). Returns a VerifyReport; ok is False "
