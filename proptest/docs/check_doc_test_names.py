@@ -3,37 +3,28 @@ READMEs to the test, so a renamed or removed test must not leave its name behind
 
     python3 check_doc_test_names.py SOURCE_DIR
 
-The tests are read from proptest/: C++ `TEST(Suite, Name)` and `PFX_PROPERTY(Suite, Name, ...)`, and
-Python `class Suite` with `def test_name` (named as run_tests.py reports it: test_foo_bar -> FooBar).
-A name in backticks whose suite is one of theirs must be one of them. Exits 1, naming each file, line
-and name, when one is not; 1 too when no name was checked at all (a check that compared nothing).
+The tests are read from the sources of proptest/ (C++ test programs and Python test modules) as
+proptest/support/test_names.py reads them. A name in backticks whose suite is one of theirs must be
+one of them. Exits 1, naming each file, line and name, when one is not; 1 too when no name was
+checked at all (a check that compared nothing).
 """
 from __future__ import annotations
 
-import ast
 import pathlib
 import re
 import sys
 
-CPP_TEST = re.compile(r"^(?:TEST|PFX_PROPERTY)\((\w+),\s*(\w+)", re.MULTILINE)
+sys.dont_write_bytecode = True
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "support"))
+
+from test_names import tests_in  # noqa: E402
+
 NAMED = re.compile(r"`([A-Z]\w*)\.([A-Z]\w*)`")
 
 
-def sentence(method: str) -> str:
-    """As run_tests.py names a Python test."""
-    return "".join(word[:1].upper() + word[1:] for word in method.removeprefix("test_").split("_"))
-
-
 def tests(proptest: pathlib.Path) -> set:
-    found = set()
-    for path in proptest.rglob("*.cpp"):
-        found.update(f"{suite}.{name}" for suite, name in CPP_TEST.findall(path.read_text(encoding="utf-8")))
-    for path in proptest.rglob("test_*.py"):
-        for suite in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
-            if isinstance(suite, ast.ClassDef):
-                found.update(f"{suite.name}.{sentence(f.name)}" for f in suite.body
-                             if isinstance(f, ast.FunctionDef) and f.name.startswith("test_"))
-    return found
+    sources = sorted(proptest.rglob("*.cpp")) + sorted(proptest.rglob("test_*.py"))
+    return {f"{suite}.{name}" for path in sources for suite, name in tests_in(path)}
 
 
 def main(argv: list) -> int:

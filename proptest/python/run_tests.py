@@ -2,16 +2,16 @@
 IDs each test verifies are collected with the C++ tests' (proptest/spec/requirements_check.cpp).
 
     python3 run_tests.py TEST_MODULE.py REPORT.xml
-    python3 run_tests.py --skip REASON TEST_MODULE.py REPORT.xml
+    python3 run_tests.py --skip REASON TEST_FILE REPORT.xml
 
 Exits 1 when a test fails, errors, or declares no IDs; 77 (ctest's SKIP_RETURN_CODE) when every test
 was skipped. Prints the random seed; PFX_PY_SEED=<seed> replays the run. With --skip (a build without
-the module) nothing is imported or run: every test of the module is reported skipped with REASON, so
-that the requirements check counts its tags as skipped in this run, not as tests that never ran.
+what the tests need) nothing is imported, built or run: every test of TEST_FILE, a Python module or a
+C++ test program's source (proptest/support/test_names.py), is reported skipped with REASON, so that
+the requirements check counts its tags as skipped in this run, not as tests that never ran.
 """
 from __future__ import annotations
 
-import ast
 import importlib.util
 import os
 import sys
@@ -20,17 +20,13 @@ import unittest
 from xml.sax.saxutils import escape, quoteattr
 
 sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "support")]
 
 import support  # noqa: E402
+from test_names import sentence, tests_in  # noqa: E402
 
 SKIPPED = 77
-
-
-def sentence(method: str) -> str:
-    """test_answers_as_the_seed -> AnswersAsTheSeed, the style of the C++ test names."""
-    words = method.removeprefix("test_").split("_")
-    return "".join(word[:1].upper() + word[1:] for word in words)
 
 
 class Recorder(unittest.TextTestResult):
@@ -95,15 +91,11 @@ def report(result: Recorder, name: str) -> str:
 
 
 def skipped_report(path: str, reason: str) -> str:
-    """Every test method of the module's classes, read from its source, reported skipped."""
-    with open(path, encoding="utf-8") as source:
-        tree = ast.parse(source.read(), path)
+    """Every test of the file (Python or C++), read from its source, reported skipped."""
     lines = ['<?xml version="1.0" encoding="UTF-8"?>', f'<testsuites name={quoteattr(os.path.basename(path))}>']
-    for suite in (node for node in tree.body if isinstance(node, ast.ClassDef)):
-        for method in (node for node in suite.body if isinstance(node, ast.FunctionDef)):
-            if method.name.startswith("test_"):
-                lines.append(f'  <testcase name="{sentence(method.name)}" status="run" result="skipped" '
-                             f'classname="{suite.name}"><skipped message={quoteattr(reason)}/></testcase>')
+    for suite, name in tests_in(path):
+        lines.append(f'  <testcase name="{name}" status="run" result="skipped" classname="{suite}">'
+                     f'<skipped message={quoteattr(reason)}/></testcase>')
     return "\n".join(lines + ["</testsuites>"]) + "\n"
 
 
