@@ -69,7 +69,8 @@ std::size_t line_of(std::string_view text, std::size_t offset) {
   return 1 + static_cast<std::size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
 }
 
-/// test_answers_as_the_seed -> AnswersAsTheSeed (proptest/python/run_tests.py `sentence`).
+/// test_answers_as_the_seed -> AnswersAsTheSeed: the C++ twin of proptest/support/test_names.py
+/// `sentence`, which names the Python tests in their reports.
 std::string sentence(std::string_view method) {
   method.remove_prefix(std::string_view("test_").size());
   std::string out;
