@@ -1,6 +1,6 @@
 // What `pfx replay` costs at the original lane's scale (docs/performance.md, "A million tokens"): a
 // two-turn trace whose first prompt has N tokens and whose second extends it by N / 1000, replayed as
-// `pfx replay` does (pfx::cli::replay, chunk 64, vocab 262144: the command's defaults).
+// `pfx replay` does (pfx::replay::run, chunk 64, vocab 262144: the command's defaults).
 //
 //   BM_TwoTurnReplay/engine:0/tokens:N   --engine none: decisions only, no KV state
 //   BM_TwoTurnReplay/engine:1/tokens:N   the host reference engine with --verify: each turn served
@@ -9,8 +9,7 @@
 // Trace reading is not timed (the trace is built in memory); the KV states are allocated inside the
 // timing, as the command allocates them.
 
-#include <pfx/cli/replay.hpp>
-#include <pfx/cli/trace.hpp>
+#include <pfx/replay/replay.hpp>
 #include <pfx/engines/decisions_only_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
 
@@ -27,11 +26,11 @@ namespace {
 
 constexpr pfx::engines::ReferenceModelShape model{.vocab = std::size_t{1} << 18, .chunk = 64};
 
-std::vector<pfx::cli::TraceItem> two_turns(std::size_t tokens) {
-  pfx::cli::TraceRequest first;
+std::vector<pfx::replay::TraceItem> two_turns(std::size_t tokens) {
+  pfx::replay::TraceRequest first;
   for (std::size_t i = 0; i < tokens; ++i) first.prompt.push_back(static_cast<pfx::token>((i * 7919) % model.vocab));
   first.max_new_tokens = 16;
-  pfx::cli::TraceRequest second = first;
+  pfx::replay::TraceRequest second = first;
   for (std::size_t i = 0; i < tokens / 1000; ++i) second.prompt.push_back(static_cast<pfx::token>(i % model.vocab));
   return {first, second};
 }
@@ -39,19 +38,19 @@ std::vector<pfx::cli::TraceItem> two_turns(std::size_t tokens) {
 void BM_TwoTurnReplay(benchmark::State& state) {
   const bool with_model = state.range(0) != 0;
   const auto tokens = static_cast<std::size_t>(state.range(1));
-  const std::vector<pfx::cli::TraceItem> trace = two_turns(tokens);
+  const std::vector<pfx::replay::TraceItem> trace = two_turns(tokens);
   std::unique_ptr<pfx::driver::Engine> engine;
   if (with_model) {
     engine = std::make_unique<pfx::engines::HostReferenceEngine>(model);
   } else {
     engine = std::make_unique<pfx::engines::DecisionsOnlyEngine>(model.chunk, model.vocab);
   }
-  pfx::cli::ReplaySettings settings;
+  pfx::replay::ReplaySettings settings;
   settings.lane.capacity = tokens + tokens / 1000 + 16;
   settings.lane.config.keep_min = 64;
   settings.verify = with_model;
   for (auto _ : state) {
-    const pfx::cli::ReplaySummary summary = pfx::cli::replay(trace, *engine, settings);
+    const pfx::replay::ReplaySummary summary = pfx::replay::run(trace, *engine, settings);
     if (summary.reused_tokens != tokens || !summary.ok()) throw std::logic_error("the second turn did not resume whole");
     benchmark::DoNotOptimize(summary);
   }

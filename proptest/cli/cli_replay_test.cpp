@@ -9,8 +9,8 @@
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/engine_option.hpp>
 #include <pfx/cli/interrupt.hpp>
-#include <pfx/cli/replay.hpp>
-#include <pfx/cli/workload.hpp>
+#include <pfx/replay/replay.hpp>
+#include <pfx/replay/workload.hpp>
 #include <pfx/engines/decisions_only_engine.hpp>
 #include <pfx/engines/drifting_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
@@ -29,11 +29,11 @@
 
 namespace {
 
-using pfx::cli::ReplaySettings;
-using pfx::cli::ReplaySummary;
-using pfx::cli::RequestReport;
-using pfx::cli::TraceItem;
-using pfx::cli::TraceRequest;
+using pfx::replay::ReplaySettings;
+using pfx::replay::ReplaySummary;
+using pfx::replay::RequestReport;
+using pfx::replay::TraceItem;
+using pfx::replay::TraceRequest;
 
 struct Replayed {
   ReplaySummary summary;
@@ -42,7 +42,7 @@ struct Replayed {
 
 Replayed replay(const std::vector<TraceItem>& items, pfx::driver::Engine& engine, const ReplaySettings& settings) {
   Replayed out;
-  out.summary = pfx::cli::replay(items, engine, settings, [&](const RequestReport& r) { out.reports.push_back(r); });
+  out.summary = pfx::replay::run(items, engine, settings, [&](const RequestReport& r) { out.reports.push_back(r); });
   return out;
 }
 
@@ -84,7 +84,7 @@ Case random_case() {
   Case c;
   c.model = *pfx::test::model_shapes();
   const std::size_t capacity = 320;
-  c.items = pfx::cli::embedded_workload({.seed = *rc::gen::arbitrary<std::uint64_t>(), .vocab = c.model.vocab,
+  c.items = pfx::replay::embedded_workload({.seed = *rc::gen::arbitrary<std::uint64_t>(), .vocab = c.model.vocab,
                                          .requests = *rc::gen::inRange<std::size_t>(1, 14), .capacity = capacity});
   c.settings.lane = {.capacity = capacity, .config = {.keep_min = *rc::gen::element<std::size_t>(0, 1, 16, 64)}, .poison = true};
   c.settings.verify = true;
@@ -163,7 +163,7 @@ TEST(Replay, AnEngineThatIsNotDeterministicIsReportedAsAMismatch) {
   pfx::test::verifies("CLI-1");
   pfx::engines::HostReferenceEngine inner({.vocab = 64, .chunk = 8});
   DriftingEngine engine(inner);
-  const auto items = pfx::cli::embedded_workload({.vocab = 64, .requests = 8, .capacity = 600});
+  const auto items = pfx::replay::embedded_workload({.vocab = 64, .requests = 8, .capacity = 600});
   const Replayed r = replay(items, engine, {.lane = {.capacity = 600, .poison = true}, .verify = true});
   EXPECT_EQ(r.summary.verified, 8u);
   EXPECT_GT(r.summary.mismatches, 0u);

@@ -8,8 +8,10 @@
 #include "cli/in_process.hpp"
 
 #include <pfx/cli/command.hpp>
-#include <pfx/cli/soak.hpp>
-#include <pfx/cli/workload.hpp>
+#include <pfx/cli/trace.hpp>
+#include <pfx/driver/errors.hpp>
+#include <pfx/replay/soak.hpp>
+#include <pfx/replay/workload.hpp>
 #include <pfx/engines/drifting_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
 
@@ -26,25 +28,25 @@
 
 namespace {
 
-using pfx::cli::RequestReport;
-using pfx::cli::SoakSettings;
-using pfx::cli::SoakSummary;
-using pfx::cli::TraceItem;
-using pfx::cli::TraceRequest;
+using pfx::replay::RequestReport;
+using pfx::replay::SoakSettings;
+using pfx::replay::SoakSummary;
+using pfx::replay::TraceItem;
+using pfx::replay::TraceRequest;
 
 // The workload is a fixed function of its options, over their whole range (seeds up to 2^64 - 1,
 // vocabularies past the 32000 it draws from): the same options give the same lines; it holds exactly
 // --requests requests, numbered as the lines of `pfx workload`, each fitting the vocabulary and the
 // capacity; and the embedded workload is that stream.
 PFX_PROPERTY(Soak, TheWorkloadIsAFixedFunctionOfItsOptionsAndFitsThem, "SOAK-1", ()) {
-  const pfx::cli::WorkloadOptions options{
+  const pfx::replay::WorkloadOptions options{
       .seed = *rc::gen::oneOf(rc::gen::arbitrary<std::uint64_t>(), rc::gen::element<std::uint64_t>(0, 1U << 31, UINT64_MAX)),
       .vocab = *rc::gen::oneOf(rc::gen::inRange<std::size_t>(2, 70000), rc::gen::element<std::size_t>(2, 32000, 32001, 1U << 24)),
       .requests = *rc::gen::inRange<std::size_t>(1, 80),
       .capacity = *rc::gen::inRange<std::size_t>(256, 4097),
       .sessions = *rc::gen::inRange<std::size_t>(0, 9)};
-  const pfx::cli::ItemSource first = pfx::cli::workload_stream(options);
-  const std::vector<TraceItem> whole = pfx::cli::embedded_workload(options);  // a second run of the same options
+  const pfx::replay::ItemSource first = pfx::replay::workload_stream(options);
+  const std::vector<TraceItem> whole = pfx::replay::embedded_workload(options);  // a second run of the same options
   std::size_t items = 0;
   std::size_t requests = 0;
   while (const std::optional<TraceItem> item = first()) {
@@ -66,8 +68,8 @@ PFX_PROPERTY(Soak, TheWorkloadIsAFixedFunctionOfItsOptionsAndFitsThem, "SOAK-1",
 TEST(Soak, ALongStreamWithBoundedSessionsKeepsEveryRequestWithinCapacity) {
   pfx::test::verifies("SOAK-1");
   const std::size_t capacity = 300;
-  const pfx::cli::ItemSource next =
-      pfx::cli::workload_stream({.seed = 3, .vocab = 64, .requests = 20000, .capacity = capacity, .sessions = 8});
+  const pfx::replay::ItemSource next =
+      pfx::replay::workload_stream({.seed = 3, .vocab = 64, .requests = 20000, .capacity = capacity, .sessions = 8});
   std::size_t requests = 0;
   std::size_t new_sessions = 0;
   while (const std::optional<TraceItem> item = next()) {
@@ -101,9 +103,9 @@ SoakSettings small_soak(std::size_t requests) {
   return settings;
 }
 
-Soaked run_soak(pfx::driver::Engine& engine, const SoakSettings& settings, const pfx::cli::OnRequest& also = {}) {
+Soaked run_soak(pfx::driver::Engine& engine, const SoakSettings& settings, const pfx::replay::OnRequest& also = {}) {
   Soaked out;
-  out.summary = pfx::cli::soak(engine, settings, [&](const RequestReport& r) {
+  out.summary = pfx::replay::soak(engine, settings, [&](const RequestReport& r) {
     out.reports.push_back(r);
     if (also) also(r);
   });
@@ -115,7 +117,7 @@ TEST(Soak, ThroughInjectedFailuresEverySampledResponseEqualsItsColdRunAndSoDoesT
   pfx::engines::HostReferenceEngine engine({.vocab = 64, .chunk = 8});
   const SoakSettings settings = small_soak(400);
   const Soaked r = run_soak(engine, settings);
-  const pfx::cli::ReplaySummary& s = r.summary.replay;
+  const pfx::replay::ReplaySummary& s = r.summary.replay;
   EXPECT_EQ(s.requests, 400u);
   EXPECT_GT(s.failures, 0u);
   EXPECT_EQ(r.summary.injected, s.failures);
@@ -161,15 +163,15 @@ TEST(Soak, AnEngineThatIsNotDeterministicFailsTheSoakAsAMismatch) {
 
 TEST(Soak, MemoryThatGrowsAfterTheWarmUpFailsTheRun) {
   pfx::test::verifies("SOAK-1");
-  ASSERT_GT(pfx::cli::resident_memory_kib(), 0u);
+  ASSERT_GT(pfx::replay::resident_memory_kib(), 0u);
   pfx::engines::HostReferenceEngine engine({.vocab = 64, .chunk = 8});
   SoakSettings settings = small_soak(200);
   settings.replay.fault_rate = 0;
   settings.check_memory = true;
-  settings.tolerance = pfx::cli::RssTolerance::parse("4096", "--rss-tolerance");
+  settings.tolerance = pfx::replay::RssTolerance::parse("4096", "--rss-tolerance");
   // A leak of 256 KiB a request after the warm-up, touched so that it is resident: 37.5 MiB in all.
   std::vector<std::vector<char>> leaked;
-  const pfx::cli::OnRequest leak = [&](const RequestReport& report) {
+  const pfx::replay::OnRequest leak = [&](const RequestReport& report) {
     if (report.number <= settings.warmup) return;
     leaked.emplace_back(std::size_t{256} << 10);
     std::memset(leaked.back().data(), 1, leaked.back().size());
@@ -185,11 +187,11 @@ TEST(Soak, MemoryThatGrowsAfterTheWarmUpFailsTheRun) {
 
 TEST(Soak, TheToleranceIsKibOrAPercentageOfTheBaseline) {
   pfx::test::verifies("SOAK-1");
-  EXPECT_EQ(pfx::cli::RssTolerance::parse("8192", "--rss-tolerance").allowed_kib(100000), 8192u);
-  EXPECT_EQ(pfx::cli::RssTolerance::parse("5%", "--rss-tolerance").allowed_kib(100000), 5000u);
-  EXPECT_EQ(pfx::cli::RssTolerance::parse("5%", "--rss-tolerance").describe(), "5% of the baseline");
+  EXPECT_EQ(pfx::replay::RssTolerance::parse("8192", "--rss-tolerance").allowed_kib(100000), 8192u);
+  EXPECT_EQ(pfx::replay::RssTolerance::parse("5%", "--rss-tolerance").allowed_kib(100000), 5000u);
+  EXPECT_EQ(pfx::replay::RssTolerance::parse("5%", "--rss-tolerance").describe(), "5% of the baseline");
   for (const char* bad : {"", "%", "-5", "5 KiB", "5.5%", "lots"}) {
-    EXPECT_THROW((void)pfx::cli::RssTolerance::parse(bad, "--rss-tolerance"), pfx::cli::InputError) << bad;
+    EXPECT_THROW((void)pfx::replay::RssTolerance::parse(bad, "--rss-tolerance"), pfx::driver::ConfigError) << bad;
   }
 }
 

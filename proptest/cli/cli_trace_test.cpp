@@ -5,7 +5,7 @@
 #include "support/requirement.hpp"
 
 #include <pfx/cli/trace.hpp>
-#include <pfx/cli/workload.hpp>
+#include <pfx/replay/workload.hpp>
 
 #include <gtest/gtest.h>
 
@@ -19,11 +19,11 @@ namespace {
 using pfx::token;
 using pfx::cli::parse_trace_line;
 using pfx::cli::to_trace_line;
-using pfx::cli::TraceClear;
-using pfx::cli::TraceItem;
+using pfx::replay::TraceClear;
+using pfx::replay::TraceItem;
 using pfx::cli::TraceLimits;
 using pfx::cli::TraceProblem;
-using pfx::cli::TraceRequest;
+using pfx::replay::TraceRequest;
 
 constexpr TraceLimits limits{.vocab = 1000, .capacity = 64};
 
@@ -196,8 +196,8 @@ PFX_PROPERTY(Trace, NoLineMakesTheReaderThrow, "CLI-2", ()) {
 TEST(Workload, HasEveryKindOfRequestAndFitsItsLimits) {
   pfx::test::verifies("CLI-1");
   for (const std::uint64_t seed : {1u, 253u, 4096u}) {
-    const pfx::cli::WorkloadOptions options{.seed = seed, .vocab = 300, .requests = 60, .capacity = 3000};
-    const std::vector<TraceItem> items = pfx::cli::embedded_workload(options);
+    const pfx::replay::WorkloadOptions options{.seed = seed, .vocab = 300, .requests = 60, .capacity = 3000};
+    const std::vector<TraceItem> items = pfx::replay::embedded_workload(options);
     std::set<std::string> kinds;
     std::size_t requests = 0;
     for (const TraceItem& item : items) {
@@ -215,9 +215,9 @@ TEST(Workload, HasEveryKindOfRequestAndFitsItsLimits) {
     EXPECT_EQ(requests, options.requests);
     EXPECT_EQ(kinds, (std::set<std::string>{"new session", "turn", "regenerate", "edit late", "edit early",
                                             "other session", "shorter", "short", "clear"}));
-    EXPECT_EQ(items, pfx::cli::embedded_workload(options)) << "the workload is a function of its options";
+    EXPECT_EQ(items, pfx::replay::embedded_workload(options)) << "the workload is a function of its options";
   }
-  EXPECT_NE(pfx::cli::embedded_workload({.seed = 1}), pfx::cli::embedded_workload({.seed = 2}));
+  EXPECT_NE(pfx::replay::embedded_workload({.seed = 1}), pfx::replay::embedded_workload({.seed = 2}));
 }
 
 }  // namespace

@@ -8,8 +8,8 @@
 
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/progress.hpp>
-#include <pfx/cli/replay.hpp>
-#include <pfx/cli/soak.hpp>
+#include <pfx/replay/replay.hpp>
+#include <pfx/replay/soak.hpp>
 #include <pfx/conform/budget.hpp>
 #include <pfx/conform/check.hpp>
 #include <pfx/refinement/bridge.hpp>
@@ -110,7 +110,7 @@ TEST(NothingCompared, ASoakShorterThanVerifyEveryStillComparesItsLastRequest) {
   EXPECT_TRUE(has(ran.out, "verify: 1 responses compared with a cold run, 0 mismatches")) << ran.out;
 
   pfx::engines::HostReferenceEngine engine(pfx::engines::ReferenceModelShape{.vocab = 512, .chunk = 16});
-  pfx::cli::SoakSettings settings;
+  pfx::replay::SoakSettings settings;
   settings.workload = {.seed = 5, .vocab = 512, .requests = 30, .capacity = 1024, .sessions = 4};
   settings.replay.lane.capacity = 1024;
   settings.replay.fault_rate = 0;
@@ -118,10 +118,10 @@ TEST(NothingCompared, ASoakShorterThanVerifyEveryStillComparesItsLastRequest) {
   settings.warmup = 10;
   settings.memory_every = 10;
   std::size_t last_verified = 0;
-  const pfx::cli::OnRequest listener = [&](const pfx::cli::RequestReport& r) {
+  const pfx::replay::OnRequest listener = [&](const pfx::replay::RequestReport& r) {
     if (r.bitexact) last_verified = r.number;
   };
-  const pfx::cli::SoakSummary s = pfx::cli::soak(engine, settings, listener);
+  const pfx::replay::SoakSummary s = pfx::replay::soak(engine, settings, listener);
   EXPECT_EQ(s.replay.verified, 1U);
   EXPECT_EQ(last_verified, 30U);
   EXPECT_TRUE(s.ok());
@@ -146,7 +146,7 @@ TEST(NothingCompared, EveryRequestFailedOrNoneComparedFailsReplayVerifyAndSoak) 
   EXPECT_TRUE(has(replay.out, "FAILED: every request failed (5 of 5)")) << replay.out;
 
   // The summary's own judgement, request by request.
-  pfx::cli::ReplaySummary s;
+  pfx::replay::ReplaySummary s;
   s.requests = 3;
   s.verified = 0;
   EXPECT_FALSE(s.passed(true));
@@ -302,11 +302,11 @@ TEST(Pinned, VerifyComparesTheDecodeRowsAResponseVouchesFor) {
   const std::vector<pfx::token> prompt = {1, 2, 3, 4, 5, 6};
   constexpr std::size_t new_tokens = 3;  // decode writes rows 6 and 7; the resumed side's row 7 is changed
   LastDecodeRowTamperer engine(inner, prompt.size() + new_tokens - 2);
-  const std::vector<pfx::cli::TraceItem> trace = {pfx::cli::TraceRequest{prompt, new_tokens, "", 1, ""}};
-  pfx::cli::ReplaySettings settings;
+  const std::vector<pfx::replay::TraceItem> trace = {pfx::replay::TraceRequest{prompt, new_tokens, "", 1, ""}};
+  pfx::replay::ReplaySettings settings;
   settings.lane.capacity = 64;
   settings.verify = true;
-  const pfx::cli::ReplaySummary s = pfx::cli::replay(trace, engine, settings);
+  const pfx::replay::ReplaySummary s = pfx::replay::run(trace, engine, settings);
   EXPECT_EQ(s.verified, 1U);
   EXPECT_EQ(s.mismatches, 1U);
   EXPECT_EQ(s.first_mismatch.what, "KV row 7 differs from the cold run's");  // the tampered row, named
@@ -331,11 +331,11 @@ TEST(Pinned, StaleRowReadsFailTheReplay) {
   pfx::test::verifies("CLI-1");
   pfx::engines::HostReferenceEngine inner(pfx::engines::ReferenceModelShape{.vocab = 64, .chunk = 4});
   Peeker engine(inner);
-  const std::vector<pfx::cli::TraceItem> trace = {pfx::cli::TraceRequest{{1, 2, 3, 4, 5, 6}, 2, "", 1, ""},
-                                                  pfx::cli::TraceRequest{{1, 2, 3, 4, 5, 6, 7}, 2, "", 2, ""}};
-  pfx::cli::ReplaySettings settings;
+  const std::vector<pfx::replay::TraceItem> trace = {pfx::replay::TraceRequest{{1, 2, 3, 4, 5, 6}, 2, "", 1, ""},
+                                                  pfx::replay::TraceRequest{{1, 2, 3, 4, 5, 6, 7}, 2, "", 2, ""}};
+  pfx::replay::ReplaySettings settings;
   settings.lane.capacity = 64;
-  const pfx::cli::ReplaySummary s = pfx::cli::replay(trace, engine, settings);
+  const pfx::replay::ReplaySummary s = pfx::replay::run(trace, engine, settings);
   EXPECT_EQ(s.stale_reads, 2U);
   EXPECT_FALSE(s.ok());
   EXPECT_FALSE(s.passed(false));

@@ -23,11 +23,11 @@
 
 namespace {
 
-using pfx::cli::TraceClear;
-using pfx::cli::TraceItem;
+using pfx::replay::TraceClear;
+using pfx::replay::TraceItem;
 using pfx::cli::TraceLimits;
 using pfx::cli::TraceProblem;
-using pfx::cli::TraceRequest;
+using pfx::replay::TraceRequest;
 
 template <class... Parts>
 [[noreturn]] void finding(const Parts&... parts) {

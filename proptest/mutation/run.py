@@ -56,7 +56,7 @@ PYTHON_TESTS = ["python.prompt_prefix", "python.seed_differences", "python.drop_
 PYTHON_TARGETS = ["pfx_python", "pfx_python_files"]
 TESTS_FOR = {"core/": CORE_TESTS + DRIVER_TESTS, "driver/": DRIVER_TESTS, "spec/": VERIFIER_TESTS,
              "engines/": ENGINES_TESTS + DRIVER_TESTS, "conform/": ["conform_check_test"],
-             "tools/pfx/": CLI_TESTS, "integrations/llama/": ["llama_engine_test"],
+             "replay/": CLI_TESTS, "tools/pfx/": CLI_TESTS, "integrations/llama/": ["llama_engine_test"],
              "python/": PYTHON_TESTS}
 
 CMAKE_OPTIONS = [

@@ -1,6 +1,5 @@
-#include <pfx/cli/replay.hpp>
+#include <pfx/replay/replay.hpp>
 
-#include <pfx/cli/interrupt.hpp>
 #include <pfx/driver/cold_run.hpp>
 #include <pfx/driver/errors.hpp>
 #include <pfx/driver/sharded_lane.hpp>
@@ -13,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-namespace pfx::cli {
+namespace pfx::replay {
 namespace {
 
 double milliseconds(std::chrono::nanoseconds t) { return std::chrono::duration<double, std::milli>(t).count(); }
@@ -48,9 +47,9 @@ std::string ReplaySummary::unchecked(bool verify) const {
   return "";
 }
 
-ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const ReplaySettings& settings,
+ReplaySummary run(const ItemSource& next, driver::Engine& engine, const ReplaySettings& settings,
                      const OnRequest& on_request) {
-  if (settings.verify_every == 0) throw driver::ConfigError("pfx replay: verify_every must be at least 1");
+  if (settings.verify_every == 0) throw driver::ConfigError("replay: verify_every must be at least 1");
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<engines::FaultyEngine> faulty;
   if (settings.fault_rate > 0) faulty = std::make_unique<engines::FaultyEngine>(engine, settings.fault_rate, settings.seed);
@@ -61,7 +60,7 @@ ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const Repla
   driver::Collective* ranks = settings.collective;
   if (settings.dcp > 1 || ranks != nullptr) {
     if (ranks == nullptr) ranks = &solo;  // this process drives every shard
-    if (settings.dcp == 0 || settings.interleave == 0) throw driver::ConfigError("pfx replay: --dcp and --interleave must be at least 1");
+    if (settings.dcp == 0 || settings.interleave == 0) throw driver::ConfigError("replay: dcp and interleave must be at least 1");
     sharded = std::make_unique<driver::ShardedLane>(served, settings.lane, driver::ShardLayout{settings.dcp, settings.interleave},
                                                     *ranks);
   } else {
@@ -73,8 +72,8 @@ ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const Repla
   ReplaySummary summary;
   bool last_failed = false;
   std::optional<TraceItem> following;
-  // Stops between two requests on SIGINT or SIGTERM: every report so far is whole.
-  for (std::optional<TraceItem> item = next(); item && interrupted_by() == 0; item = std::move(following)) {
+  // Stops between two requests when asked (a signal): every report so far is whole.
+  for (std::optional<TraceItem> item = next(); item && !(settings.stop && settings.stop()); item = std::move(following)) {
     following = next();  // none: this item is the last
     if (std::holds_alternative<TraceClear>(*item)) {
       if (sharded) {
@@ -144,11 +143,11 @@ ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const Repla
   return summary;
 }
 
-ReplaySummary replay(std::span<const TraceItem> items, driver::Engine& engine, const ReplaySettings& settings,
+ReplaySummary run(std::span<const TraceItem> items, driver::Engine& engine, const ReplaySettings& settings,
                      const OnRequest& on_request) {
   std::size_t given = 0;
-  return replay([&]() -> std::optional<TraceItem> { return given < items.size() ? std::optional(items[given++]) : std::nullopt; },
+  return run([&]() -> std::optional<TraceItem> { return given < items.size() ? std::optional(items[given++]) : std::nullopt; },
                 engine, settings, on_request);
 }
 
-}  // namespace pfx::cli
+}  // namespace pfx::replay

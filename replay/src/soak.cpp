@@ -1,6 +1,5 @@
-#include <pfx/cli/soak.hpp>
+#include <pfx/replay/soak.hpp>
 
-#include <pfx/cli/command.hpp>
 #include <pfx/driver/errors.hpp>
 
 #include <fmt/format.h>
@@ -11,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace pfx::cli {
+namespace pfx::replay {
 
 RssTolerance RssTolerance::parse(const std::string& text, const std::string& option) {
   RssTolerance tolerance;
@@ -20,7 +19,7 @@ RssTolerance RssTolerance::parse(const std::string& text, const std::string& opt
   const char* end = digits.data() + digits.size();
   const auto [stop, error] = std::from_chars(digits.data(), end, tolerance.kib);
   if (digits.empty() || error != std::errc() || stop != end) {
-    throw InputError(fmt::format("{}: expected KiB (an integer, such as 4096) or a percentage of the baseline "
+    throw driver::ConfigError(fmt::format("{}: expected KiB (an integer, such as 4096) or a percentage of the baseline "
                                  "(such as 5%), got \"{}\"",
                                  option, text));
   }
@@ -71,7 +70,7 @@ SoakSummary soak(driver::Engine& engine, const SoakSettings& settings, const OnR
   };
   ReplaySettings replay_settings = settings.replay;
   replay_settings.verify = true;  // the cold side is built once, and used for the sample
-  summary.replay = replay(workload_stream(settings.workload), engine, replay_settings, sampling);
+  summary.replay = run(workload_stream(settings.workload), engine, replay_settings, sampling);
   const std::size_t served = summary.replay.requests;
   if (summary.baseline && summary.samples.back().requests != served) take_sample(served);
   summary.final_kib = summary.baseline ? summary.samples.back().kib : resident_memory_kib();
@@ -79,4 +78,4 @@ SoakSummary soak(driver::Engine& engine, const SoakSettings& settings, const OnR
   return summary;
 }
 
-}  // namespace pfx::cli
+}  // namespace pfx::replay

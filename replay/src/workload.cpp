@@ -1,4 +1,4 @@
-#include <pfx/cli/workload.hpp>
+#include <pfx/replay/workload.hpp>
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,7 @@
 #include <string>
 #include <variant>
 
-namespace pfx::cli {
+namespace pfx::replay {
 namespace {
 
 /// What a request does to the conversation, as the table shows it.
@@ -174,4 +174,4 @@ std::vector<TraceItem> embedded_workload(const WorkloadOptions& options) {
   return items;
 }
 
-}  // namespace pfx::cli
+}  // namespace pfx::replay

@@ -7,13 +7,13 @@
 #include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/json_kind.hpp>
 #include <pfx/cli/progress.hpp>
-#include <pfx/cli/replay.hpp>
-#include <pfx/cli/soak.hpp>
 #include <pfx/cli/trace.hpp>
-#include <pfx/cli/workload.hpp>
 #include <pfx/driver/cuda.hpp>
 #include <pfx/driver/environment.hpp>
 #include <pfx/driver/errors.hpp>
+#include <pfx/replay/replay.hpp>
+#include <pfx/replay/soak.hpp>
+#include <pfx/replay/workload.hpp>
 #include <pfx/token.hpp>
 #ifdef PFX_CLI_MPI
 #include <pfx/driver/mpi_collective.hpp>
@@ -37,6 +37,20 @@ namespace pfx::cli {
 namespace {
 
 using json = nlohmann::ordered_json;  // keys in the order written: "type" first
+using replay::FirstMismatch;
+using replay::ItemSource;
+using replay::MemorySample;
+using replay::OnRequest;
+using replay::ReplaySummary;
+using replay::RequestReport;
+using replay::RssTolerance;
+using replay::SoakSettings;
+using replay::SoakSummary;
+using replay::TraceItem;
+using replay::WorkloadOptions;
+
+/// The run stops between two requests once SIGINT or SIGTERM arrived (interrupt.hpp).
+bool signalled() { return interrupted_by() != 0; }
 
 /// The options of `pfx replay`, `pfx soak` and `pfx workload` (docs/cli.md); each command keeps its
 /// own defaults, and the checks are these, once.
@@ -175,7 +189,7 @@ struct Input {
 Input read_input(const Options& o) {
   if (!o.trace) {
     check_embedded_workload_capacity(o.workload.capacity);
-    return {fmt::format("embedded workload (seed {})", o.workload.seed), embedded_workload(o.workload)};
+    return {fmt::format("embedded workload (seed {})", o.workload.seed), replay::embedded_workload(o.workload)};
   }
   const TraceLimits limits{.vocab = o.workload.vocab, .capacity = o.workload.capacity};
   Trace trace;
@@ -201,7 +215,7 @@ Input read_input(const Options& o) {
                            trace.problems.size() == 1 ? "" : "s");
     throw InputError(message);
   }
-  if (count_requests(trace.items) == 0) {
+  if (replay::count_requests(trace.items) == 0) {
     if (!trace.items.empty()) {  // clears only: not empty, but nothing to serve
       throw InputError(fmt::format("{} holds no request, only {} clear{}: nothing to replay", source, trace.items.size(),
                                    trace.items.size() == 1 ? "" : "s"));
@@ -379,11 +393,12 @@ int replay_on(const Options& options, const Streams& streams, driver::Collective
   }
   Input input = read_input(checked);  // every line checked before anything runs
   const ChosenEngine engine = early.engine ? std::move(early) : make_engine(options.engine, shape);
-  const ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults,
-                                .seed = options.fault_seed.value_or(options.workload.seed),
-                                .dcp = options.dcp, .interleave = options.interleave, .collective = ranks};
+  const replay::ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults,
+                                        .seed = options.fault_seed.value_or(options.workload.seed),
+                                        .dcp = options.dcp, .interleave = options.interleave, .collective = ranks,
+                                        .stop = signalled};
 
-  const std::size_t requests = count_requests(input.items);
+  const std::size_t requests = replay::count_requests(input.items);
   if (lane.rule_chunk % options.chunk != 0) {  // THM-1's premise does not hold: say so first
     streams.err << fmt::format("pfx replay: warning: --rule-chunk {} is not a multiple of the engine's chunk {}: resumes "
                                "may start off the prefill grid and differ from a cold run (THM-1)\n",
@@ -416,7 +431,7 @@ int replay_on(const Options& options, const Streams& streams, driver::Collective
   const ItemSource next = [&]() -> std::optional<TraceItem> {
     return given < input.items.size() ? std::optional(std::move(input.items[given++])) : std::nullopt;
   };
-  const ReplaySummary summary = replay(next, *engine.engine, settings, on_request);
+  const ReplaySummary summary = replay::run(next, *engine.engine, settings, on_request);
   progress.erase();
   const int signal = interrupted_by();
   const ReplayResult result{summary, checked, lane, input.source, engine.description, signal != 0};
@@ -553,6 +568,7 @@ int run_soak(Options& options, const Streams& streams) {
   const driver::LaneOptions lane = settings.replay.lane = lane_options(options);
   settings.replay.fault_rate = options.faults;
   settings.replay.seed = options.fault_seed.value_or(settings.workload.seed);
+  settings.replay.stop = signalled;
 
   const ChosenEngine engine = make_engine(options.engine, {.vocab = settings.workload.vocab, .chunk = options.chunk});
   options.workload.vocab = settings.workload.vocab = engine.engine->vocab();  // llama's: the workload's tokens are the model's
@@ -581,7 +597,7 @@ int run_soak(Options& options, const Streams& streams) {
     }
     progress.update(r.number);
   };
-  const SoakSummary summary = soak(*engine.engine, settings, on_request);
+  const SoakSummary summary = replay::soak(*engine.engine, settings, on_request);
   progress.erase();
   const int signal = interrupted_by();
   const SoakResult result{summary, options, lane, engine.description, signal != 0};
@@ -663,7 +679,7 @@ void add_workload_command(CLI::App& app, const Streams& streams, int& status) {
   add_workload_options(*command, *options, 1000000);
   command->callback([options, &streams, &status] {
     check_embedded_workload_capacity(options->workload.capacity);
-    const ItemSource next = workload_stream(options->workload);
+    const ItemSource next = replay::workload_stream(options->workload);
     std::size_t written = 0;
     for (std::optional<TraceItem> item = next(); item; item = next()) {
       if (const int signal = interrupted_by(); signal != 0) {

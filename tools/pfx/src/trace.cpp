@@ -8,6 +8,10 @@
 #include <set>
 
 namespace pfx::cli {
+
+using replay::TraceClear;
+using replay::TraceItem;
+using replay::TraceRequest;
 namespace {
 
 using nlohmann::json;
@@ -74,12 +78,6 @@ Read parse_object(const json& object, std::size_t line, const TraceLimits& limit
 std::string TraceProblem::describe(std::string_view source) const {
   if (field.empty()) return fmt::format("{}:{}: {}", source, line, message);
   return fmt::format("{}:{}: field \"{}\": {}", source, line, field, message);
-}
-
-std::size_t count_requests(std::span<const TraceItem> items) noexcept {
-  std::size_t n = 0;
-  for (const TraceItem& item : items) n += std::holds_alternative<TraceRequest>(item) ? 1 : 0;
-  return n;
 }
 
 std::variant<TraceItem, TraceProblem> parse_trace_line(std::string_view text, std::size_t line,

@@ -1,15 +1,16 @@
 #pragma once
 
 /// \file
-/// `pfx replay` and `pfx soak` without their input and output: serve a trace or a generated stream
-/// through a lane on one engine, optionally comparing responses with a cold run bit for bit (THM-1),
-/// optionally with engine failures injected (DRV-4). Reports each request to a callback.
+/// A replay: serve a trace or a generated stream through a lane on one engine, optionally comparing
+/// responses with a cold run bit for bit (THM-1), optionally with engine failures injected (DRV-4),
+/// optionally sharded (SHARD-1..3). Reports each request to a callback. `pfx replay` and `pfx soak`
+/// add their input and output.
 
-#include <pfx/cli/workload.hpp>
 #include <pfx/decision.hpp>
 #include <pfx/driver/collective.hpp>
 #include <pfx/driver/engine.hpp>
 #include <pfx/driver/lane.hpp>
+#include <pfx/replay/item.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -18,7 +19,7 @@
 #include <span>
 #include <string>
 
-namespace pfx::cli {
+namespace pfx::replay {
 
 struct ReplaySettings {
   driver::LaneOptions lane{.poison = true};  ///< the resumed lane's; the cold side uses its capacity only
@@ -35,6 +36,9 @@ struct ReplaySettings {
   /// The ranks of an SPMD run (one rank per process, under mpirun): every rank replays the same trace,
   /// and injected failures hit one rank per request, chosen from the seed.
   driver::Collective* collective = nullptr;
+  /// Asked between two requests; true ends the run there (the program: a signal arrived). None: the
+  /// run ends with its source.
+  std::function<bool()> stop{};
 };
 
 /// What happened to one request.
@@ -103,14 +107,14 @@ struct ReplaySummary {
 /// Told of every request, served or failed, verified or not, as soon as it is done.
 using OnRequest = std::function<void(const RequestReport&)>;
 
-/// Serves the items of `next` in order, until it gives nothing or a signal stops the run between two
-/// requests. Throws driver::ConfigError for unusable settings, and whatever the engine throws that is
+/// Serves the items of `next` in order, until it gives nothing or settings.stop ends the run between
+/// two requests. Throws driver::ConfigError for unusable settings, and whatever the engine throws that is
 /// not a request failure (a device error); an injected failure or a stale-row read fails the request
 /// (the lane aborts it), which is reported.
-ReplaySummary replay(const ItemSource& next, driver::Engine& engine, const ReplaySettings& settings,
+ReplaySummary run(const ItemSource& next, driver::Engine& engine, const ReplaySettings& settings,
                      const OnRequest& on_request = {});
 /// The same over a trace held whole.
-ReplaySummary replay(std::span<const TraceItem> items, driver::Engine& engine, const ReplaySettings& settings,
+ReplaySummary run(std::span<const TraceItem> items, driver::Engine& engine, const ReplaySettings& settings,
                      const OnRequest& on_request = {});
 
-}  // namespace pfx::cli
+}  // namespace pfx::replay

@@ -6,8 +6,8 @@
 /// is compared with a cold run bit for bit and resident memory must stay flat after a warm-up
 /// (SOAK-1, docs/cli.md "pfx soak"). Leaks are LeakSanitizer's to find, in the sanitize build.
 
-#include <pfx/cli/replay.hpp>
-#include <pfx/cli/workload.hpp>
+#include <pfx/replay/replay.hpp>
+#include <pfx/replay/workload.hpp>
 #include <pfx/driver/engine.hpp>
 
 #include <cstddef>
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace pfx::cli {
+namespace pfx::replay {
 
 /// How much resident memory may grow past the baseline: a number of KiB, or a percentage of the
 /// baseline.
@@ -23,7 +23,7 @@ struct RssTolerance {
   std::size_t kib = 4096;
   bool percent = false;  ///< `kib` is a percentage of the baseline instead
 
-  /// "4096" (KiB) or "5%"; throws InputError naming `option` for anything else.
+  /// "4096" (KiB) or "5%"; throws driver::ConfigError naming `option` for anything else.
   [[nodiscard]] static RssTolerance parse(const std::string& text, const std::string& option);
   /// The growth allowed past `baseline_kib`.
   [[nodiscard]] std::size_t allowed_kib(std::size_t baseline_kib) const noexcept;
@@ -80,9 +80,9 @@ struct SoakSummary {
 /// cannot be read.
 [[nodiscard]] std::size_t resident_memory_kib();
 
-/// Serves settings.workload.requests requests of the workload stream through replay() on `engine`,
+/// Serves settings.workload.requests requests of the workload stream through run() on `engine`,
 /// sampling resident memory after each request that the warm-up and memory_every name.
-/// Throws what replay() and resident_memory_kib() throw.
+/// Throws what run() and resident_memory_kib() throw.
 SoakSummary soak(driver::Engine& engine, const SoakSettings& settings, const OnRequest& on_request = {});
 
-}  // namespace pfx::cli
+}  // namespace pfx::replay

@@ -6,15 +6,13 @@
 /// has to answer: turns that extend prompt + answer, regenerations, edits that diverge early and
 /// late, shorter prompts, short ones under keep_min, new sessions, and clears.
 
-#include <pfx/cli/trace.hpp>
+#include <pfx/replay/item.hpp>
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <optional>
 #include <vector>
 
-namespace pfx::cli {
+namespace pfx::replay {
 
 struct WorkloadOptions {
   std::uint64_t seed = 253;
@@ -27,9 +25,6 @@ struct WorkloadOptions {
   std::size_t sessions = 0;
 };
 
-/// Where a run's items come from, one at a time: nothing once they are all given.
-using ItemSource = std::function<std::optional<TraceItem>()>;
-
 /// The workload for `options`, one item at a time, so that a run of any length holds one item
 /// (`pfx soak`): a fixed function of the options. Every request fits options.capacity and
 /// options.vocab, and its "label" names its kind ("turn", "regenerate", "edit early", ...). Items are
@@ -39,4 +34,4 @@ using ItemSource = std::function<std::optional<TraceItem>()>;
 /// The whole stream, collected: `pfx replay`'s embedded workload.
 [[nodiscard]] std::vector<TraceItem> embedded_workload(const WorkloadOptions& options);
 
-}  // namespace pfx::cli
+}  // namespace pfx::replay

@@ -6,7 +6,7 @@
 /// checked against the lane it will be replayed on before anything runs, so that a bad line is
 /// reported with its number and field, and nothing is replayed.
 
-#include <pfx/token.hpp>
+#include <pfx/replay/item.hpp>
 
 #include <cstddef>
 #include <iosfwd>
@@ -17,29 +17,6 @@
 #include <vector>
 
 namespace pfx::cli {
-
-/// Serve `prompt` and generate `max_new_tokens` tokens.
-struct TraceRequest {
-  std::vector<token> prompt;
-  std::size_t max_new_tokens = 0;
-  std::string label;     ///< optional "label": shown in the table, otherwise ignored
-  std::size_t line = 0;  ///< 1-based line of the trace (0 when not read from a file)
-  std::string id;        ///< optional "id", any JSON value, as compact JSON text: echoed by `replay --json`
-
-  friend bool operator==(const TraceRequest&, const TraceRequest&) = default;
-};
-
-/// Forget the lane's record (the seed's clear).
-struct TraceClear {
-  std::size_t line = 0;
-
-  friend bool operator==(const TraceClear&, const TraceClear&) = default;
-};
-
-using TraceItem = std::variant<TraceRequest, TraceClear>;
-
-/// How many of `items` are requests (the rest are clears).
-[[nodiscard]] std::size_t count_requests(std::span<const TraceItem> items) noexcept;
 
 /// `text` with every control character (and DEL) written as \xHH: text from a trace is printed this
 /// way, never raw, so that it cannot move the cursor, ring or clear a terminal.
@@ -64,20 +41,20 @@ struct TraceProblem {
 
 /// A trace as read: the items of its good lines and the problems of its bad ones.
 struct Trace {
-  std::vector<TraceItem> items;
+  std::vector<replay::TraceItem> items;
   std::vector<TraceProblem> problems;
-  [[nodiscard]] std::size_t requests() const noexcept { return count_requests(items); }
+  [[nodiscard]] std::size_t requests() const noexcept { return replay::count_requests(items); }
 };
 
 /// Parses one line: the item, or the problem with it; never throws. A blank line is no item: the
 /// caller skips it (read_trace does).
-[[nodiscard]] std::variant<TraceItem, TraceProblem> parse_trace_line(std::string_view text, std::size_t line,
+[[nodiscard]] std::variant<replay::TraceItem, TraceProblem> parse_trace_line(std::string_view text, std::size_t line,
                                                                      const TraceLimits& limits);
 
 /// Reads every line of `in`; blank lines are skipped.
 [[nodiscard]] Trace read_trace(std::istream& in, const TraceLimits& limits);
 
 /// The item as one line of the format, without the newline (the inverse of parse_trace_line).
-[[nodiscard]] std::string to_trace_line(const TraceItem& item);
+[[nodiscard]] std::string to_trace_line(const replay::TraceItem& item);
 
 }  // namespace pfx::cli
