@@ -1,5 +1,5 @@
-# Builds and runs the tiny consumer against pfx, either installed (MODE=find_package) or as a
-# subdirectory (MODE=add_subdirectory).
+# Builds and runs the tiny consumer against pfx: installed (MODE=find_package), its build tree found
+# as a package without an install (MODE=build_tree), or as a subdirectory (MODE=add_subdirectory).
 function(run)
   execute_process(COMMAND ${ARGV} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
@@ -16,6 +16,9 @@ if(MODE STREQUAL "find_package")
   run("${CMAKE_COMMAND}" --install "${PFX_BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
   run("${CMAKE_COMMAND}" -S "${consumer}" -B "${WORK_DIR}/build" -DCMAKE_CXX_COMPILER=${CXX} ${flags}
       -DPFX_CONSUMER_MODE=find_package "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix")
+elseif(MODE STREQUAL "build_tree")
+  run("${CMAKE_COMMAND}" -S "${consumer}" -B "${WORK_DIR}/build" -DCMAKE_CXX_COMPILER=${CXX} ${flags}
+      -DPFX_CONSUMER_MODE=find_package "-Dpfx_DIR=${PFX_BUILD_DIR}")
 else()
   run("${CMAKE_COMMAND}" -S "${consumer}" -B "${WORK_DIR}/build" -DCMAKE_CXX_COMPILER=${CXX} ${flags}
       -DPFX_CONSUMER_MODE=add_subdirectory "-DPFX_SOURCE_DIR=${PFX_SOURCE_DIR}"
