@@ -41,7 +41,9 @@ struct CheckOptions {
 ///    prompt), forget(o), then prefill_on_grid of the prompt from o; rows [0, n), where the state can
 ///    be read (as bytes in the engine's format), and the logits must equal the first cold run's, bit
 ///    for bit. A grid stops being resumed at its first mismatch.
-/// Throws std::invalid_argument for a bad budget, an engine whose chunk or vocabulary is 0, or a
+/// Effect: only on KV states the check makes itself; the engine is driven directly, never through a
+/// Lane, so that a bug in the lane cannot hide in the check.
+/// Throws: std::invalid_argument for a bad budget, an engine whose chunk or vocabulary is 0, or a
 /// rule chunk of 0; whatever the engine throws passes through.
 [[nodiscard]] Report check(driver::Engine& engine, const CheckOptions& options);
 

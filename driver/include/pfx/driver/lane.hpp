@@ -84,23 +84,30 @@ class BeforeCommit {
 /// without locking: call them only while no serve() or clear() runs.
 class Lane {
  public:
-  /// Allocates the KV state (engine.make_kv_state(capacity)) and reserves the record, once; with
-  /// poisoning on, fills the state with NaN. The machine's chunk is the engine's. Throws ConfigError
-  /// when capacity, the engine's chunk or its vocabulary is 0, or the engine's KV state does not
-  /// have the requested capacity. `before_commit`, if given, is the step between writes and commit;
-  /// it must outlive the lane.
+  /// A lane on `engine`: the machine's chunk is the engine's (or options.rule_chunk). `before_commit`,
+  /// if given, is the step between writes and commit; it must outlive the lane.
+  /// Effect: the KV state is allocated (engine.make_kv_state(capacity)) and the record reserved, once;
+  /// with poisoning on, every row is NaN.
+  /// Throws: ConfigError when capacity, the engine's chunk or its vocabulary is 0, or the engine's KV
+  /// state does not have the requested capacity; what the engine's allocation throws.
   Lane(Engine& engine, const LaneOptions& options, BeforeCommit* before_commit = nullptr);
 
   /// Serves one request: query, begin, poison, prefill on the chunk grid from the offset, greedy
   /// decode, synchronize, the before-commit step if any, commit(prompt + generated, len(prompt)).
-  /// Throws RequestError, before anything is written, for an empty prompt, a token outside the
-  /// vocabulary, or len(prompt) + max_new_tokens > capacity (the record holds the last generated
-  /// token too, though it has no row). On any later failure (the engine throws, StaleRowRead on
-  /// non-finite logits of any chunk or step, a device error) it aborts, so the record keeps only rows
-  /// [0, offset), and rethrows.
+  /// Refuses (RequestError, before anything is written): an empty prompt, a token outside
+  /// the vocabulary, len(prompt) + max_new_tokens > capacity (the record holds the last generated
+  /// token too, though it has no row).
+  /// Effect: the rows from the offset on are rewritten (with poisoning, those the request gives up
+  /// are NaN first); the record becomes prompt + generated with canonical_end len(prompt) (INV-2);
+  /// last_decision() is this request's.
+  /// Throws: on any failure after the decision (the engine throws, StaleRowRead on non-finite logits
+  /// of any chunk or step, a device error, the before-commit step's refusal) the lane aborts, so the
+  /// record keeps only rows [0, offset) (INV-8), and rethrows.
   Response serve(std::span<const token> prompt, std::size_t max_new_tokens);
 
-  /// Forgets the record (the seed's clear). The rows stay until a request gives them up.
+  /// Forgets the record (the seed's clear).
+  /// Refuses: nothing: always safe. Waits for a serve() in progress.
+  /// Effect: the record is empty; the rows stay until a request gives them up.
   void clear();
 
   [[nodiscard]] const Machine& machine() const noexcept { return machine_; }

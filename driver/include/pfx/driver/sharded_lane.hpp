@@ -51,14 +51,17 @@ class ShardedLane {
   /// ranks agree twice, the two steps a lone lane does not have:
   ///   1. on the decision, before anything is written: when the ranks' offsets or record digests
   ///      differ, every rank clears its record and serves the request cold (response.diverged);
-  ///      when the requests differ, every rank throws RequestError;
-  ///   2. on the writes, as the Lane's before-commit step (BeforeCommit): unless every rank's writes
-  ///      succeeded, every rank aborts, keeping rows [0, offset): the rank that failed rethrows its
-  ///      error, the others throw PeerFault.
-  /// A RequestError from the lane is thrown on every rank that sees it.
+  ///   2. on the writes, as the Lane's before-commit step (BeforeCommit).
+  /// Refuses (RequestError, before anything is written): on every rank, requests that differ across
+  /// the ranks; on every rank that sees it, what Lane::serve refuses.
+  /// Effect: Lane::serve's, on this rank's shards and record.
+  /// Throws: unless every rank's writes succeeded, every rank aborts, keeping rows [0, offset): the
+  /// rank that failed rethrows its error, the others throw PeerFault.
   ShardedResponse serve(std::span<const token> prompt, std::size_t max_new_tokens);
 
-  /// Forgets this rank's record (the ranks then disagree, and the next request is served cold).
+  /// Forgets this rank's record.
+  /// Refuses: nothing: always safe.
+  /// Effect: this rank's record is empty; the ranks then disagree, and the next request is served cold.
   void clear() { lane_.clear(); }
 
   /// This rank's Lane, whose machine holds this rank's record (the tests compare it across ranks).

@@ -68,7 +68,9 @@ struct VerifyReport {
 /// an engine whose states all view its one cache (llama.cpp, transformers) serves both sides; pass
 /// `cold_engine` to run the cold side on another instance. A request the lane fails (StaleRowRead, an
 /// engine's exception) counts as a mismatch and is not compared; a request the lane refuses
-/// (RequestError) is neither. Throws what the Lane's constructor throws, and what a cold run throws.
+/// (RequestError) is neither.
+/// Effect: on a Lane and a cold KV state, both made here.
+/// Throws: what the Lane's constructor throws, and what a cold run throws.
 [[nodiscard]] VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const LaneOptions& options,
                                   Engine* cold_engine = nullptr);
 

@@ -108,9 +108,11 @@ struct ReplaySummary {
 using OnRequest = std::function<void(const RequestReport&)>;
 
 /// Serves the items of `next` in order, until it gives nothing or settings.stop ends the run between
-/// two requests. Throws driver::ConfigError for unusable settings, and whatever the engine throws that is
-/// not a request failure (a device error); an injected failure or a stale-row read fails the request
-/// (the lane aborts it), which is reported.
+/// two requests. An injected failure or a stale-row read fails its request (the lane aborts it),
+/// which is reported, and the run goes on.
+/// Effect: on a lane (or sharded lane) and, with verify, a cold KV state, both made by the run.
+/// Throws: driver::ConfigError for unusable settings; what the engine throws that is not a request
+/// failure (a device error).
 ReplaySummary run(const ItemSource& next, driver::Engine& engine, const ReplaySettings& settings,
                      const OnRequest& on_request = {});
 /// The same over a trace held whole.
