@@ -43,7 +43,7 @@ using ItemSource = std::function<std::optional<TraceItem>()>;
 /// How many of `items` are requests (the rest are clears).
 [[nodiscard]] inline std::size_t count_requests(std::span<const TraceItem> items) noexcept {
   std::size_t n = 0;
-  for (const TraceItem& item : items) n += std::holds_alternative<TraceRequest>(item) ? 1 : 0;
+  for (const TraceItem& item : items) n += std::holds_alternative<TraceRequest>(item) ? 1U : 0U;
   return n;
 }
 
