@@ -48,7 +48,7 @@ std::string ReplaySummary::unchecked(bool verify) const {
 }
 
 ReplaySummary run(const ItemSource& next, driver::Engine& engine, const ReplaySettings& settings,
-                     const OnRequest& on_request) {
+                  const OnRequest& on_request) {
   if (settings.verify_every == 0) throw driver::ConfigError("replay: verify_every must be at least 1");
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<engines::FaultyEngine> faulty;
@@ -144,10 +144,10 @@ ReplaySummary run(const ItemSource& next, driver::Engine& engine, const ReplaySe
 }
 
 ReplaySummary run(std::span<const TraceItem> items, driver::Engine& engine, const ReplaySettings& settings,
-                     const OnRequest& on_request) {
+                  const OnRequest& on_request) {
   std::size_t given = 0;
   return run([&]() -> std::optional<TraceItem> { return given < items.size() ? std::optional(items[given++]) : std::nullopt; },
-                engine, settings, on_request);
+             engine, settings, on_request);
 }
 
 }  // namespace pfx::replay

@@ -114,9 +114,9 @@ using OnRequest = std::function<void(const RequestReport&)>;
 /// Throws: driver::ConfigError for unusable settings; what the engine throws that is not a request
 /// failure (a device error).
 ReplaySummary run(const ItemSource& next, driver::Engine& engine, const ReplaySettings& settings,
-                     const OnRequest& on_request = {});
+                  const OnRequest& on_request = {});
 /// The same over a trace held whole.
 ReplaySummary run(std::span<const TraceItem> items, driver::Engine& engine, const ReplaySettings& settings,
-                     const OnRequest& on_request = {});
+                  const OnRequest& on_request = {});
 
 }  // namespace pfx::replay
