@@ -127,7 +127,7 @@ TEST(Trace, FieldsTheFormatDoesNotKnowAreIgnoredAndBlankLinesSkipped) {
   EXPECT_EQ(std::get<TraceRequest>(trace.items[0]), (TraceRequest{{5, 6}, 2, "", 1, "\"req-1\""}));
   EXPECT_EQ(std::get<TraceClear>(trace.items[1]).line, 4u);
   EXPECT_EQ(std::get<TraceRequest>(trace.items[2]), (TraceRequest{{7}, 0, "", 5, ""}));
-  EXPECT_EQ(trace.requests(), 2u);
+  EXPECT_EQ(pfx::replay::count_requests(trace.items), 2u);
 }
 
 TEST(Trace, ANulByteARepeatedKeyAndAControlCharacterAreReportedWithTheLineAndShownEscaped) {

@@ -43,7 +43,6 @@ struct TraceProblem {
 struct Trace {
   std::vector<replay::TraceItem> items;
   std::vector<TraceProblem> problems;
-  [[nodiscard]] std::size_t requests() const noexcept { return replay::count_requests(items); }
 };
 
 /// Parses one line: the item, or the problem with it; never throws. A blank line is no item: the
