@@ -85,7 +85,7 @@ Case random_case() {
   c.model = *pfx::test::model_shapes();
   const std::size_t capacity = 320;
   c.items = pfx::replay::embedded_workload({.seed = *rc::gen::arbitrary<std::uint64_t>(), .vocab = c.model.vocab,
-                                         .requests = *rc::gen::inRange<std::size_t>(1, 14), .capacity = capacity});
+                                            .requests = *rc::gen::inRange<std::size_t>(1, 14), .capacity = capacity});
   c.settings.lane = {.capacity = capacity, .config = {.keep_min = *rc::gen::element<std::size_t>(0, 1, 16, 64)}, .poison = true};
   c.settings.verify = true;
   c.settings.seed = *rc::gen::arbitrary<std::uint64_t>();

@@ -19,9 +19,9 @@ RssTolerance RssTolerance::parse(const std::string& text, const std::string& opt
   const char* end = digits.data() + digits.size();
   const auto [stop, error] = std::from_chars(digits.data(), end, tolerance.kib);
   if (digits.empty() || error != std::errc() || stop != end) {
-    throw driver::ConfigError(fmt::format("{}: expected KiB (an integer, such as 4096) or a percentage of the baseline "
-                                 "(such as 5%), got \"{}\"",
-                                 option, text));
+    throw driver::ConfigError(fmt::format("{}: expected KiB (an integer, such as 4096) or a percentage of the "
+                                          "baseline (such as 5%), got \"{}\"",
+                                          option, text));
   }
   return tolerance;
 }
