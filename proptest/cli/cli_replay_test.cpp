@@ -1,19 +1,13 @@
-// `pfx replay` (docs/cli.md): random workloads replayed with verification are bit-exact, with and
-// without injected failures; an engine that breaks THM-1 is caught as a mismatch; the command's JSON
-// output has a line per request and a summary; a bad trace replays nothing.
+// `pfx replay` (docs/cli.md) in-process: the command's JSON output has a line per request and a
+// summary; the rule chunk, --engine none, signals and write errors; a bad trace replays nothing. The
+// loop it runs is pfx::replay's, tested in proptest/replay/.
 
-#include "support/lanes.hpp"
 #include "support/requirement.hpp"
 #include "cli/in_process.hpp"
 
 #include <pfx/cli/command.hpp>
 #include <pfx/cli/engine_option.hpp>
 #include <pfx/cli/interrupt.hpp>
-#include <pfx/replay/replay.hpp>
-#include <pfx/replay/workload.hpp>
-#include <pfx/engines/decisions_only_engine.hpp>
-#include <pfx/engines/drifting_engine.hpp>
-#include <pfx/engines/host_reference_engine.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -28,157 +22,6 @@
 #include <vector>
 
 namespace {
-
-using pfx::replay::ReplaySettings;
-using pfx::replay::ReplaySummary;
-using pfx::replay::RequestReport;
-using pfx::replay::TraceItem;
-using pfx::replay::TraceRequest;
-
-struct Replayed {
-  ReplaySummary summary;
-  std::vector<RequestReport> reports;
-};
-
-Replayed replay(const std::vector<TraceItem>& items, pfx::driver::Engine& engine, const ReplaySettings& settings) {
-  Replayed out;
-  out.summary = pfx::replay::run(items, engine, settings, [&](const RequestReport& r) { out.reports.push_back(r); });
-  return out;
-}
-
-/// The offset of every served request keeps the rule's bounds, and the totals add up.
-void check_reports(const Replayed& r, const std::vector<TraceItem>& items, std::size_t chunk, std::size_t keep_min) {
-  std::size_t reused = 0;
-  std::size_t prompt_tokens = 0;
-  std::size_t number = 0;
-  for (const TraceItem& item : items) {
-    const auto* request = std::get_if<TraceRequest>(&item);
-    if (request == nullptr) continue;
-    const RequestReport& report = r.reports.at(number++);
-    RC_ASSERT(report.line == request->line);
-    RC_ASSERT(report.prompt_tokens == request->prompt.size());
-    if (!report.error.empty()) continue;
-    const std::size_t offset = report.decision.offset;
-    RC_ASSERT(offset % chunk == 0);                                     // INV-5
-    RC_ASSERT(offset < request->prompt.size());                         // INV-3
-    RC_ASSERT(offset == 0 || offset >= keep_min);                       // INV-4
-    RC_ASSERT(report.prefill_tokens == request->prompt.size() - offset);
-    RC_ASSERT(report.generated_tokens == request->max_new_tokens);
-    reused += offset;
-    prompt_tokens += request->prompt.size();
-  }
-  RC_ASSERT(number == r.summary.requests);
-  RC_ASSERT(r.summary.reused_tokens == reused);
-  RC_ASSERT(r.summary.prompt_tokens == prompt_tokens);
-  RC_ASSERT(r.summary.prefill_tokens == prompt_tokens - reused);
-}
-
-/// A random embedded workload for a small random model, and settings that verify it.
-struct Case {
-  pfx::engines::ReferenceModelShape model;
-  std::vector<TraceItem> items;
-  ReplaySettings settings;
-};
-
-Case random_case() {
-  Case c;
-  c.model = *pfx::test::model_shapes();
-  const std::size_t capacity = 320;
-  c.items = pfx::replay::embedded_workload({.seed = *rc::gen::arbitrary<std::uint64_t>(), .vocab = c.model.vocab,
-                                            .requests = *rc::gen::inRange<std::size_t>(1, 14), .capacity = capacity});
-  c.settings.lane = {.capacity = capacity, .config = {.keep_min = *rc::gen::element<std::size_t>(0, 1, 16, 64)}, .poison = true};
-  c.settings.verify = true;
-  c.settings.seed = *rc::gen::arbitrary<std::uint64_t>();
-  return c;
-}
-
-PFX_PROPERTY(Replay, EveryResponseOfAWorkloadEqualsItsColdRun, "CLI-1 THM-1", ()) {
-  const Case c = random_case();
-  pfx::engines::HostReferenceEngine engine(c.model);
-  const Replayed r = replay(c.items, engine, c.settings);
-  RC_ASSERT(r.summary.failures == 0u);
-  RC_ASSERT(r.summary.verified == r.summary.requests);
-  RC_ASSERT(r.summary.mismatches == 0u);
-  RC_ASSERT(r.summary.ok());
-  for (const RequestReport& report : r.reports) RC_ASSERT(report.bitexact == std::optional<bool>(true));
-  check_reports(r, c.items, c.model.chunk, c.settings.lane.config.keep_min);
-  RC_CLASSIFY(r.summary.reused_tokens > 0, "some rows reused");
-}
-
-PFX_PROPERTY(Replay, WithInjectedFailuresEveryServedResponseStillEqualsCold, "CLI-1 DRV-4", ()) {
-  Case c = random_case();
-  c.settings.fault_rate = *rc::gen::element(0.01, 0.05, 0.2);
-  pfx::engines::HostReferenceEngine engine(c.model);
-  const Replayed r = replay(c.items, engine, c.settings);
-  RC_ASSERT(r.summary.mismatches == 0u);
-  RC_ASSERT(r.summary.stale_reads == 0u);
-  RC_ASSERT(r.summary.verified + r.summary.failures == r.summary.requests);
-  for (const RequestReport& report : r.reports) {
-    RC_ASSERT(report.error.empty() == report.bitexact.has_value());
-    if (!report.error.empty()) RC_ASSERT(report.injected);
-  }
-  check_reports(r, c.items, c.model.chunk, c.settings.lane.config.keep_min);
-  RC_CLASSIFY(r.summary.failures > 0, "some requests failed");
-}
-
-PFX_PROPERTY(Replay, WithoutAnEngineEveryDecisionIsThatOfTheReferenceEngine, "CLI-5", ()) {
-  // DecisionsOnlyEngine computes nothing and "generates" token 0; the offsets, reasons, prefills and
-  // failures must still be the reference engine's, whose generated tokens a small vocabulary makes
-  // the next prompt share now and then (the rows past canonical_end that INV-2 never offers).
-  Case c = random_case();
-  c.settings.verify = false;
-  c.settings.fault_rate = *rc::gen::element(0.0, 0.05, 0.2);
-  pfx::engines::HostReferenceEngine reference(c.model);
-  pfx::engines::DecisionsOnlyEngine none(c.model.chunk, c.model.vocab);
-  const Replayed a = replay(c.items, reference, c.settings);
-  const Replayed b = replay(c.items, none, c.settings);
-  RC_ASSERT(b.reports.size() == a.reports.size());
-  std::size_t bounds_named_otherwise = 0;
-  for (std::size_t i = 0; i < a.reports.size(); ++i) {
-    const RequestReport& x = a.reports[i];
-    const RequestReport& y = b.reports[i];
-    RC_ASSERT(y.decision.offset == x.decision.offset);
-    RC_ASSERT(y.decision.reason == x.decision.reason);
-    RC_ASSERT(y.prefill_tokens == x.prefill_tokens);
-    RC_ASSERT(y.generated_tokens == x.generated_tokens);
-    RC_ASSERT(y.error == x.error);
-    RC_ASSERT(y.injected == x.injected);
-    bounds_named_otherwise += y.decision.bound == x.decision.bound ? 0 : 1;
-  }
-  RC_ASSERT(b.summary.requests == a.summary.requests);
-  RC_ASSERT(b.summary.failures == a.summary.failures);
-  RC_ASSERT(b.summary.stale_reads == 0U);
-  RC_ASSERT(b.summary.reused_tokens == a.summary.reused_tokens);
-  RC_ASSERT(b.summary.prefill_tokens == a.summary.prefill_tokens);
-  RC_ASSERT(b.summary.verified == 0U);
-  check_reports(b, c.items, c.model.chunk, c.settings.lane.config.keep_min);
-  RC_CLASSIFY(bounds_named_otherwise > 0, "a tie named another bound");
-  RC_CLASSIFY(b.summary.failures > 0, "some requests failed");
-  RC_CLASSIFY(b.summary.reused_tokens > 0, "some rows reused");
-}
-
-using pfx::engines::DriftingEngine;
-
-TEST(Replay, AnEngineThatIsNotDeterministicIsReportedAsAMismatch) {
-  pfx::test::verifies("CLI-1");
-  pfx::engines::HostReferenceEngine inner({.vocab = 64, .chunk = 8});
-  DriftingEngine engine(inner);
-  const auto items = pfx::replay::embedded_workload({.vocab = 64, .requests = 8, .capacity = 600});
-  const Replayed r = replay(items, engine, {.lane = {.capacity = 600, .poison = true}, .verify = true});
-  EXPECT_EQ(r.summary.verified, 8u);
-  EXPECT_GT(r.summary.mismatches, 0u);
-  EXPECT_FALSE(r.summary.ok());
-  std::size_t flagged = 0;
-  for (const RequestReport& report : r.reports) {
-    if (report.bitexact == std::optional<bool>(false)) {
-      ++flagged;
-      // The drift moves logit 0 alone: named, unless it made token 0 the first generated.
-      EXPECT_TRUE(report.mismatch.starts_with("logit 0: ") || report.mismatch.starts_with("generated token 0: "))
-          << report.mismatch;
-    }
-  }
-  EXPECT_EQ(flagged, r.summary.mismatches);
-}
 
 using pfx::test::PfxRun;
 using pfx::test::run_pfx;

@@ -1,11 +1,11 @@
 // The trace format of `pfx replay` (docs/cli.md, "Trace format"): good lines read back as what was
 // written, every kind of bad line is reported with its line number and field, and no input makes
-// the reader throw or crash. Also the embedded workload: every kind of request, within the limits.
+// the reader throw or crash.
 
 #include "support/requirement.hpp"
 
 #include <pfx/cli/trace.hpp>
-#include <pfx/replay/workload.hpp>
+#include <pfx/replay/item.hpp>
 
 #include <gtest/gtest.h>
 
@@ -191,33 +191,6 @@ PFX_PROPERTY(Trace, NoLineMakesTheReaderThrow, "CLI-2", ()) {
   } else {
     RC_CLASSIFY(true, "still a valid line");
   }
-}
-
-TEST(Workload, HasEveryKindOfRequestAndFitsItsLimits) {
-  pfx::test::verifies("CLI-1");
-  for (const std::uint64_t seed : {1u, 253u, 4096u}) {
-    const pfx::replay::WorkloadOptions options{.seed = seed, .vocab = 300, .requests = 60, .capacity = 3000};
-    const std::vector<TraceItem> items = pfx::replay::embedded_workload(options);
-    std::set<std::string> kinds;
-    std::size_t requests = 0;
-    for (const TraceItem& item : items) {
-      if (std::holds_alternative<TraceClear>(item)) {
-        kinds.insert("clear");
-        continue;
-      }
-      const auto& request = std::get<TraceRequest>(item);
-      ++requests;
-      kinds.insert(request.label);
-      ASSERT_FALSE(request.prompt.empty());
-      ASSERT_LE(request.prompt.size() + request.max_new_tokens, options.capacity);
-      for (const token t : request.prompt) ASSERT_TRUE(t >= 0 && t < 300) << t;
-    }
-    EXPECT_EQ(requests, options.requests);
-    EXPECT_EQ(kinds, (std::set<std::string>{"new session", "turn", "regenerate", "edit late", "edit early",
-                                            "other session", "shorter", "short", "clear"}));
-    EXPECT_EQ(items, pfx::replay::embedded_workload(options)) << "the workload is a function of its options";
-  }
-  EXPECT_NE(pfx::replay::embedded_workload({.seed = 1}), pfx::replay::embedded_workload({.seed = 2}));
 }
 
 }  // namespace

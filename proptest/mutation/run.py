@@ -44,6 +44,8 @@ CORE_TESTS = ["machine_examples_test", "false_record_test", "allocation_test", "
 DRIVER_TESTS = ["driver_generation_test", "driver_request_test", "driver_fault_test",
                 "driver_resume_test", "driver_cold_test"]
 CLI_TESTS = ["cli_replay_test", "cli_trace_test", "cli_explain_test", "cli_soak_test"]
+# pfx::replay's own tests come first for a replay/ mutant; the commands over it see it next.
+REPLAY_TESTS = ["replay_run_test", "replay_soak_test"]
 ENGINES_TESTS = ["reference_model_test", "engines_conformance_test"]
 # The verifier (spec/: the ghost, SAFE, the reference, the model checker) meets its catalogue of wrong
 # machines first, then the core tests that use it as their oracle.
@@ -56,7 +58,7 @@ PYTHON_TESTS = ["python.prompt_prefix", "python.seed_differences", "python.drop_
 PYTHON_TARGETS = ["pfx_python", "pfx_python_files"]
 TESTS_FOR = {"core/": CORE_TESTS + DRIVER_TESTS, "driver/": DRIVER_TESTS, "spec/": VERIFIER_TESTS,
              "engines/": ENGINES_TESTS + DRIVER_TESTS, "conform/": ["conform_check_test"],
-             "replay/": CLI_TESTS, "tools/pfx/": CLI_TESTS, "integrations/llama/": ["llama_engine_test"],
+             "replay/": REPLAY_TESTS + CLI_TESTS, "tools/pfx/": CLI_TESTS, "integrations/llama/": ["llama_engine_test"],
              "python/": PYTHON_TESTS}
 
 CMAKE_OPTIONS = [
