@@ -162,6 +162,11 @@ TEST(Replay, AnEngineThatIsNotDeterministicIsReportedAsAMismatch) {
   std::size_t flagged = 0;
   for (const RequestReport& report : r.reports) {
     if (report.bitexact == std::optional<bool>(false)) {
+      if (flagged == 0) {  // the summary names the first mismatch, where a reader starts
+        EXPECT_EQ(r.summary.first_mismatch.request, report.number);
+        EXPECT_EQ(r.summary.first_mismatch.line, report.line);
+        EXPECT_EQ(r.summary.first_mismatch.what, report.mismatch);
+      }
       ++flagged;
       // The drift moves logit 0 alone: named, unless it made token 0 the first generated.
       EXPECT_TRUE(report.mismatch.starts_with("logit 0: ") || report.mismatch.starts_with("generated token 0: "))
@@ -169,6 +174,21 @@ TEST(Replay, AnEngineThatIsNotDeterministicIsReportedAsAMismatch) {
     }
   }
   EXPECT_EQ(flagged, r.summary.mismatches);
+}
+
+TEST(Replay, StopEndsTheRunBetweenTwoRequests) {
+  pfx::test::verifies("CLI-1");
+  pfx::engines::HostReferenceEngine engine({.vocab = 64, .chunk = 8});
+  const auto items = pfx::replay::embedded_workload({.vocab = 64, .requests = 12, .capacity = 600});
+  for (const std::size_t served : {std::size_t{0}, std::size_t{1}, std::size_t{5}}) {
+    std::size_t asked = 0;  // asked once before each item: the run stops before item `served` + 1
+    ReplaySettings settings{.lane = {.capacity = 600, .poison = true}, .verify = true};
+    settings.stop = [&] { return asked++ == served; };
+    const Replayed r = replay(items, engine, settings);
+    EXPECT_EQ(r.reports.size(), r.summary.requests);
+    EXPECT_LE(r.summary.requests, served);
+    EXPECT_EQ(r.summary.requests + r.summary.clears, served) << "every item before the stop, and none after";
+  }
 }
 
 }  // namespace
