@@ -10,9 +10,9 @@
 #             OPTIONAL library that linked one fails at generation ("... requires target pfx_<name>
 #             that is not in any export set"), so the boundary holds by construction.
 # HEADER_ONLY makes an INTERFACE library. Otherwise it is compiled, position-independent, with pfx's
-# warnings for its own sources. With PFX_CUDA it compiles the CUDA sources too, with the driver's
-# CUDA checks (pfx_cuda_check) and the CUDA runtime linked statically; without, the WITHOUT_CUDA
-# sources, which say why CUDA is not there.
+# warnings for its own sources. With PFX_CUDA a library with CUDA sources compiles them too, with
+# the driver's CUDA checks (pfx_cuda_check) and the CUDA runtime linked statically; without, the
+# WITHOUT_CUDA sources, which say why CUDA is not there.
 # pfx_use_privately(<target> <interface target>): the include directories and compile options of an
 # interface target of pfx's own build (pfx_warnings, pfx_cuda_check), for <target>'s sources only.
 function(pfx_use_privately target used)
@@ -36,13 +36,13 @@ function(pfx_add_library name)
     # library's links, PRIVATE ones too, go into its export, and the build tree's export keeps what
     # BUILD_INTERFACE hides from the install's.
     pfx_use_privately(pfx_${name} pfx_warnings)
-    if(PFX_CUDA)
+    if(NOT PFX_CUDA)
+      target_sources(pfx_${name} PRIVATE ${arg_WITHOUT_CUDA})
+    elseif(arg_CUDA)  # only a library with CUDA sources links the runtime; its users get it through it
       target_sources(pfx_${name} PRIVATE ${arg_CUDA})
       # The runtime outside BUILD_INTERFACE, so that the export carries it to consumers.
       target_link_libraries(pfx_${name} PRIVATE CUDA::cudart_static)
       pfx_use_privately(pfx_${name} pfx_cuda_check)
-    else()
-      target_sources(pfx_${name} PRIVATE ${arg_WITHOUT_CUDA})
     endif()
   endif()
   add_library(pfx::${name} ALIAS pfx_${name})
