@@ -10,16 +10,11 @@
 #include <pfx/cli/progress.hpp>
 #include <pfx/replay/replay.hpp>
 #include <pfx/replay/soak.hpp>
-#include <pfx/conform/budget.hpp>
-#include <pfx/conform/check.hpp>
 #include <pfx/refinement/bridge.hpp>
 #include <pfx/refinement/random_runs.hpp>
-#include <pfx/driver/cold_run.hpp>
 #include <pfx/driver/errors.hpp>
-#include <pfx/driver/sharded_lane.hpp>
 #include <pfx/engines/decisions_only_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
-#include <pfx/engines/wrapped_engine.hpp>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -27,8 +22,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <limits>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -245,102 +238,6 @@ TEST(NewUser, TheAuditDrawsAProgressLineOnATerminalOnly) {
 
 // ---- 6. Behaviours a seeded mistake would break unseen ---------------------------------------------
 
-/// Reads, during the first prefill chunk only, the row just past it (poisoned: NaN) into a logit;
-/// the later chunks overwrite the logits, so only a check of each chunk's logits sees it.
-class FirstChunkPeeker final : public pfx::engines::WrappedEngine {
- public:
-  using pfx::engines::WrappedEngine::WrappedEngine;
-  void prefill(pfx::driver::KvState& kv, std::span<const pfx::token> tokens, std::size_t position,
-               std::span<float> logits) override {
-    inner_.prefill(kv, tokens, position, logits);
-    if (position == 0) {
-      for (const float x : kv.copy_rows(tokens.size(), tokens.size() + 1)) logits[0] += 0.0f * x;
-    }
-  }
-  void decode(pfx::driver::KvState& kv, pfx::token next, std::size_t position, std::span<float> logits) override {
-    inner_.decode(kv, next, position, logits);
-  }
-};
-
-TEST(Pinned, TheColdSideChecksEveryChunksLogitsNotOnlyTheLast) {
-  // Mutant cli-cold-run-every-chunk.
-  pfx::test::verifies("CLI-1");
-  pfx::engines::HostReferenceEngine inner(pfx::engines::ReferenceModelShape{.vocab = 64, .chunk = 4});
-  FirstChunkPeeker engine(inner);
-  const std::unique_ptr<pfx::driver::KvState> kv = engine.make_kv_state(64);
-  const std::vector<pfx::token> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // chunks [0,4), [4,8), [8,10)
-  EXPECT_THROW((void)pfx::driver::run_cold(engine, *kv, prompt, 2), pfx::driver::StaleRowRead);
-  EXPECT_NO_THROW((void)pfx::driver::run_cold(inner, *kv, prompt, 2));  // the engine alone is sound
-}
-
-/// Changes, the first time only, the last decode row a request writes (position `row`), after the
-/// step: the response's logits and tokens are untouched, only its KV row differs.
-class LastDecodeRowTamperer final : public pfx::engines::WrappedEngine {
- public:
-  LastDecodeRowTamperer(pfx::driver::Engine& inner, std::size_t row) : WrappedEngine(inner), row_(row) {}
-  void prefill(pfx::driver::KvState& kv, std::span<const pfx::token> tokens, std::size_t position,
-               std::span<float> logits) override {
-    inner_.prefill(kv, tokens, position, logits);
-  }
-  void decode(pfx::driver::KvState& kv, pfx::token next, std::size_t position, std::span<float> logits) override {
-    inner_.decode(kv, next, position, logits);
-    if (position == row_ && !done_) {
-      done_ = true;
-      kv.fill(position, position + 1, 0.25f);
-    }
-  }
-
- private:
-  std::size_t row_;
-  bool done_ = false;
-};
-
-TEST(Pinned, VerifyComparesTheDecodeRowsAResponseVouchesFor) {
-  // Mutant cli-verify-decode-rows.
-  pfx::test::verifies("CLI-1");
-  pfx::engines::HostReferenceEngine inner(pfx::engines::ReferenceModelShape{.vocab = 64, .chunk = 4});
-  const std::vector<pfx::token> prompt = {1, 2, 3, 4, 5, 6};
-  constexpr std::size_t new_tokens = 3;  // decode writes rows 6 and 7; the resumed side's row 7 is changed
-  LastDecodeRowTamperer engine(inner, prompt.size() + new_tokens - 2);
-  const std::vector<pfx::replay::TraceItem> trace = {pfx::replay::TraceRequest{prompt, new_tokens, "", 1, ""}};
-  pfx::replay::ReplaySettings settings;
-  settings.lane.capacity = 64;
-  settings.verify = true;
-  const pfx::replay::ReplaySummary s = pfx::replay::run(trace, engine, settings);
-  EXPECT_EQ(s.verified, 1U);
-  EXPECT_EQ(s.mismatches, 1U);
-  EXPECT_EQ(s.first_mismatch.what, "KV row 7 differs from the cold run's");  // the tampered row, named
-}
-
-/// Reads, after every prefill chunk, the row just past it: a stale-row read the lane reports.
-class Peeker final : public pfx::engines::WrappedEngine {
- public:
-  using pfx::engines::WrappedEngine::WrappedEngine;
-  void prefill(pfx::driver::KvState& kv, std::span<const pfx::token> tokens, std::size_t position,
-               std::span<float> logits) override {
-    inner_.prefill(kv, tokens, position, logits);
-    for (const float x : kv.copy_rows(position + tokens.size(), position + tokens.size() + 1)) logits[0] += 0.0f * x;
-  }
-  void decode(pfx::driver::KvState& kv, pfx::token next, std::size_t position, std::span<float> logits) override {
-    inner_.decode(kv, next, position, logits);
-  }
-};
-
-TEST(Pinned, StaleRowReadsFailTheReplay) {
-  // Mutant cli-stale-reads-fail.
-  pfx::test::verifies("CLI-1");
-  pfx::engines::HostReferenceEngine inner(pfx::engines::ReferenceModelShape{.vocab = 64, .chunk = 4});
-  Peeker engine(inner);
-  const std::vector<pfx::replay::TraceItem> trace = {pfx::replay::TraceRequest{{1, 2, 3, 4, 5, 6}, 2, "", 1, ""},
-                                                  pfx::replay::TraceRequest{{1, 2, 3, 4, 5, 6, 7}, 2, "", 2, ""}};
-  pfx::replay::ReplaySettings settings;
-  settings.lane.capacity = 64;
-  const pfx::replay::ReplaySummary s = pfx::replay::run(trace, engine, settings);
-  EXPECT_EQ(s.stale_reads, 2U);
-  EXPECT_FALSE(s.ok());
-  EXPECT_FALSE(s.passed(false));
-}
-
 TEST(Pinned, AMalformedEnvironmentVariableIsBadInputNotAnInternalError) {
   // Mutant cli-config-error-is-bad-input.
   pfx::test::verifies("CLI-2");
@@ -353,23 +250,6 @@ TEST(Pinned, AMalformedEnvironmentVariableIsBadInputNotAnInternalError) {
   }
 }
 
-TEST(Pinned, TheRanksRecordDigestCoversCanonicalEnd) {
-  // Mutant driver-record-digest-canonical-end.
-  pfx::test::verifies("SHARD-2");
-  std::mt19937_64 random(11);
-  for (int i = 0; i < 200; ++i) {
-    pfx::Record record;
-    record.ids.resize(1 + random() % 20);
-    for (pfx::token& t : record.ids) t = static_cast<pfx::token>(random() % 4);
-    record.canonical_end = random() % (record.ids.size() + 1);
-    pfx::Record other = record;
-    other.canonical_end = (record.canonical_end + 1 + random() % record.ids.size()) % (record.ids.size() + 1);
-    ASSERT_NE(other.canonical_end, record.canonical_end);
-    EXPECT_NE(pfx::driver::record_digest(record), pfx::driver::record_digest(other));
-    EXPECT_EQ(pfx::driver::record_digest(record), pfx::driver::record_digest(pfx::Record(record)));
-  }
-}
-
 TEST(Pinned, EngineNoneRefusesAVocabularyOfZero) {
   // Mutant engines-decisions-only-vocab-zero.
   pfx::test::verifies("CLI-5");
@@ -378,27 +258,6 @@ TEST(Pinned, EngineNoneRefusesAVocabularyOfZero) {
   EXPECT_NO_THROW(pfx::engines::DecisionsOnlyEngine(1, 1));
   const PfxRun ran = run_pfx("replay --requests 2 --engine none --vocab 0");
   EXPECT_EQ(ran.status, pfx::cli::exit_bad_input) << ran.err;
-}
-
-TEST(Pinned, ConformResumesAShortPromptAtEveryGridMultipleTheLastIncluded) {
-  // Mutant conform-offsets-last-multiple. Every resume of the reference engine on its own grid is
-  // exact, so each grid's resumes count every offset: all multiples of g in [g, n - 1] for a short
-  // prompt, budget.sampled_offsets for a long one.
-  pfx::test::verifies("CONF-1");
-  pfx::engines::HostReferenceEngine engine(pfx::engines::ReferenceModelShape{.chunk = 4});
-  pfx::conform::CheckOptions options;
-  options.budget = pfx::conform::Budget::named("quick");
-  const pfx::conform::Report report = pfx::conform::check(engine, options);
-  const pfx::conform::Budget& b = options.budget;
-  for (const pfx::conform::GridResult& g : report.grids) {
-    if (!g.exact()) continue;
-    std::size_t expected = 0;
-    for (const std::size_t n : report.lengths) {
-      const std::size_t count = (n - 1) / g.grid;
-      expected += b.prompts * (n <= b.exhaustive_up_to || count <= b.sampled_offsets ? count : b.sampled_offsets);
-    }
-    EXPECT_EQ(g.resumes, expected) << "grid " << g.grid;
-  }
 }
 
 }  // namespace

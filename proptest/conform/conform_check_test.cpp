@@ -401,4 +401,25 @@ TEST(Conform, ADegenerateEngineIsRefusedNamingThePremiseThatFailed) {
             std::string::npos);
 }
 
+TEST(Conform, ResumesAShortPromptAtEveryGridMultipleTheLastIncluded) {
+  // Mutant conform-offsets-last-multiple. Every resume of the reference engine on its own grid is
+  // exact, so each grid's resumes count every offset: all multiples of g in [g, n - 1] for a short
+  // prompt, budget.sampled_offsets for a long one.
+  pfx::test::verifies("CONF-1");
+  pfx::engines::HostReferenceEngine engine(pfx::engines::ReferenceModelShape{.chunk = 4});
+  pfx::conform::CheckOptions options;
+  options.budget = pfx::conform::Budget::named("quick");
+  const pfx::conform::Report report = pfx::conform::check(engine, options);
+  const pfx::conform::Budget& b = options.budget;
+  for (const pfx::conform::GridResult& g : report.grids) {
+    if (!g.exact()) continue;
+    std::size_t expected = 0;
+    for (const std::size_t n : report.lengths) {
+      const std::size_t count = (n - 1) / g.grid;
+      expected += b.prompts * (n <= b.exhaustive_up_to || count <= b.sampled_offsets ? count : b.sampled_offsets);
+    }
+    EXPECT_EQ(g.resumes, expected) << "grid " << g.grid;
+  }
+}
+
 }  // namespace

@@ -15,6 +15,7 @@
 #include <rapidcheck.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,34 @@ PFX_PROPERTY(Lane, WithReuseOffEveryRequestOfAReusingWorkloadIsCold, "INV-6 THM-
     trace.answered(prompt, response.generated);
   }
   RC_CLASSIFY(would_reuse > 0, "a lane with reuse on would have reused");
+}
+
+/// Reads, during the first prefill chunk only, the row just past it (poisoned: NaN) into a logit;
+/// the later chunks overwrite the logits, so only a check of each chunk's logits sees it.
+class FirstChunkPeeker final : public pfx::engines::WrappedEngine {
+ public:
+  using pfx::engines::WrappedEngine::WrappedEngine;
+  void prefill(pfx::driver::KvState& kv, std::span<const pfx::token> tokens, std::size_t position,
+               std::span<float> logits) override {
+    inner_.prefill(kv, tokens, position, logits);
+    if (position == 0) {
+      for (const float x : kv.copy_rows(tokens.size(), tokens.size() + 1)) logits[0] += 0.0f * x;
+    }
+  }
+  void decode(pfx::driver::KvState& kv, pfx::token next, std::size_t position, std::span<float> logits) override {
+    inner_.decode(kv, next, position, logits);
+  }
+};
+
+TEST(ColdRun, ChecksEveryChunksLogitsNotOnlyTheLast) {
+  // Mutant driver-cold-run-every-chunk.
+  pfx::test::verifies("CLI-1");
+  pfx::engines::HostReferenceEngine inner(pfx::engines::ReferenceModelShape{.vocab = 64, .chunk = 4});
+  FirstChunkPeeker engine(inner);
+  const std::unique_ptr<pfx::driver::KvState> kv = engine.make_kv_state(64);
+  const std::vector<pfx::token> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // chunks [0,4), [4,8), [8,10)
+  EXPECT_THROW((void)pfx::driver::run_cold(engine, *kv, prompt, 2), pfx::driver::StaleRowRead);
+  EXPECT_NO_THROW((void)pfx::driver::run_cold(inner, *kv, prompt, 2));  // the engine alone is sound
 }
 
 }  // namespace

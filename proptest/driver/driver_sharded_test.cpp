@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -410,6 +411,23 @@ TEST(Sharded, TheCollectivesGatherEveryRanksWordsInRankOrder) {
   solo.all_gather(std::vector<std::uint64_t>{7, 8}, all);
   EXPECT_EQ(all, (std::vector<std::uint64_t>{7, 8}));
   EXPECT_THROW(pfx::driver::ThreadsCollective(0), std::invalid_argument);
+}
+
+TEST(Sharded, TheRanksRecordDigestCoversCanonicalEnd) {
+  // Mutant driver-record-digest-canonical-end.
+  pfx::test::verifies("SHARD-2");
+  std::mt19937_64 random(11);
+  for (int i = 0; i < 200; ++i) {
+    pfx::Record record;
+    record.ids.resize(1 + random() % 20);
+    for (pfx::token& t : record.ids) t = static_cast<pfx::token>(random() % 4);
+    record.canonical_end = random() % (record.ids.size() + 1);
+    pfx::Record other = record;
+    other.canonical_end = (record.canonical_end + 1 + random() % record.ids.size()) % (record.ids.size() + 1);
+    ASSERT_NE(other.canonical_end, record.canonical_end);
+    EXPECT_NE(pfx::driver::record_digest(record), pfx::driver::record_digest(other));
+    EXPECT_EQ(pfx::driver::record_digest(record), pfx::driver::record_digest(pfx::Record(record)));
+  }
 }
 
 }  // namespace

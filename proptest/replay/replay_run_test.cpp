@@ -1,6 +1,7 @@
 // pfx::replay::run (replay/): random workloads replayed with verification are bit-exact, with and
 // without injected failures; without an engine every decision is the reference engine's; an engine
-// that breaks THM-1 is caught as a mismatch. The command that prints it is proptest/cli's.
+// that breaks THM-1, or changes a decode row the response vouches for, is caught as a mismatch, and one
+// that reads a poisoned row fails the run. The command that prints it is proptest/cli's.
 
 #include "support/lanes.hpp"
 #include "support/requirement.hpp"
@@ -10,6 +11,7 @@
 #include <pfx/engines/decisions_only_engine.hpp>
 #include <pfx/engines/drifting_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
+#include <pfx/engines/wrapped_engine.hpp>
 
 #include <gtest/gtest.h>
 
@@ -189,6 +191,74 @@ TEST(Replay, StopEndsTheRunBetweenTwoRequests) {
     EXPECT_LE(r.summary.requests, served);
     EXPECT_EQ(r.summary.requests + r.summary.clears, served) << "every item before the stop, and none after";
   }
+}
+
+/// Changes, the first time only, the last decode row a request writes (position `row`), after the
+/// step: the response's logits and tokens are untouched, only its KV row differs.
+class LastDecodeRowTamperer final : public pfx::engines::WrappedEngine {
+ public:
+  LastDecodeRowTamperer(pfx::driver::Engine& inner, std::size_t row) : WrappedEngine(inner), row_(row) {}
+  void prefill(pfx::driver::KvState& kv, std::span<const pfx::token> tokens, std::size_t position,
+               std::span<float> logits) override {
+    inner_.prefill(kv, tokens, position, logits);
+  }
+  void decode(pfx::driver::KvState& kv, pfx::token next, std::size_t position, std::span<float> logits) override {
+    inner_.decode(kv, next, position, logits);
+    if (position == row_ && !done_) {
+      done_ = true;
+      kv.fill(position, position + 1, 0.25f);
+    }
+  }
+
+ private:
+  std::size_t row_;
+  bool done_ = false;
+};
+
+TEST(Replay, VerifyComparesTheDecodeRowsAResponseVouchesFor) {
+  // Mutant replay-verify-decode-rows.
+  pfx::test::verifies("CLI-1");
+  pfx::engines::HostReferenceEngine inner(pfx::engines::ReferenceModelShape{.vocab = 64, .chunk = 4});
+  const std::vector<pfx::token> prompt = {1, 2, 3, 4, 5, 6};
+  constexpr std::size_t new_tokens = 3;  // decode writes rows 6 and 7; the resumed side's row 7 is changed
+  LastDecodeRowTamperer engine(inner, prompt.size() + new_tokens - 2);
+  const std::vector<TraceItem> trace = {TraceRequest{prompt, new_tokens, "", 1, ""}};
+  ReplaySettings settings;
+  settings.lane.capacity = 64;
+  settings.verify = true;
+  const ReplaySummary s = pfx::replay::run(trace, engine, settings);
+  EXPECT_EQ(s.verified, 1U);
+  EXPECT_EQ(s.mismatches, 1U);
+  EXPECT_EQ(s.first_mismatch.what, "KV row 7 differs from the cold run's");  // the tampered row, named
+}
+
+/// Reads, after every prefill chunk, the row just past it: a stale-row read the lane reports.
+class Peeker final : public pfx::engines::WrappedEngine {
+ public:
+  using pfx::engines::WrappedEngine::WrappedEngine;
+  void prefill(pfx::driver::KvState& kv, std::span<const pfx::token> tokens, std::size_t position,
+               std::span<float> logits) override {
+    inner_.prefill(kv, tokens, position, logits);
+    for (const float x : kv.copy_rows(position + tokens.size(), position + tokens.size() + 1)) logits[0] += 0.0f * x;
+  }
+  void decode(pfx::driver::KvState& kv, pfx::token next, std::size_t position, std::span<float> logits) override {
+    inner_.decode(kv, next, position, logits);
+  }
+};
+
+TEST(Replay, StaleRowReadsFailTheRun) {
+  // Mutant replay-stale-reads-fail.
+  pfx::test::verifies("CLI-1");
+  pfx::engines::HostReferenceEngine inner(pfx::engines::ReferenceModelShape{.vocab = 64, .chunk = 4});
+  Peeker engine(inner);
+  const std::vector<TraceItem> trace = {TraceRequest{{1, 2, 3, 4, 5, 6}, 2, "", 1, ""},
+                                        TraceRequest{{1, 2, 3, 4, 5, 6, 7}, 2, "", 2, ""}};
+  ReplaySettings settings;
+  settings.lane.capacity = 64;
+  const ReplaySummary s = pfx::replay::run(trace, engine, settings);
+  EXPECT_EQ(s.stale_reads, 2U);
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(s.passed(false));
 }
 
 }  // namespace
