@@ -145,28 +145,13 @@ PFX_PROPERTY(Lane, WithReuseOffEveryRequestOfAReusingWorkloadIsCold, "INV-6 THM-
   RC_CLASSIFY(would_reuse > 0, "a lane with reuse on would have reused");
 }
 
-/// Reads, during the first prefill chunk only, the row just past it (poisoned: NaN) into a logit;
-/// the later chunks overwrite the logits, so only a check of each chunk's logits sees it.
-class FirstChunkPeeker final : public pfx::engines::WrappedEngine {
- public:
-  using pfx::engines::WrappedEngine::WrappedEngine;
-  void prefill(pfx::driver::KvState& kv, std::span<const pfx::token> tokens, std::size_t position,
-               std::span<float> logits) override {
-    inner_.prefill(kv, tokens, position, logits);
-    if (position == 0) {
-      for (const float x : kv.copy_rows(tokens.size(), tokens.size() + 1)) logits[0] += 0.0f * x;
-    }
-  }
-  void decode(pfx::driver::KvState& kv, pfx::token next, std::size_t position, std::span<float> logits) override {
-    inner_.decode(kv, next, position, logits);
-  }
-};
-
 TEST(ColdRun, ChecksEveryChunksLogitsNotOnlyTheLast) {
   // Mutant driver-cold-run-every-chunk.
   pfx::test::verifies("CLI-1");
   pfx::engines::HostReferenceEngine inner(pfx::engines::ReferenceModelShape{.vocab = 64, .chunk = 4});
-  FirstChunkPeeker engine(inner);
+  pfx::test::PeekingEngine engine(inner);  // reads the row past its first chunk: NaN, poisoned
+  engine.peek = true;
+  engine.first_chunk_only = true;  // the later chunks overwrite those logits: only a check of each chunk sees it
   const std::unique_ptr<pfx::driver::KvState> kv = engine.make_kv_state(64);
   const std::vector<pfx::token> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};  // chunks [0,4), [4,8), [8,10)
   EXPECT_THROW((void)pfx::driver::run_cold(engine, *kv, prompt, 2), pfx::driver::StaleRowRead);

@@ -232,25 +232,12 @@ TEST(Replay, VerifyComparesTheDecodeRowsAResponseVouchesFor) {
   EXPECT_EQ(s.first_mismatch.what, "KV row 7 differs from the cold run's");  // the tampered row, named
 }
 
-/// Reads, after every prefill chunk, the row just past it: a stale-row read the lane reports.
-class Peeker final : public pfx::engines::WrappedEngine {
- public:
-  using pfx::engines::WrappedEngine::WrappedEngine;
-  void prefill(pfx::driver::KvState& kv, std::span<const pfx::token> tokens, std::size_t position,
-               std::span<float> logits) override {
-    inner_.prefill(kv, tokens, position, logits);
-    for (const float x : kv.copy_rows(position + tokens.size(), position + tokens.size() + 1)) logits[0] += 0.0f * x;
-  }
-  void decode(pfx::driver::KvState& kv, pfx::token next, std::size_t position, std::span<float> logits) override {
-    inner_.decode(kv, next, position, logits);
-  }
-};
-
 TEST(Replay, StaleRowReadsFailTheRun) {
   // Mutant replay-stale-reads-fail.
   pfx::test::verifies("CLI-1");
   pfx::engines::HostReferenceEngine inner(pfx::engines::ReferenceModelShape{.vocab = 64, .chunk = 4});
-  Peeker engine(inner);
+  pfx::test::PeekingEngine engine(inner);  // reads the row past each prefill chunk: a stale-row read
+  engine.peek = true;
   const std::vector<TraceItem> trace = {TraceRequest{{1, 2, 3, 4, 5, 6}, 2, "", 1, ""},
                                         TraceRequest{{1, 2, 3, 4, 5, 6, 7}, 2, "", 2, ""}};
   ReplaySettings settings;

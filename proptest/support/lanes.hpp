@@ -99,8 +99,8 @@ inline std::optional<std::string> differs_from_cold(const driver::Lane& lane, co
 }
 
 /// An engine with a bug: once `peek` (or `peek_in_decode`) is set, after each prefill chunk (or
-/// decode step) it also reads the row just past the one it wrote, which it has not written. It adds 0 x that row to a logit, which changes nothing unless
-/// the row is NaN.
+/// decode step) it also reads the row just past the one it wrote, which it has not written. It adds
+/// 0 x that row to a logit, which changes nothing unless the row is NaN.
 class PeekingEngine final : public engines::WrappedEngine {
  public:
   using engines::WrappedEngine::WrappedEngine;
@@ -108,7 +108,7 @@ class PeekingEngine final : public engines::WrappedEngine {
                std::span<float> logits) override {
     inner_.prefill(kv, tokens, position, logits);
     const std::size_t next = position + tokens.size();
-    if (peek && next < kv.shape().capacity) {
+    if (peek && next < kv.shape().capacity && (!first_chunk_only || position == 0)) {
       for (const float x : kv.copy_rows(next, next + 1)) logits[0] += 0.0f * x;
     }
   }
@@ -120,6 +120,8 @@ class PeekingEngine final : public engines::WrappedEngine {
   }
 
   bool peek = false;            ///< after each prefill chunk
+  /// With `peek`: after the chunk at position 0 only, whose logits the later chunks overwrite.
+  bool first_chunk_only = false;
   bool peek_in_decode = false;  ///< after each decode step
 };
 
