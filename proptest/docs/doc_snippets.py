@@ -3,8 +3,10 @@ example that no longer compiles fails the build, at the document's own line (#li
 
     python3 doc_snippets.py OUT_DIR ROOT [--without-llama] DOC.md...    (DOC relative to ROOT)
 
-A block with `int main` is a whole program: it is written alone, as a reader would copy it. The other
-blocks of a document are fragments: one source per document holds them in order, behind a prelude of
+A block with `int main` is a whole program: it is written alone, as a reader would copy it, with a
+JSON file beside it that says where it is and what the document says it prints (the ```text block
+after a line "It prints:"), for run_doc_program.py to check. The other blocks of a document are
+fragments: one source per document holds them in order, behind a prelude of
 pfx's public headers, its classes at file scope and its statements each in a function whose
 parameters are the names a fragment leaves to its reader (prompt, capacity, ...). With
 --without-llama, fragments that use pfx::llama are left out. Prints the sources written, one per
@@ -12,6 +14,7 @@ line, for CMake; exits 1 when no example was found (a check that compiles nothin
 """
 from __future__ import annotations
 
+import json
 import pathlib
 import re
 import sys
@@ -33,16 +36,27 @@ READER_NAMES = ("[[maybe_unused]] std::vector<pfx::token> prompt, "
                 "[[maybe_unused]] std::size_t capacity, [[maybe_unused]] std::size_t max_new_tokens")
 
 
-def blocks(doc: pathlib.Path):
-    """(line of the block's first line of code, its lines) for each ```cpp block."""
-    lines = doc.read_text(encoding="utf-8").splitlines()
+def blocks(lines: list, fence: str = "```cpp", start_at: int = 0):
+    """(line of the block's first line of code, its lines, line of its closing fence) for each block
+    that opens with `fence`, from line `start_at` + 1 on."""
     start = None
-    for number, line in enumerate(lines, 1):
-        if start is None and line.strip() == "```cpp":
+    for number, line in enumerate(lines[start_at:], start_at + 1):
+        if start is None and line.strip() == fence:
             start = number + 1
         elif start is not None and line.strip() == "```":
-            yield start, lines[start - 1:number - 1]
+            yield start, lines[start - 1:number - 1], number
             start = None
+
+
+def shown_output(lines: list, end: int):
+    """What the document says the program whose block closes at line `end` prints: the ```text block
+    after a line "It prints:" that follows it (blank lines between), as (its first line, its text);
+    None when the document shows no output."""
+    rest = [n for n in range(end, len(lines)) if lines[n].strip()]
+    if not rest or lines[rest[0]].strip() != "It prints:":
+        return None
+    first, text, _ = next(blocks(lines, "```text", rest[0] + 1), (0, None, 0))
+    return None if text is None else (first, "\n".join(text) + "\n")
 
 
 def fragment(name: str, first: int, code: list, index: int) -> tuple:
@@ -73,11 +87,16 @@ def main(argv: list) -> int:
     for name in names:
         stem = re.sub(r"\W", "_", name.removesuffix(".md"))
         includes, parts = [], []
-        for index, (first, code) in enumerate(blocks(root / name)):
+        lines = (root / name).read_text(encoding="utf-8").splitlines()
+        for index, (first, code, end) in enumerate(blocks(lines)):
             text = "\n".join(code)
-            if "int main(" in text:  # a whole program, compiled as it stands
+            if "int main(" in text:  # a whole program, compiled as it stands and run
                 source = out / f"{stem}_{first}.cpp"
                 write(source, f'#line {first} "{name}"\n{text}\n')
+                shown = shown_output(lines, end)
+                claim = {"document": name, "line": first, "output_line": shown[0] if shown else None,
+                         "output": shown[1] if shown else None}
+                write(source.with_suffix(".json"), json.dumps(claim, indent=2) + "\n")
                 written.append(source)
                 continue
             if without_llama and "pfx::llama" in text:
@@ -90,7 +109,8 @@ def main(argv: list) -> int:
             prelude = PRELUDE.format(llama="" if without_llama else "#include <pfx/llama/engine.hpp>")
             write(source, prelude + "\n".join(dict.fromkeys(includes)) + "\n\n" + "\n".join(parts))
             written.append(source)
-    for stale in set(out.glob("*.cpp")) - set(written):  # an example no longer in the docs
+    kept = set(written) | {source.with_suffix(".json") for source in written}
+    for stale in (set(out.glob("*.cpp")) | set(out.glob("*.json"))) - kept:  # no longer in the docs
         stale.unlink()
     if not written:
         print("doc_snippets.py: no ```cpp block in the documents given", file=sys.stderr)
