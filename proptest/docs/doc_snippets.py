@@ -5,12 +5,12 @@ example that no longer compiles fails the build, at the document's own line (#li
 
 A block with `int main` is a whole program: it is written alone, as a reader would copy it, with a
 JSON file beside it that says where it is and what the document says it prints (the ```text block
-after a line "It prints:"), for run_doc_program.py to check. The other blocks of a document are
-fragments: one source per document holds them in order, behind a prelude of
-pfx's public headers, its classes at file scope and its statements each in a function whose
-parameters are the names a fragment leaves to its reader (prompt, capacity, ...). With
---without-llama, fragments that use pfx::llama are left out. Prints the sources written, one per
-line, for CMake; exits 1 when no example was found (a check that compiles nothing).
+right after it, behind a line "It prints:"), for run_doc_program.py to check. The other blocks of a
+document are fragments: one source per document holds them in order, behind a prelude of pfx's
+public headers, its classes at file scope and its statements each in a function whose parameters are
+the names a fragment leaves to its reader (prompt, capacity, ...). With --without-llama, fragments
+that use pfx::llama are left out. Prints the sources written, one per line, for CMake; exits 1 when
+no example was found (a check that compiles nothing).
 """
 from __future__ import annotations
 
@@ -49,13 +49,14 @@ def blocks(lines: list, fence: str = "```cpp", start_at: int = 0):
 
 
 def shown_output(lines: list, end: int):
-    """What the document says the program whose block closes at line `end` prints: the ```text block
-    after a line "It prints:" that follows it (blank lines between), as (its first line, its text);
-    None when the document shows no output."""
-    rest = [n for n in range(end, len(lines)) if lines[n].strip()]
-    if not rest or lines[rest[0]].strip() != "It prints:":
+    """What the document says the program whose block closes at line `end` prints: the next two
+    lines that are not blank must be "It prints:" and a ```text fence, whose block is the output:
+    (its first line, its text); None when the document shows no output right there."""
+    following = (n for n in range(end, len(lines)) if lines[n].strip())
+    said, fence = next(following, None), next(following, None)
+    if fence is None or lines[said].strip() != "It prints:" or lines[fence].strip() != "```text":
         return None
-    first, text, _ = next(blocks(lines, "```text", rest[0] + 1), (0, None, 0))
+    first, text, _ = next(blocks(lines, "```text", fence), (0, None, 0))
     return None if text is None else (first, "\n".join(text) + "\n")
 
 
