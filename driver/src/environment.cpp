@@ -34,7 +34,15 @@ bool spelled(std::string_view value, std::string_view word) {
                     std::string(expected));
 }
 
-bool read_flag(std::string_view raw) {
+std::optional<std::string_view> value_of(std::string_view name) {
+  const char* value = std::getenv(std::string(name).c_str());
+  if (value == nullptr) return std::nullopt;
+  return std::string_view(value);
+}
+
+}  // namespace
+
+bool read_flag(std::string_view variable, std::string_view raw) {
   const std::string_view value = trimmed(raw);
   if (value.empty()) return true;  // the original class: any value but "0" is on
   for (const std::string_view on : {"1", "true", "on", "yes"}) {
@@ -43,13 +51,13 @@ bool read_flag(std::string_view raw) {
   for (const std::string_view off : {"0", "false", "off", "no"}) {
     if (spelled(value, off)) return false;
   }
-  malformed(prefix_cache_variable, raw,
+  malformed(variable, raw,
             "1, true, on or yes (reuse on), 0, false, off or no (reuse off), or empty (on)");
 }
 
 /// A base-10 integer as Python's int() reads it: optional sign, digits with single underscores
 /// between them.
-std::size_t read_count(std::string_view raw) {
+std::size_t read_count(std::string_view variable, std::string_view raw) {
   std::string_view value = trimmed(raw);
   bool negative = false;
   if (!value.empty() && (value.front() == '+' || value.front() == '-')) {
@@ -65,37 +73,29 @@ std::size_t read_count(std::string_view raw) {
       after_digit = false;
       continue;
     }
-    if (c < '0' || c > '9') malformed(prefix_cache_min_variable, raw, expected);
+    if (c < '0' || c > '9') malformed(variable, raw, expected);
     const auto digit = static_cast<std::uint64_t>(c - '0');
     if (n > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) overflow = true;
     n = n * 10 + digit;
     after_digit = true;
   }
-  if (!after_digit) malformed(prefix_cache_min_variable, raw, expected);  // empty, or a trailing '_'
-  if (negative && (overflow || n != 0)) malformed(prefix_cache_min_variable, raw, "a count of tokens >= 0, not a negative one");
+  if (!after_digit) malformed(variable, raw, expected);  // empty, or a trailing '_'
+  if (negative && (overflow || n != 0)) malformed(variable, raw, "a count of tokens >= 0, not a negative one");
   if (overflow || n > std::numeric_limits<std::size_t>::max()) {
-    malformed(prefix_cache_min_variable, raw, "a count of tokens that fits in 64 bits");
+    malformed(variable, raw, "a count of tokens that fits in 64 bits");
   }
   return static_cast<std::size_t>(n);
 }
 
-std::optional<std::string_view> variable(std::string_view name) {
-  const char* value = std::getenv(std::string(name).c_str());
-  if (value == nullptr) return std::nullopt;
-  return std::string_view(value);
-}
-
-}  // namespace
-
 Config apply_environment(Config base, std::optional<std::string_view> prefix_cache,
                          std::optional<std::string_view> prefix_cache_min) {
-  if (prefix_cache) base.enabled = read_flag(*prefix_cache);
-  if (prefix_cache_min) base.keep_min = read_count(*prefix_cache_min);
+  if (prefix_cache) base.enabled = read_flag(prefix_cache_variable, *prefix_cache);
+  if (prefix_cache_min) base.keep_min = read_count(prefix_cache_min_variable, *prefix_cache_min);
   return base;
 }
 
 Config config_from_environment(Config base) {
-  return apply_environment(base, variable(prefix_cache_variable), variable(prefix_cache_min_variable));
+  return apply_environment(base, value_of(prefix_cache_variable), value_of(prefix_cache_min_variable));
 }
 
 }  // namespace pfx::driver

@@ -356,6 +356,26 @@ Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
       py::arg("config"), py::arg("prefix_cache"), py::arg("prefix_cache_min"),
       "config with the values of TF_GLM53_PREFIX_CACHE and TF_GLM53_PREFIX_CACHE_MIN applied (None: unset);"
       " a malformed value raises pfx.ConfigError naming the variable.");
+  m.def(
+      "read_environment_flag",
+      [](const std::string& variable, py::handle value) {
+        const std::optional<std::string> text = environment_value(value, "value");
+        if (!text) raise(PyExc_TypeError, "value must be a str or bytes, not None");
+        return pfx::driver::read_flag(variable, *text);
+      },
+      py::arg("variable"), py::arg("value"),
+      "value of the environment variable `variable` read as a flag, as TF_GLM53_PREFIX_CACHE is;"
+      " a malformed value raises pfx.ConfigError naming the variable.");
+  m.def(
+      "read_environment_count",
+      [](const std::string& variable, py::handle value) {
+        const std::optional<std::string> text = environment_value(value, "value");
+        if (!text) raise(PyExc_TypeError, "value must be a str or bytes, not None");
+        return pfx::driver::read_count(variable, *text);
+      },
+      py::arg("variable"), py::arg("value"),
+      "value of the environment variable `variable` read as a count of tokens, as"
+      " TF_GLM53_PREFIX_CACHE_MIN is; a malformed value raises pfx.ConfigError naming the variable.");
 
   add_conform(m);
   add_serving(m);
