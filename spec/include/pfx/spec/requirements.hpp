@@ -120,6 +120,18 @@ inline constexpr std::array requirements = {
     Requirement{"PY-3",
                 "pfx.Machine exposes the whole protocol to Python; a refused event raises an error "
                 "naming the refusal and changes nothing"},
+    Requirement{"VLLM-1",
+                "with pfx's vLLM plugin on, only rows a prefill wrote enter vLLM's prefix cache: a block holding "
+                "a row that decode wrote is never offered to a later request, and every resumed response equals "
+                "its cold run, tokens and logprobs, where stock vLLM's differ"},
+    Requirement{"VLLM-2",
+                "with pfx's vLLM plugin on, each prefix-cache hit is cut by pfx's core rule (at least one token "
+                "left, aligned down to the chunk, keep_min): vLLM's num_cached_tokens is pfx's offset, never more, "
+                "and each decision is counted and logged with its reason"},
+    Requirement{"VLLM-3",
+                "pfx's vLLM plugin is loaded through vLLM's vllm.general_plugins entry point in every vLLM process, "
+                "is off unless PFX_VLLM (or enable()) turns it on, leaves vLLM unchanged when off, and refuses a "
+                "malformed knob, a chunk off vLLM's block grid and an untested vLLM version with an error naming them"},
 };
 
 }  // namespace pfx::spec

@@ -1,0 +1,76 @@
+"""pfx.integrations.vllm in vLLM's in-process mode, turned on as a user does, by PFX_VLLM=1 in the
+environment (this suite's ctest sets it): vLLM loads the plugin through its vllm.general_plugins entry
+point. Every resumed response of generated multi-turn workloads equals its cold run, tokens and
+logprobs, and vLLM's num_cached_tokens is what pfx's rule allows, computed independently from the
+requests (vllm_lane.CacheModel), never more. The worker computes with two threads."""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import unittest
+
+from support import SEED, verifies
+
+import vllm_lane
+
+WHY_NOT = ""
+try:
+    import torch
+    import vllm  # noqa: F401
+    from vllm.v1.core.kv_cache_manager import KVCacheManager
+
+    import pfx.integrations.vllm as plugin
+except ImportError as error:
+    WHY_NOT = f"vLLM cannot be imported ({error}): scripts/vllm.sh makes its environment"
+
+STEPS = 14
+WORKLOADS = 3
+
+
+@unittest.skipIf(WHY_NOT, WHY_NOT)
+class PluginInProcess(unittest.TestCase):
+    llm = None
+
+    @classmethod
+    def setUpClass(cls):
+        if os.environ.get("PFX_VLLM") != "1" or os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "0":
+            raise RuntimeError("this suite runs with PFX_VLLM=1 and VLLM_ENABLE_V1_MULTIPROCESSING=0 (its ctest)")
+        cls.llm = vllm_lane.start(vllm_lane.tiny_model())
+
+    @verifies("VLLM-3")
+    def test_vllm_loads_the_plugin_through_its_entry_point(self):
+        names = [entry.value for entry in importlib.metadata.entry_points(group="vllm.general_plugins")]
+        self.assertIn("pfx.integrations.vllm:register", names)
+        self.assertIs(KVCacheManager.get_computed_blocks, plugin._get_computed_blocks)
+        self.assertEqual(plugin._settings, plugin.Settings(chunk=None, keep_min=0))
+        # The suite must see vLLM compute with two threads: with one, stock vLLM would not differ either.
+        self.assertGreaterEqual(torch.get_num_threads(), 2)
+
+    @verifies("VLLM-1 VLLM-2 INV-2 THM-1")
+    def test_every_resumed_response_equals_its_cold_run_and_takes_what_the_rule_allows(self):
+        for workload in range(WORKLOADS):
+            seed = f"{SEED}:in-process:{workload}"
+            outcome = vllm_lane.run_workload(
+                self.llm, seed, STEPS, vllm_lane.CacheModel(prompt_rows_only=True),
+                lambda hit, length: vllm_lane.pfx_offset(hit, length, vllm_lane.BLOCK, 0))
+            with self.subTest(workload=workload):
+                self.assertEqual(outcome.differing, [], outcome.describe(seed))
+                self.assertEqual(outcome.wrong_counts, [], outcome.describe(seed))
+                # Compared something: steps that resumed from the cache.
+                self.assertGreater(outcome.resumed, 0, outcome.describe(seed))
+
+    @verifies("VLLM-2")
+    def test_the_decisions_are_counted_by_reason(self):
+        before = plugin.decisions()
+        prompt = tuple(range(1, 100))
+        vllm_lane.cold(self.llm, prompt)
+        served = vllm_lane.serve(self.llm, prompt + (7, 8))
+        after = plugin.decisions()
+        self.assertEqual(served.cached, 96)  # the 99-token prompt's three whole blocks
+        self.assertEqual(after["reused"] - before["reused"], 1)
+        self.assertEqual(after["tokens_reused"] - before["tokens_reused"], 96)
+        self.assertEqual(after["tokens_held"] - before["tokens_held"], 96)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,62 @@
+"""vLLM without the plugin (PFX_VLLM unset), in-process, its worker computing with two threads: vLLM
+is unchanged (its own KV cache manager, its own reuse, rows decode wrote included), and the same
+workloads the plugin's suite passes differ from their cold runs, so that suite can fail."""
+from __future__ import annotations
+
+import os
+import unittest
+
+from support import SEED, verifies
+
+import vllm_lane
+
+WHY_NOT = ""
+try:
+    import torch
+    import vllm  # noqa: F401
+    from vllm.v1.core.kv_cache_coordinator import KVCacheCoordinator
+    from vllm.v1.core.kv_cache_manager import KVCacheManager
+
+    import pfx.integrations.vllm as plugin
+except ImportError as error:
+    WHY_NOT = f"vLLM cannot be imported ({error}): scripts/vllm.sh makes its environment"
+
+STEPS = 14
+WORKLOADS = 3
+
+
+@unittest.skipIf(WHY_NOT, WHY_NOT)
+class StockInProcess(unittest.TestCase):
+    llm = None
+
+    @classmethod
+    def setUpClass(cls):
+        if os.environ.get("PFX_VLLM") or os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "0":
+            raise RuntimeError("this suite runs without PFX_VLLM, with VLLM_ENABLE_V1_MULTIPROCESSING=0 (its ctest)")
+        cls.llm = vllm_lane.start(vllm_lane.tiny_model())
+
+    @verifies("VLLM-3")
+    def test_with_the_plugin_off_vllm_runs_its_own_code(self):
+        self.assertEqual(plugin._originals, {})
+        self.assertIsNone(plugin._settings)
+        self.assertEqual(KVCacheManager.get_computed_blocks.__module__, "vllm.v1.core.kv_cache_manager")
+        self.assertEqual(KVCacheCoordinator.cache_blocks.__module__, "vllm.v1.core.kv_cache_coordinator")
+        self.assertGreaterEqual(torch.get_num_threads(), 2)
+
+    @verifies("VLLM-1 VLLM-3")
+    def test_stock_vllm_reuses_rows_decode_wrote_and_its_resumed_turns_differ_from_cold(self):
+        differing = 0
+        for workload in range(WORKLOADS):
+            seed = f"{SEED}:in-process:{workload}"  # the plugin suite's workloads
+            outcome = vllm_lane.run_workload(
+                self.llm, seed, STEPS, vllm_lane.CacheModel(prompt_rows_only=False), lambda hit, length: hit)
+            with self.subTest(workload=workload):
+                # vLLM's own rule, unchanged: every whole matching block, rows decode wrote included.
+                self.assertEqual(outcome.wrong_counts, [], outcome.describe(seed))
+            differing += len(outcome.differing)
+        self.assertGreater(differing, 0, "stock vLLM answered every resumed turn as its cold run: the plugin's "
+                                         "suite could not fail on these workloads")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,197 @@
+"""What the vLLM suites share: one vLLM engine on a tiny random-weight Llama (written here with
+transformers, nothing downloaded), served token-id prompts greedily with logprobs; generated
+multi-turn workloads; and an independent model of what vLLM's prefix cache holds and what pfx's rule
+lets a request take from it (written from docs/spec.md's rule, not with pfx's code).
+
+The engine's worker computes with two threads (VLLM_CPU_OMP_THREADS_BIND=0-1): with one, stock vLLM's
+decode rows happen to equal a prefill's and the stock suite could not show them differ."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+import tempfile
+
+BLOCK = 32  # vLLM's CPU attention takes block sizes that are multiples of 32
+MAX_NEW_TOKENS = 12
+MAX_NUM_BATCHED_TOKENS = 256
+
+os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "0-1")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+
+def tiny_model(dtype: str = "float32", seed: int = 0) -> str:
+    """A directory holding a tiny random-weight Llama (pfx.integrations.tiny_llama), made once per run."""
+    from pfx.integrations.tiny_llama import write_tiny_llama
+    directory = os.path.join(tempfile.gettempdir(), f"pfx-vllm-tiny-llama-{dtype}-{seed}-{os.getpid()}")
+    if not os.path.exists(os.path.join(directory, "config.json")):
+        write_tiny_llama(directory, seed=seed, dtype=dtype)
+    return directory
+
+
+def start(model: str, dtype: str = "float32", **overrides):
+    """vLLM's engine as the suites run it: prefix caching on, block 32, chunked prefill of 256 tokens,
+    a small KV cache (no eviction within a suite), no tokenizer (token-id prompts)."""
+    import vllm
+    arguments = dict(model=model, skip_tokenizer_init=True, dtype=dtype, enable_prefix_caching=True,
+                     block_size=BLOCK, max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS, max_model_len=4096,
+                     kv_cache_memory_bytes=256 << 20, seed=0, enforce_eager=True)
+    arguments.update(overrides)
+    return vllm.LLM(**arguments)
+
+
+@dataclasses.dataclass(frozen=True)
+class Served:
+    tokens: tuple
+    logprobs: tuple  # the chosen token's logprob at each step, as vLLM returns it (bit for bit)
+    cached: int      # vLLM's num_cached_tokens: the tokens the request took from the prefix cache
+
+
+def serve(llm, prompt, max_new_tokens: int = MAX_NEW_TOKENS) -> Served:
+    import vllm
+    from vllm.inputs import TokensPrompt
+    params = vllm.SamplingParams(max_tokens=max_new_tokens, temperature=0.0, logprobs=1, detokenize=False,
+                                 ignore_eos=True)
+    out = llm.generate([TokensPrompt(prompt_token_ids=list(prompt))], params, use_tqdm=False)[0]
+    completion = out.outputs[0]
+    logprobs = tuple(step[token].logprob for step, token in zip(completion.logprobs, completion.token_ids))
+    return Served(tuple(completion.token_ids), logprobs, out.num_cached_tokens or 0)
+
+
+def cold(llm, prompt, max_new_tokens: int = MAX_NEW_TOKENS) -> Served:
+    """The prompt served with nothing cached (the prefix cache reset first)."""
+    if not llm.reset_prefix_cache():
+        raise RuntimeError("vLLM did not reset its prefix cache")
+    return serve(llm, prompt, max_new_tokens)
+
+
+# ------------------------------------------------------------------------------------------- workloads
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    kind: str     # "turn", "regenerate", "edit", "new session", "shorter"
+    prompt: tuple
+
+
+def chat_workload(r: random.Random, vocab: int = 512):
+    """A generator of prompts for a multi-turn workload: each call takes the last response and gives
+    the next step. Turns hold earlier responses; edits change a token of the history; regenerations
+    repeat the last prompt; new sessions start from a shared system prompt; shorter prompts cut the
+    held one."""
+    system = [r.randrange(vocab) for _ in range(r.randrange(20, 80))]
+    state = {"prompt": None}
+
+    def fresh(n):
+        return [r.randrange(vocab) for _ in range(n)]
+
+    def next_step(last_response) -> Step:
+        prompt = state["prompt"]
+        if prompt is None:
+            step = Step("new session", tuple(system + fresh(r.randrange(5, 60))))
+        else:
+            kind = r.choices(["turn", "regenerate", "edit", "new session", "shorter"], [6, 1, 1, 1, 1])[0]
+            if kind == "turn":
+                step = Step(kind, tuple(list(prompt) + list(last_response) + fresh(r.randrange(1, 70))))
+            elif kind == "regenerate":
+                step = Step(kind, prompt)
+            elif kind == "edit":
+                edited = list(prompt)
+                edited[r.randrange(len(edited))] = r.randrange(vocab)
+                step = Step(kind, tuple(edited + fresh(r.randrange(1, 20))))
+            elif kind == "new session":
+                step = Step(kind, tuple(system + fresh(r.randrange(5, 60))))
+            else:
+                step = Step(kind, tuple(prompt[:r.randrange(2, len(prompt) + 1)]))
+        state["prompt"] = step.prompt
+        return step
+
+    return next_step
+
+
+# ----------------------------------------------------------------------------- the independent model
+
+def common_prefix(a, b) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def vllm_hit(held, held_cacheable: int, prompt) -> int:
+    """The tokens vLLM's own lookup offers `prompt` when its cache holds the full blocks of
+    held[:held_cacheable]: whole blocks that match the prompt, at most len(prompt) - 1 tokens."""
+    n = min(common_prefix(held, prompt), held_cacheable, len(prompt) - 1)
+    return n // BLOCK * BLOCK
+
+
+def pfx_offset(hit: int, prompt_length: int, chunk: int, keep_min: int) -> int:
+    """docs/spec.md's rule on a record of `hit` rows, every one written by a prefill (canonical_end =
+    hit): align_down(min(lcp, canonical_end, len - 1), chunk), or 0 below keep_min."""
+    n = min(hit, prompt_length - 1) // chunk * chunk
+    return n if n >= keep_min else 0
+
+
+class CacheModel:
+    """What vLLM's prefix cache holds after the suites' pattern (each step served warm, then cold after
+    a reset): the cold run's rows alone. Stock vLLM caches the rows decode wrote too (every row but the
+    last generated token's); with pfx, only the prompt's."""
+
+    def __init__(self, prompt_rows_only: bool):
+        self.prompt_rows_only = prompt_rows_only
+        self.held: tuple = ()
+        self.cacheable = 0
+
+    def hit(self, prompt) -> int:
+        return vllm_hit(self.held, self.cacheable, prompt)
+
+    def served(self, prompt, generated) -> None:
+        self.held = tuple(prompt) + tuple(generated)
+        self.cacheable = len(prompt) if self.prompt_rows_only else len(prompt) + len(generated) - 1
+
+
+# ------------------------------------------------------------------------------- a workload, checked
+
+@dataclasses.dataclass
+class Outcome:
+    """What a workload's steps showed: which resumed responses differ from their cold runs, and where
+    vLLM's num_cached_tokens is not what the independent model says."""
+    steps: int = 0
+    resumed: int = 0           # steps that took tokens from the cache
+    reused_tokens: int = 0     # vLLM's num_cached_tokens, summed
+    differing: list = dataclasses.field(default_factory=list)      # (step, kind, what)
+    wrong_counts: list = dataclasses.field(default_factory=list)   # (step, kind, got, expected)
+
+    def describe(self, seed) -> str:
+        return (f"workload seed {seed}: {self.steps} steps, {self.resumed} resumed, {self.reused_tokens} tokens "
+                f"reused; differing from cold: {self.differing[:5]}; num_cached_tokens off: {self.wrong_counts[:5]}")
+
+
+def run_workload(llm, seed, steps: int, model: CacheModel, expected_cached) -> Outcome:
+    """Serves the workload of `seed`: each step warm (from what the cache holds), then cold after a
+    reset, compared token for token and logprob for logprob. `expected_cached(hit, prompt_length)` is
+    the independent model's num_cached_tokens for vLLM's own hit."""
+    cold_start = llm.reset_prefix_cache()
+    if not cold_start:
+        raise RuntimeError("vLLM did not reset its prefix cache")
+    next_step = chat_workload(random.Random(seed))
+    outcome = Outcome()
+    response = ()
+    for number in range(steps):
+        step = next_step(response)
+        expected = expected_cached(model.hit(step.prompt), len(step.prompt))
+        warm = serve(llm, step.prompt)
+        reference = cold(llm, step.prompt)
+        model.served(step.prompt, reference.tokens)
+        outcome.steps += 1
+        outcome.resumed += warm.cached > 0
+        outcome.reused_tokens += warm.cached
+        if warm.cached != expected:
+            outcome.wrong_counts.append((number, step.kind, warm.cached, expected))
+        if warm.tokens != reference.tokens:
+            outcome.differing.append((number, step.kind, "tokens"))
+        elif warm.logprobs != reference.logprobs:
+            outcome.differing.append((number, step.kind, "logprobs"))
+        response = warm.tokens
+    return outcome
