@@ -40,3 +40,7 @@ fi
 # llama.cpp for pfx::llama and llama-cpp-python for pfx.integrations.llama_cpp: built once per machine,
 # outside the clone (scripts/llama.sh); a second call returns at once.
 scripts/llama.sh --python >/dev/null
+
+# vLLM's CPU build for pfx.integrations.vllm's suites, in an environment of its own (its pins), once
+# per machine, outside the clone (scripts/vllm.sh); a second call returns at once.
+scripts/vllm.sh >/dev/null

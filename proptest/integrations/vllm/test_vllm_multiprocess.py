@@ -30,20 +30,21 @@ CHUNK = 2 * vllm_lane.BLOCK
 KEEP_MIN = 3 * vllm_lane.BLOCK
 STEPS = 12
 
-# A vLLM start in a fresh process, with the environment given; prints "started" when it got that far.
+# A vLLM start in a fresh process, with the environment given; prints STARTED when it got that far.
+STARTED = "pfx test: the vLLM engine started"
 START = textwrap.dedent("""
     import sys
     sys.path.insert(0, {here!r})
     import vllm_lane
     vllm_lane.start({model!r})
-    print("started")
+    print({started!r})
 """)
 
 
 def start_in_a_process(model, **variables):
     environment = {k: v for k, v in os.environ.items() if not k.startswith("PFX_VLLM")}
     environment.update(variables)
-    script = START.format(here=os.path.dirname(os.path.abspath(__file__)), model=model)
+    script = START.format(here=os.path.dirname(os.path.abspath(__file__)), model=model, started=STARTED)
     return subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True,
                           timeout=600)
 
@@ -85,9 +86,9 @@ class PluginMultiprocess(unittest.TestCase):
                 ("PFX_VLLM", "maybe", 'PFX_VLLM="maybe" is malformed')):
             with self.subTest(variable=variable, value=value):
                 ran = start_in_a_process(model, **{"PFX_VLLM": "1", variable: value})
-                self.assertNotEqual(ran.returncode, 0, ran.stdout)
-                self.assertNotIn("started", ran.stdout)
-                self.assertIn(expected, ran.stderr[-20000:])
+                self.assertNotEqual(ran.returncode, 0, ran.stdout[-5000:])
+                self.assertNotIn(STARTED, ran.stdout)
+                self.assertIn(expected, ran.stdout + ran.stderr)  # vLLM logs the engine core's error to stdout
 
 
 @unittest.skipIf(WHY_NOT, WHY_NOT)
