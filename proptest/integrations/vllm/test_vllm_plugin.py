@@ -59,6 +59,22 @@ class PluginInProcess(unittest.TestCase):
                 # Compared something: steps that resumed from the cache.
                 self.assertGreater(outcome.resumed, 0, outcome.describe(seed))
 
+    @verifies("VLLM-1 VLLM-2 THM-1")
+    def test_a_resume_ends_with_a_one_token_step_exactly_when_the_cold_run_does(self):
+        # vLLM computes a step of one prompt token otherwise than a longer one: a resume may end with one
+        # only where the cold run does (prefill steps of 256 tokens here).
+        for length, expected in ((97, 64),     # the rule's 96 would leave one token; the cold run's step is 97
+                                 (257, 256),   # the cold run ends with a step of one token (256 + 1): so may the resume
+                                 (289, 256),   # the rule's 288 would leave one; the cold run's last step is 33
+                                 (130, 128)):  # two tokens left: the rule's offset as it is
+            prompt = tuple((7 * i + length) % 512 for i in range(length))
+            reference = vllm_lane.cold(self.llm, prompt)
+            again = vllm_lane.serve(self.llm, prompt)
+            with self.subTest(length=length):
+                self.assertEqual(again.cached, expected)
+                self.assertEqual(vllm_lane.pfx_offset(length - 1, length, vllm_lane.BLOCK, 0), expected)
+                self.assertEqual((again.tokens, again.logprobs), (reference.tokens, reference.logprobs))
+
     @verifies("VLLM-2")
     def test_the_decisions_are_counted_by_reason(self):
         before = plugin.decisions()

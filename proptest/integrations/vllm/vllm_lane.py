@@ -126,10 +126,16 @@ def vllm_hit(held, held_cacheable: int, prompt) -> int:
     return n // BLOCK * BLOCK
 
 
-def pfx_offset(hit: int, prompt_length: int, chunk: int, keep_min: int) -> int:
+def pfx_offset(hit: int, prompt_length: int, chunk: int, keep_min: int, step: int = MAX_NUM_BATCHED_TOKENS) -> int:
     """docs/spec.md's rule on a record of `hit` rows, every one written by a prefill (canonical_end =
-    hit): align_down(min(lcp, canonical_end, len - 1), chunk), or 0 below keep_min."""
+    hit): align_down(min(lcp, canonical_end, len - 1), chunk), then lowered by chunks while the resumed
+    prefill (in steps of `step` tokens) would end with a step of one token and the cold run's would not,
+    or the other way round (docs/engines.md, "vLLM"); 0 below keep_min."""
+    def ends_alone(tokens):
+        return (tokens - 1) % step == 0
     n = min(hit, prompt_length - 1) // chunk * chunk
+    while n > 0 and ends_alone(prompt_length - n) != ends_alone(prompt_length):
+        n -= chunk
     return n if n >= keep_min else 0
 
 

@@ -13,6 +13,11 @@ two things differently, and nothing else:
   integration runs): at least one token left, aligned down to the chunk grid, at least keep_min.
   vLLM's ``num_cached_tokens`` of the request is then pfx's offset.
 
+One premise of vLLM's own is kept on top of the rule (``step_alone``): vLLM computes a step that
+prefills a single token otherwise than a step of several (one unit in the last place, measured by
+``pfx.integrations.vllm_conform``), so a resume ends its prefill with such a step exactly when the cold
+run does: where the rule's offset would break that, it is lowered by whole chunks.
+
 It is loaded in every vLLM process through the ``vllm.general_plugins`` entry point (``register``),
 the engine-core process included, and is off unless ``PFX_VLLM=1``. Its knobs, read by pfx's one
 environment parser (a malformed value stops vLLM's start with a ``pfx.ConfigError`` naming it):
@@ -144,35 +149,65 @@ def _install(settings: Settings) -> None:
     _check_version()
     from vllm.v1.core.kv_cache_coordinator import KVCacheCoordinator
     from vllm.v1.core.kv_cache_manager import KVCacheManager
+    from vllm.v1.core.sched.scheduler import Scheduler
     with _lock:
         _settings = settings
         if _originals:
             return
-        _originals["init"] = KVCacheManager.__init__
+        _originals["init"] = Scheduler.__init__
         _originals["get_computed_blocks"] = KVCacheManager.get_computed_blocks
         _originals["cache_blocks"] = KVCacheCoordinator.cache_blocks
-        KVCacheManager.__init__ = _manager_init
+        Scheduler.__init__ = _scheduler_init
         KVCacheManager.get_computed_blocks = _get_computed_blocks
         KVCacheCoordinator.cache_blocks = _cache_blocks
 
 
-def _manager_init(self, *args, **kwargs) -> None:
-    """vLLM's constructor, then the rule's configuration for this manager (None: the plugin was off when
-    it was made). The chunk must be a multiple of the block size: vLLM resumes only at block bounds."""
+def _scheduler_init(self, *args, **kwargs) -> None:
+    """vLLM's scheduler, then the rule's configuration for its KV cache manager (None: the plugin was off
+    when it was made). The chunk must be a multiple of the block size: vLLM resumes only at block
+    bounds. The manager also learns the scheduler's prefill step (step_alone)."""
     _originals["init"](self, *args, **kwargs)
     settings = _settings
-    self.pfx_config = None
-    if settings is None or not self.enable_caching:
+    manager = self.kv_cache_manager
+    manager.pfx_config = None
+    if settings is None or not manager.enable_caching:
         return
-    block = self.coordinator.scheduler_block_size
+    block = manager.coordinator.scheduler_block_size
     chunk = block if settings.chunk is None else settings.chunk
     if chunk % block != 0:
         raise _native.ConfigError(f"{CHUNK_VARIABLE}={chunk} is not a multiple of vLLM's block size {block}: vLLM "
                                   f"resumes a prompt only at a block bound; use a multiple of {block}")
-    self.pfx_config = _native.Config(enabled=True, keep_min=settings.keep_min, chunk=chunk)
-    self.coordinator.pfx_prompt_rows_only = True
-    _logger.info("pfx: vLLM's prefix cache under pfx's rule: chunk %d, keep_min %d, rows decode wrote never "
-                 "cached", chunk, settings.keep_min)
+    manager.pfx_config = _native.Config(enabled=True, keep_min=settings.keep_min, chunk=chunk)
+    manager.pfx_step = prefill_step(self.scheduler_config)
+    manager.coordinator.pfx_prompt_rows_only = True
+    _logger.info("pfx: vLLM's prefix cache under pfx's rule: chunk %d, keep_min %d, prefill step %s, rows decode "
+                 "wrote never cached", chunk, settings.keep_min, manager.pfx_step)
+
+
+def prefill_step(scheduler_config) -> Optional[int]:
+    """How many prompt tokens vLLM's scheduler computes in one step of a request served alone: its
+    token budget, or its long-prefill threshold when lower; None without chunked prefill (one step)."""
+    if not scheduler_config.enable_chunked_prefill:
+        return None
+    step = scheduler_config.max_num_batched_tokens
+    threshold = scheduler_config.long_prefill_token_threshold or 0
+    return threshold if 0 < threshold < step else step
+
+
+def step_alone(tokens: int, step: Optional[int]) -> bool:
+    """Whether prefilling `tokens` (>= 1) tokens in steps of `step` (None: one step) ends with a step
+    that computes one token alone."""
+    return tokens == 1 if step is None else (tokens - 1) % step == 0
+
+
+def vllm_offset(decision_offset: int, prompt_length: int, chunk: int, keep_min: int, step: Optional[int]) -> int:
+    """The rule's offset, lowered by whole chunks until the resumed prefill ends with a one-token step
+    exactly when the cold run's does (vLLM computes such a step otherwise); 0 below keep_min."""
+    offset = decision_offset
+    alone = step_alone(prompt_length, step)
+    while offset > 0 and step_alone(prompt_length - offset, step) != alone:
+        offset -= chunk
+    return offset if offset >= keep_min else 0
 
 
 def _get_computed_blocks(self, request):
@@ -184,16 +219,19 @@ def _get_computed_blocks(self, request):
         return blocks, hit, boundary
     tokens = request.all_token_ids
     decision = _native.decide(config, tokens[:hit], hit, tokens)
-    if decision.offset < hit:
-        blocks = self.truncate_computed_blocks(blocks, decision.offset)
-        boundary = boundary if boundary <= decision.offset else 0
-    _logger.debug("pfx: request %s of %d tokens: vLLM's cache holds %d, pfx takes %d (%s, bound %s)",
-                  request.request_id, len(tokens), hit, decision.offset, decision.reason.name, decision.bound.name)
+    offset = vllm_offset(decision.offset, len(tokens), config.chunk, config.keep_min, self.pfx_step)
+    if offset < hit:
+        blocks = self.truncate_computed_blocks(blocks, offset)
+        boundary = boundary if boundary <= offset else 0
+    _logger.debug("pfx: request %s of %d tokens: vLLM's cache holds %d, the rule allows %d (%s, bound %s), pfx "
+                  "takes %d", request.request_id, len(tokens), hit, decision.offset, decision.reason.name,
+                  decision.bound.name, offset)
     with _lock:
         _decisions[decision.reason.name] += 1
+        _decisions["lowered_for_a_one_token_step"] += offset < decision.offset
         _decisions["tokens_held"] += hit
-        _decisions["tokens_reused"] += decision.offset
-    return blocks, decision.offset, boundary
+        _decisions["tokens_reused"] += offset
+    return blocks, offset, boundary
 
 
 def _cache_blocks(self, request, num_computed_tokens: int) -> None:
