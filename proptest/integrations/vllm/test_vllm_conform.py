@@ -41,15 +41,6 @@ FAKE_BLOCK = 4
 FAKE_VOCAB = 64
 
 
-def common_prefix(a, b) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def float32(x: float) -> float:
     """x rounded to a float32, as vLLM's logprobs are."""
     return struct.unpack("<f", struct.pack("<f", x))[0]
@@ -93,7 +84,7 @@ class FakeVllm:
         self.calls += 1
         hit, decoded = 0, False
         for rows, prompt_end in self.held:
-            n = min(common_prefix(rows, prompt), len(prompt) - 1) // FAKE_BLOCK * FAKE_BLOCK
+            n = min(vllm_lane.common_prefix(rows, prompt), len(prompt) - 1) // FAKE_BLOCK * FAKE_BLOCK
             if n > hit:
                 hit, decoded = n, n > prompt_end
         tokens, logprobs = self.answer(tuple(prompt), max_tokens)
