@@ -98,7 +98,7 @@ def main() -> None:
     results = {}
     for name, (_, plugin) in CONFIGURATIONS.items():
         environment = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_OMP_THREADS_BIND="0-1",
-                           VLLM_LOGGING_LEVEL="WARNING", TOKENIZERS_PARALLELISM="false")
+                           VLLM_LOGGING_LEVEL="ERROR", TOKENIZERS_PARALLELISM="false")
         for variable in ("PFX_VLLM", "PFX_VLLM_CHUNK", "PFX_VLLM_KEEP_MIN"):
             environment.pop(variable, None)
         if plugin:
