@@ -1,6 +1,7 @@
 #include <pfx/conform/budget.hpp>
 
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 
 namespace pfx::conform {
@@ -48,6 +49,19 @@ std::vector<std::size_t> prompt_lengths(const std::vector<std::size_t>& grids) {
   std::sort(lengths.begin(), lengths.end());
   lengths.erase(std::unique(lengths.begin(), lengths.end()), lengths.end());
   return lengths;
+}
+
+std::vector<std::size_t> resume_offsets(std::size_t n, std::size_t g, const Budget& budget, std::mt19937_64& random) {
+  const std::size_t count = (n - 1) / g;
+  std::vector<std::size_t> out;
+  if (n <= budget.exhaustive_up_to || count <= budget.sampled_offsets) {
+    for (std::size_t k = 1; k <= count; ++k) out.push_back(k * g);
+    return out;
+  }
+  std::set<std::size_t> chosen = {1, count};
+  while (chosen.size() < budget.sampled_offsets) chosen.insert(1 + random() % count);
+  for (const std::size_t k : chosen) out.push_back(k * g);
+  return out;
 }
 
 }  // namespace pfx::conform

@@ -13,7 +13,6 @@
 #include <cstring>
 #include <cstdint>
 #include <random>
-#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -124,21 +123,6 @@ std::vector<std::byte> row_bytes(const Run& run, std::size_t row, std::size_t ro
     const auto begin = run.rows.begin() + static_cast<std::ptrdiff_t>((plane * rows + row) * row_size);
     out.insert(out.end(), begin, begin + static_cast<std::ptrdiff_t>(row_size));
   }
-  return out;
-}
-
-/// The offsets a prompt of n tokens is resumed at on grid g: the multiples of g in [g, n - 1]; all of
-/// them for a short prompt, else the first, the last and random others, budget.sampled_offsets in all.
-std::vector<std::size_t> offsets(std::size_t n, std::size_t g, const Budget& budget, std::mt19937_64& random) {
-  const std::size_t count = (n - 1) / g;
-  std::vector<std::size_t> out;
-  if (n <= budget.exhaustive_up_to || count <= budget.sampled_offsets) {
-    for (std::size_t k = 1; k <= count; ++k) out.push_back(k * g);
-    return out;
-  }
-  std::set<std::size_t> chosen = {1, count};
-  while (chosen.size() < budget.sampled_offsets) chosen.insert(1 + random() % count);
-  for (const std::size_t k : chosen) out.push_back(k * g);
   return out;
 }
 
@@ -312,7 +296,7 @@ class Checker {
     Run resumed{.rows = {}, .row_ends = {}, .logits = std::vector<float>(report_.vocab)};
     for (GridResult& g : report_.grids) {
       if (g.mismatch) continue;  // one counterexample per grid is enough
-      for (const std::size_t offset : offsets(n, g.grid, options_.budget, random_)) {
+      for (const std::size_t offset : resume_offsets(n, g.grid, options_.budget, random_)) {
         const std::vector<token> held = held_for(prompt, offset);
         // As a lane does: the held run from 0, then the rows past the offset given up before the resume.
         // Not poisoned: in pfx's memory they keep what earlier runs wrote, as in a lane without

@@ -40,6 +40,14 @@ std::string grid_list(const Report& report, bool exact_ones) {
 }  // namespace
 
 std::string Difference::describe() const {
+  if (where == Where::generated) {
+    // Token ids: exact as floats below 2^24, printed as the integers they are.
+    return "generated token " + std::to_string(index) + ": " + std::to_string(static_cast<long long>(got)) + " vs " +
+           std::to_string(static_cast<long long>(expected));
+  }
+  if (where == Where::logprob) {
+    return "logprob of generated token " + std::to_string(index) + ": " + exact(got) + " vs " + exact(expected);
+  }
   if (where == Where::logits) return "logit " + std::to_string(index) + ": " + exact(got) + " vs " + exact(expected);
   if (where == Where::row_bytes) {
     const auto byte = [](float x) { return x < 0 ? std::string("none") : std::to_string(static_cast<unsigned>(x)); };
@@ -49,6 +57,17 @@ std::string Difference::describe() const {
   return "row " + std::to_string(row) + " (layer " + std::to_string(layer) + ", " +
          (plane == driver::Plane::key ? "key" : "value") + ", column " + std::to_string(index) + "): " + exact(got) +
          " vs " + exact(expected);
+}
+
+const char* to_string(Difference::Where where) noexcept {
+  switch (where) {
+    case Difference::Where::row: return "row";
+    case Difference::Where::logits: return "logits";
+    case Difference::Where::row_bytes: return "row bytes";
+    case Difference::Where::generated: return "generated";
+    case Difference::Where::logprob: return "logprob";
+  }
+  return "?";
 }
 
 const char* to_string(Verdict verdict) noexcept {
@@ -74,6 +93,7 @@ const char* to_string(Premise premise) noexcept {
 std::size_t Report::comparisons() const noexcept {
   std::size_t resumes = 0;
   for (const GridResult& g : grids) resumes += g.resumes;
+  if (decode_rows) resumes += decode_rows->resumes;
   // Every cold run after a prompt's first is compared with the first.
   return resumes + (cold_runs > prompts ? cold_runs - prompts : 0);
 }
@@ -157,6 +177,28 @@ std::string Report::explanation() const {
   return "";
 }
 
+namespace {
+
+/// The resume that differs: "prompt 4 (3 tokens), offset 1, after a run of 7 held tokens: <difference>".
+std::string mismatch_text(const Mismatch& m) {
+  return "prompt " + std::to_string(m.prompt_number) + " (" + std::to_string(m.prompt.size()) + " tokens), offset " +
+         std::to_string(m.offset) + ", after a run of " + std::to_string(m.held.size()) + " held tokens";
+}
+
+std::string decode_rows_line(const DecodeRows& d) {
+  if (d.reusable()) {
+    return "decode rows: reusable as measured (" + std::to_string(d.resumes) +
+           " resumes from rows decode wrote equalled their cold runs)\n";
+  }
+  if (!d.mismatch) return "decode rows: not resumed\n";
+  const Mismatch& m = *d.mismatch;
+  return "decode rows: DIFFER at resume " + std::to_string(d.resumes) + ": " + mismatch_text(m) + " (rows from " +
+         std::to_string(d.canonical_end) + " on written by decode): " + m.difference.describe() +
+         "; pfx's rule never reuses them\n";
+}
+
+}  // namespace
+
 std::string to_text(const Report& r) {
   std::string text = "pfx conform: " + r.engine + ", prefill chunk " + std::to_string(r.chunk) + ", rule chunk " +
                      std::to_string(r.rule_chunk) + "\n";
@@ -192,13 +234,13 @@ std::string to_text(const Report& r) {
       text += "exact (" + std::to_string(g.resumes) + " resumes)\n";
     } else if (g.mismatch) {
       const Mismatch& m = *g.mismatch;
-      text += "DIFFERS at resume " + std::to_string(g.resumes) + ": prompt " + std::to_string(m.prompt_number) + " (" +
-              std::to_string(m.prompt.size()) + " tokens), offset " + std::to_string(m.offset) + ", after a run of " +
-              std::to_string(m.held.size()) + " held tokens: " + m.difference.describe() + "\n";
+      text += "DIFFERS at resume " + std::to_string(g.resumes) + ": " + mismatch_text(m) + ": " +
+              m.difference.describe() + "\n";
     } else {
       text += "not resumed (no offset on this grid)\n";
     }
   }
+  if (r.decode_rows && !r.premise_failure) text += decode_rows_line(*r.decode_rows);
   if (!r.premise_failure) text += "exact grids: " + grid_list(r, true) + "\n";
   if (r.recommended) text += "recommended rule chunk: " + std::to_string(*r.recommended) + "\n";
   text += std::string("verdict: ") + to_string(r.verdict) + "\n" + r.explanation() + "\n";

@@ -24,16 +24,16 @@ json bits(float x) {
 
 json difference_json(const Difference& d) {
   json j;
-  if (d.where == Difference::Where::logits) {
-    j["where"] = "logits";
+  j["where"] = to_string(d.where);
+  if (d.where == Difference::Where::generated || d.where == Difference::Where::logprob) {
+    j["step"] = d.index;  // what an engine served: the step of its greedy output
+  } else if (d.where == Difference::Where::logits) {
     j["logit"] = d.index;
   } else if (d.where == Difference::Where::row_bytes) {
     // A cache the engine owns is compared as bytes in its own format: a row and a byte, no layer.
-    j["where"] = "row bytes";
     j["row"] = d.row;
     j["byte"] = d.index;
   } else {
-    j["where"] = "row";
     j["row"] = d.row;
     j["layer"] = d.layer;
     j["plane"] = d.plane == driver::Plane::key ? "key" : "value";
@@ -46,17 +46,18 @@ json difference_json(const Difference& d) {
   return j;
 }
 
+json mismatch_json(const Mismatch& m) {
+  return {{"prompt_number", m.prompt_number}, {"prompt", m.prompt}, {"held", m.held}, {"offset", m.offset},
+          {"difference", difference_json(m.difference)}};
+}
+
 }  // namespace
 
 std::string to_json(const Report& r) {
   json grids = json::array();
   for (const GridResult& g : r.grids) {
     json grid{{"grid", g.grid}, {"resumes", g.resumes}, {"exact", g.exact()}};
-    if (g.mismatch) {
-      const Mismatch& m = *g.mismatch;
-      grid["mismatch"] = {{"prompt_number", m.prompt_number}, {"prompt", m.prompt}, {"held", m.held},
-                          {"offset", m.offset}, {"difference", difference_json(m.difference)}};
-    }
+    if (g.mismatch) grid["mismatch"] = mismatch_json(*g.mismatch);
     grids.push_back(grid);
   }
   json j{{"type", "conform"}, {"engine", r.engine}, {"chunk", r.chunk}, {"rule_chunk", r.rule_chunk},
@@ -74,6 +75,15 @@ std::string to_json(const Report& r) {
                               {"difference", difference_json(d.difference)}};
   }
   j["grids"] = grids;
+  if (r.decode_rows) {
+    // Only where the check tried rows decode wrote: `pfx conform`'s objects stay as they were.
+    json decode{{"resumes", r.decode_rows->resumes}, {"reusable", r.decode_rows->reusable()}};
+    if (r.decode_rows->mismatch) {
+      decode["mismatch"] = mismatch_json(*r.decode_rows->mismatch);
+      decode["canonical_end"] = r.decode_rows->canonical_end;
+    }
+    j["decode_rows"] = decode;
+  }
   j["recommended"] = r.recommended ? json(*r.recommended) : json(nullptr);
   j["premise_failure"] = r.premise_failure ? json{{"premise", to_string(r.premise_failure->premise)},
                                                     {"detail", r.premise_failure->detail}}

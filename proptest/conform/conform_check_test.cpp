@@ -312,6 +312,45 @@ TEST(Conform, TheTextReportNamesTheVerdictAndTheGridToUse) {
   EXPECT_NE(text.find("Configure the rule's chunk to 4"), std::string::npos) << text;
 }
 
+// A check through what an engine serves (vLLM's, pfx.integrations.vllm_conform) names a generated
+// token or its logprob, and may add the decode rows' finding; a report without one (every report of
+// pfx::conform::check) prints and writes exactly what it did before.
+TEST(Conform, AReportOfWhatAnEngineServedNamesTheStepAndTheDecodeRowsFinding) {
+  pfx::test::verifies("VLLM-4");
+  pfx::engines::HostReferenceEngine engine(model(4));
+  Report report = check(engine);
+  const std::string text = pfx::conform::to_text(report);
+  const std::string json = pfx::conform::to_json(report);
+  EXPECT_EQ(text.find("decode rows"), std::string::npos) << text;
+  EXPECT_EQ(json.find("decode_rows"), std::string::npos) << json;
+  using pfx::conform::Difference;
+  const Difference generated{.where = Difference::Where::generated, .index = 2, .got = 17, .expected = 42};
+  EXPECT_EQ(generated.describe(), "generated token 2: 17 vs 42");
+  const Difference logprob{.where = Difference::Where::logprob, .index = 0, .got = -1.0F, .expected = -0.5F};
+  EXPECT_EQ(logprob.describe(), "logprob of generated token 0: -1 (0xbf800000) vs -0.5 (0xbf000000)");
+  const std::size_t comparisons = report.comparisons();
+  report.decode_rows = pfx::conform::DecodeRows{
+      .resumes = 2,
+      .mismatch = pfx::conform::Mismatch{.prompt_number = 1, .prompt = {1, 2, 3, 4, 5}, .held = {1, 2, 3, 4},
+                                         .offset = 4, .difference = generated},
+      .canonical_end = 3};
+  EXPECT_EQ(report.comparisons(), comparisons + 2);
+  EXPECT_NE(pfx::conform::to_text(report).find("decode rows: DIFFER at resume 2: prompt 1 (5 tokens), offset 4, after a "
+                                                "run of 4 held tokens (rows from 3 on written by decode): generated "
+                                                "token 2: 17 vs 42; pfx's rule never reuses them\n"),
+            std::string::npos)
+      << pfx::conform::to_text(report);
+  EXPECT_NE(pfx::conform::to_json(report).find("\"decode_rows\":{\"resumes\":2,\"reusable\":false,\"mismatch\":"),
+            std::string::npos);
+  EXPECT_NE(pfx::conform::to_json(report).find("\"where\":\"generated\",\"step\":2,\"got\":17.0"), std::string::npos)
+      << pfx::conform::to_json(report);
+  report.decode_rows = pfx::conform::DecodeRows{.resumes = 3, .mismatch = std::nullopt, .canonical_end = 0};
+  EXPECT_NE(pfx::conform::to_text(report).find("decode rows: reusable as measured (3 resumes"), std::string::npos);
+  report.decode_rows = pfx::conform::DecodeRows{};
+  EXPECT_FALSE(report.decode_rows->reusable());  // nothing compared vouches for nothing
+  EXPECT_NE(pfx::conform::to_text(report).find("decode rows: not resumed"), std::string::npos);
+}
+
 // Degenerate engines (docs/conform.md, "Premises"): each breaks one premise, and the check says which
 // instead of certifying it. Each is otherwise as good as can be: deterministic, and a resume equals
 // its cold run on every grid (there is nothing to differ), so that a check without premises would

@@ -30,9 +30,7 @@ void add_conform(py::module_& m) {
   using conform::Mismatch;
   using conform::Report;
   py::class_<Difference>(m, "ConformDifference", "Where two runs first differ: a KV row, or the logits.")
-      .def_property_readonly("where", [](const Difference& d) {
-        return d.where == Difference::Where::row ? "row" : d.where == Difference::Where::logits ? "logits" : "row bytes";
-      })
+      .def_property_readonly("where", [](const Difference& d) { return conform::to_string(d.where); })
       .def_readonly("row", &Difference::row)
       .def_readonly("layer", &Difference::layer)
       .def_property_readonly("plane", [](const Difference& d) { return plane_name(d.plane); })

@@ -4,6 +4,7 @@
 // it; a refused event raises pfx.Refused and, as in the core, changes nothing.
 
 #include "conform.hpp"
+#include "conform_observed.hpp"
 #include "serving.hpp"
 #include "convert.hpp"
 #include "ids_view.hpp"
@@ -378,6 +379,7 @@ Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
       " TF_GLM53_PREFIX_CACHE_MIN is; a malformed value raises pfx.ConfigError naming the variable.");
 
   add_conform(m);
+  add_conform_observed(m);
   add_serving(m);
   add_llama_state(m);
 }

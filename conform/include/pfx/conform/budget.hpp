@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,5 +49,11 @@ struct Budget {
 /// g + 1, 2g - 1, 2g + 1 and 3g + 1 (those of at least 2), ascending, each once. Every grid is
 /// resumed at least twice (offsets g and 2g of a prompt of 3g + 1 tokens).
 [[nodiscard]] std::vector<std::size_t> prompt_lengths(const std::vector<std::size_t>& grids);
+
+/// The offsets a prompt of n tokens is resumed at on grid g: the multiples of g in [g, n - 1]; all of
+/// them for a prompt of up to budget.exhaustive_up_to tokens, else the first, the last and others drawn
+/// from `random`, budget.sampled_offsets in all.
+[[nodiscard]] std::vector<std::size_t> resume_offsets(std::size_t n, std::size_t g, const Budget& budget,
+                                                      std::mt19937_64& random);
 
 }  // namespace pfx::conform

@@ -19,21 +19,28 @@ namespace pfx::conform {
 /// The first place where two runs of one prompt differ: a KV row (the lowest row that differs in any
 /// layer or plane, and there the first float), or, when every row agrees, the last row's logits. Rows
 /// of a cache the engine owns are compared as bytes in its own format: row_bytes names the row and
-/// the first byte that differs (got and expected hold the bytes' values, -1 past a shorter row).
+/// the first byte that differs (got and expected hold the bytes' values, -1 past a shorter row). An
+/// engine checked through what it serves (vLLM, through its own prefix cache) is compared by its
+/// greedy output: generated names the first step whose token differs (got and expected hold the two
+/// token ids, exact below 2^24), logprob the first step whose chosen token's logprob does.
 struct Difference {
-  enum class Where { row, logits, row_bytes };
+  enum class Where { row, logits, row_bytes, generated, logprob };
   Where where = Where::row;
   std::size_t row = 0;     ///< Where::row: the row (position) that differs
   std::size_t layer = 0;   ///< Where::row
   driver::Plane plane = driver::Plane::key;  ///< Where::row
-  std::size_t index = 0;   ///< the float within the row (column), the logit's index, or the byte within the row
+  /// the float within the row (column), the logit's index, the byte within the row, or the generated step
+  std::size_t index = 0;
   float got = 0;           ///< the resumed (or repeated) run's value
   float expected = 0;      ///< the cold run's value
 
-  /// "row 5 (layer 1, value, column 3): 0.25 (0x3e800000) vs 0.2500001 (0x3e800001)" or
-  /// "logit 17: ... vs ...".
+  /// "row 5 (layer 1, value, column 3): 0.25 (0x3e800000) vs 0.2500001 (0x3e800001)",
+  /// "logit 17: ... vs ...", "generated token 2: 17 vs 42" or "logprob of generated token 2: ... vs ...".
   [[nodiscard]] std::string describe() const;
 };
+
+/// The JSON `where` of a difference: "row", "logits", "row bytes", "generated", "logprob".
+[[nodiscard]] const char* to_string(Difference::Where where) noexcept;
 
 /// A resume that differs from its cold run: the prompt, the tokens whose cold run wrote the rows the
 /// resume started from (they share the prompt's first `offset` tokens), the offset, and where.
@@ -43,6 +50,18 @@ struct Mismatch {
   std::vector<token> held;
   std::size_t offset = 0;
   Difference difference;
+};
+
+/// Whether rows that decode wrote can be reused (docs/engines.md, "vLLM"): resumes whose offset reaches
+/// past the held run's prompt (its canonical_end), each compared with a cold run. Only a check that can
+/// make an engine reuse such rows fills it (vLLM's, through its prefix cache); pfx's rule never reuses
+/// them (INV-2), so the finding does not change the verdict.
+struct DecodeRows {
+  std::size_t resumes = 0;  ///< resumes compared (the check stops at the first mismatch)
+  std::optional<Mismatch> mismatch;
+  std::size_t canonical_end = 0;  ///< with a mismatch: the held run's prompt length; rows from it on were decoded
+  /// Every resume compared equalled its cold run, and there was at least one.
+  [[nodiscard]] bool reusable() const noexcept { return resumes > 0 && !mismatch; }
 };
 
 /// Two cold runs of one prompt that differ: the engine is not deterministic.
@@ -104,6 +123,7 @@ struct Report {
   std::optional<PremiseFailure> premise_failure;  ///< set: the verdict is degenerate and no grid was run
   std::optional<ColdDisagreement> cold_disagreement;
   std::vector<GridResult> grids;  ///< ascending
+  std::optional<DecodeRows> decode_rows;  ///< unset unless the check tried rows decode wrote
   std::optional<std::size_t> recommended;  ///< the smallest exact grid, when the cold runs agree
   Verdict verdict = Verdict::no_exact_grid;
   double elapsed_s = 0;
@@ -112,8 +132,8 @@ struct Report {
   [[nodiscard]] const GridResult* find(std::size_t grid) const noexcept;
   /// One paragraph that says why the verdict is what it is, and what to configure.
   [[nodiscard]] std::string explanation() const;
-  /// How many runs were compared with a cold run bit for bit: every resume, and every repeated cold
-  /// run. A verdict with none would vouch for nothing.
+  /// How many runs were compared with a cold run bit for bit: every resume (decode rows' included), and
+  /// every repeated cold run. A verdict with none would vouch for nothing.
   [[nodiscard]] std::size_t comparisons() const noexcept;
 };
 

@@ -132,6 +132,12 @@ inline constexpr std::array requirements = {
                 "pfx's vLLM plugin is loaded through vLLM's vllm.general_plugins entry point in every vLLM process, "
                 "is off unless PFX_VLLM (or enable()) turns it on, leaves vLLM unchanged when off, and refuses a "
                 "malformed knob, a chunk off vLLM's block grid and an untested vLLM version with an error naming them"},
+    Requirement{"VLLM-4",
+                "pfx.integrations.vllm_conform checks vLLM through its own prefix cache: each resume at a multiple "
+                "of a candidate grid takes exactly its offset from the cache (else an error, never a verdict) and "
+                "is compared with repeated cold runs, generated tokens and logprobs bit for bit, and rows decode "
+                "wrote are tried apart; the verdict, text, JSON and exit status are pfx conform's, from the same "
+                "code, and a check that compared nothing is never safe"},
 };
 
 }  // namespace pfx::spec

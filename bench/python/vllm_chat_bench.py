@@ -1,0 +1,132 @@
+"""The price of exactness on vLLM: one chat workload served by vLLM without prefix caching (every
+request cold), by stock vLLM's prefix caching, and by vLLM with pfx's plugin (PFX_VLLM=1), in one run:
+tokens taken from the cache, time to first token, total time, and responses that differ from the cold
+ones (tokens or logprobs, bit for bit). docs/performance.md, "vLLM", shows its table.
+
+    "$(scripts/vllm.sh --print-python)" bench/python/vllm_chat_bench.py [--model DIR] [--steps N]
+        [--workloads N] [--seed N]
+
+Without --model it writes the vLLM suites' tiny random-weight Llama (pfx.integrations.tiny_llama).
+The workload is the vLLM suites' chat workload (proptest/integrations/vllm/vllm_lane.py): turns that
+hold earlier responses, regenerations, edits, new sessions and shorter prompts, greedy, 12 tokens a
+response. Each configuration runs in a process of its own (the plugin is chosen when vLLM starts), in
+vLLM's in-process mode with two worker threads (VLLM_CPU_OMP_THREADS_BIND=0-1), on the same prompts:
+the cold configuration draws them (each turn holds the cold response) and the others replay them.
+Needs vLLM's environment (scripts/vllm.sh) with pfx installed in it (scripts/vllm.sh --install-pfx .).
+Exits 0 whatever the figures: a benchmark measures, it does not assert.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LANE = os.path.join(HERE, "..", "..", "proptest", "integrations", "vllm")
+CONFIGURATIONS = {  # name: (prefix caching, PFX_VLLM)
+    "no prefix caching": (False, None),
+    "stock vLLM": (True, None),
+    "vLLM with pfx": (True, "1"),
+}
+MAX_NEW_TOKENS = 12
+
+
+def child(configuration: str, model: str, plan_path: str, out_path: str, steps: int, workloads: int,
+          seed: int) -> None:
+    """Serves the workload in this process under `configuration` and writes what it saw to out_path."""
+    sys.path.insert(0, LANE)
+    import vllm
+    import vllm_lane  # the suites' chat workload
+    from vllm.inputs import TokensPrompt
+
+    caching, _ = CONFIGURATIONS[configuration]
+    llm = vllm.LLM(model=model, skip_tokenizer_init=True, dtype="float32", enable_prefix_caching=caching,
+                   block_size=vllm_lane.BLOCK, max_num_batched_tokens=vllm_lane.MAX_NUM_BATCHED_TOKENS,
+                   max_model_len=4096, kv_cache_memory_bytes=256 << 20, seed=0, enforce_eager=True,
+                   disable_log_stats=False)
+    params = vllm.SamplingParams(max_tokens=MAX_NEW_TOKENS, temperature=0.0, logprobs=1, detokenize=False,
+                                 ignore_eos=True)
+    plan = None
+    if os.path.exists(plan_path):
+        with open(plan_path) as file:
+            plan = json.load(file)
+    served = []
+    began = time.perf_counter()
+    for workload in range(workloads):
+        next_step = vllm_lane.chat_workload(random.Random(f"{seed}:{workload}"))
+        response = ()
+        for step in range(steps):
+            prompt = plan[len(served)]["prompt"] if plan else list(next_step(response).prompt)
+            out = llm.generate([TokensPrompt(prompt_token_ids=prompt)], params, use_tqdm=False)[0]
+            completion = out.outputs[0]
+            response = tuple(completion.token_ids)
+            served.append({"prompt": prompt, "tokens": list(response),
+                           "logprobs": [s[t].logprob for s, t in zip(completion.logprobs, completion.token_ids)],
+                           "cached": out.num_cached_tokens or 0,
+                           "ttft_s": out.metrics.first_token_latency if out.metrics else float("nan")})
+    total = time.perf_counter() - began
+    with open(out_path, "w") as file:
+        json.dump({"served": served, "total_s": total}, file)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--steps", type=int, default=12, help="requests per chat workload")
+    parser.add_argument("--workloads", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--plan", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.model, args.plan, args.out, args.steps, args.workloads, args.seed)
+        return
+
+    folder = tempfile.mkdtemp(prefix="pfx-vllm-chat-bench-")
+    model = args.model
+    if model is None:
+        from pfx.integrations.tiny_llama import write_tiny_llama
+        model = write_tiny_llama(os.path.join(folder, "tiny-llama"))
+    plan = os.path.join(folder, "plan.json")
+    results = {}
+    for name, (_, plugin) in CONFIGURATIONS.items():
+        environment = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_OMP_THREADS_BIND="0-1",
+                           VLLM_LOGGING_LEVEL="ERROR", TOKENIZERS_PARALLELISM="false")
+        for variable in ("PFX_VLLM", "PFX_VLLM_CHUNK", "PFX_VLLM_KEEP_MIN"):
+            environment.pop(variable, None)
+        if plugin:
+            environment["PFX_VLLM"] = plugin
+        out = os.path.join(folder, f"{len(results)}.json")
+        subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, "--model", model, "--plan", plan,
+                        "--out", out, "--steps", str(args.steps), "--workloads", str(args.workloads),
+                        "--seed", str(args.seed)], env=environment, check=True)
+        with open(out) as file:
+            results[name] = json.load(file)
+        if not os.path.exists(plan):  # the cold configuration drew the prompts: the others replay them
+            with open(plan, "w") as file:
+                json.dump(results[name]["served"], file)
+
+    cold = results["no prefix caching"]["served"]
+    prompt_tokens = sum(len(s["prompt"]) for s in cold)
+    print(f"{len(cold)} requests ({args.workloads} chat workloads of {args.steps}), {prompt_tokens} prompt tokens, "
+          f"{MAX_NEW_TOKENS} generated each, seed {args.seed}\n")
+    print("| configuration | tokens reused | time to first token (median) | total time | responses differing from cold |")
+    print("|---|---|---|---|---|")
+    for name, result in results.items():
+        served = result["served"]
+        reused = sum(s["cached"] for s in served)
+        differing = sum((s["tokens"], s["logprobs"]) != (c["tokens"], c["logprobs"]) for s, c in zip(served, cold))
+        ttft = statistics.median(s["ttft_s"] for s in served)
+        print(f"| {name} | {reused} ({100 * reused / prompt_tokens:.0f}%) | {1000 * ttft:.1f} ms | "
+              f"{result['total_s']:.1f} s | {differing} of {len(served)} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,356 @@
+"""pfx's conformance check of vLLM, through vLLM's own prefix cache (docs/engines.md, "vLLM").
+
+vLLM cannot be driven chunk by chunk as ``pfx conform`` drives an engine, so this check resumes a
+prompt the way vLLM itself does: it warms the prefix cache with the prompt's first k tokens and a
+short tail that does not continue it, serves the prompt (vLLM takes the k cached tokens:
+``num_cached_tokens`` must be k, else the check stops with an error), and compares the greedy output,
+every generated token and its logprob, bit for bit with a cold run (the cache reset first). Offsets k
+are the multiples of each candidate grid: the block size, its doublings up to the budget's max grid,
+and the rule chunk; prompt lengths, offsets and repeated cold runs are conform's own (docs/conform.md).
+It also resumes past a prompt's end, from rows that decode wrote, and reports whether those equal a
+cold run: the finding "decode rows". The verdict, its text and JSON, and the exit status are
+``pfx conform``'s, from the same C++ code (pfx::conform::decide, to_text, to_json).
+
+    python -m pfx.integrations.vllm_conform MODEL [--dtype D] [--block-size N] [--max-num-batched-tokens N]
+        [--no-chunked-prefill] [--budget quick|default|thorough] [--seed N] [--rule-chunk N]
+        [--max-model-len N] [--json]
+
+The check starts its own vLLM engine, in this process, with pfx's plugin off: it checks stock vLLM's
+cache, rows decode wrote included, and refuses to run with PFX_VLLM set. Exit status: 0 safe, 1
+unsafe, 4 nondeterministic, 5 no exact grid, 6 degenerate (as ``pfx conform``), 2 bad input, 3 the
+check could not run as it says (vLLM did not resume where it was led to).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import random
+import struct
+import sys
+import time
+from typing import Callable, Optional, Sequence
+
+from .. import _native
+from . import vllm as plugin
+
+GENERATED = 4
+"""Tokens generated for each served prompt: the first one's logprob reads the prompt's last row, the
+next ones every row again, through decode."""
+
+PREMISE_SEED_MASK = 0x9E3779B97F4A7C15  # the premises' prompts are drawn apart from the check's own
+
+
+class PluginOn(RuntimeError):
+    """pfx's plugin is on in this process: the check would not see stock vLLM's cache."""
+
+
+class CheckError(RuntimeError):
+    """The check could not do what it says (vLLM did not take the cached tokens it was led to): no
+    verdict, never a pass."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Served:
+    """What one request returned: the generated tokens, each one's logprob as vLLM returned it, and
+    vLLM's num_cached_tokens (the prompt's tokens taken from the prefix cache)."""
+    tokens: tuple
+    logprobs: tuple
+    cached: int
+
+
+class Engine:
+    """A vllm.LLM as the check drives it: token-id prompts served greedily with the chosen token's
+    logprob, and the prefix cache reset. A test can stand another object with serve() and reset() in."""
+
+    def __init__(self, llm):
+        self.llm = llm
+
+    def serve(self, prompt: Sequence[int], max_tokens: int) -> Served:
+        return serve(self.llm, prompt, max_tokens)
+
+    def reset(self) -> None:
+        if not self.llm.reset_prefix_cache():
+            raise CheckError("vLLM did not reset its prefix cache: a cold run would not be cold")
+
+
+def serve(llm, prompt: Sequence[int], max_tokens: int) -> Served:
+    """`prompt` (token ids) served by `llm`, a vllm.LLM, greedily, `max_tokens` tokens whatever the
+    end-of-sequence token, with the chosen token's logprob at each step."""
+    import vllm
+    from vllm.inputs import TokensPrompt
+    params = vllm.SamplingParams(max_tokens=max_tokens, temperature=0.0, logprobs=1, detokenize=False,
+                                 ignore_eos=True)
+    out = llm.generate([TokensPrompt(prompt_token_ids=list(prompt))], params, use_tqdm=False)[0]
+    completion = out.outputs[0]
+    logprobs = tuple(step[token].logprob for step, token in zip(completion.logprobs, completion.token_ids))
+    return Served(tuple(completion.token_ids), logprobs, out.num_cached_tokens or 0)
+
+
+def refuse_plugin() -> None:
+    """Raises PluginOn when pfx's plugin is on in this process: the check must see stock vLLM."""
+    if plugin.settings_from_environment() is not None or plugin._settings is not None:
+        raise PluginOn(f"pfx.integrations.vllm_conform checks stock vLLM's prefix cache, rows decode wrote "
+                           f"included, and pfx's plugin is on ({plugin.ENABLE_VARIABLE} is set, or enable() was "
+                           f"called): unset {plugin.ENABLE_VARIABLE} and run the check in a process of its own")
+
+
+def start(model: str, *, dtype: str = "float32", block_size: int = 32, max_num_batched_tokens: Optional[int] = None,
+          enable_chunked_prefill: bool = True, **engine_args):
+    """The vllm.LLM the check runs: prefix caching on, no tokenizer (token-id prompts), and the
+    configuration asked for; `engine_args` go to vllm.LLM as they are."""
+    refuse_plugin()
+    import vllm
+    arguments = dict(model=model, skip_tokenizer_init=True, dtype=dtype, enable_prefix_caching=True,
+                     block_size=block_size, enable_chunked_prefill=enable_chunked_prefill)
+    if max_num_batched_tokens is not None:
+        arguments["max_num_batched_tokens"] = max_num_batched_tokens
+    arguments.update(engine_args)
+    return vllm.LLM(**arguments)
+
+
+def describe(llm, model: str) -> str:
+    """The engine's name in the report: vLLM's version and the configuration that decides its results."""
+    import vllm
+    config = llm.llm_engine.vllm_config
+    dtype = str(config.model_config.dtype).removeprefix("torch.")
+    return (f"vLLM {vllm.__version__} ({model}, {dtype}, block {config.cache_config.block_size}, "
+            f"max_num_batched_tokens {config.scheduler_config.max_num_batched_tokens}, chunked prefill "
+            f"{'on' if config.scheduler_config.enable_chunked_prefill else 'off'})")
+
+
+def conform(model: str, *, dtype: str = "float32", block_size: int = 32, max_num_batched_tokens: Optional[int] = None,
+            enable_chunked_prefill: bool = True, budget: str = "default", seed: int = 1,
+            rule_chunk: Optional[int] = None, max_grid: Optional[int] = None, prompts: Optional[int] = None,
+            progress: Optional[Callable[[int, int], None]] = None, **engine_args):
+    """Starts vLLM on `model` in this process with the configuration given (pfx's plugin off), checks it
+    through its prefix cache, and returns the pfx.ConformReport (str(): `pfx conform`'s text;
+    to_json(); exit_status). `rule_chunk` (default: the block size, the plugin's default chunk) must be
+    a multiple of the block size. Raises ValueError for bad input, CheckError when vLLM did not resume
+    where the check led it."""
+    refuse_plugin()
+    _budget(budget, seed, max_grid, prompts)  # bad input is refused before vLLM starts (tens of seconds)
+    _rule_chunk(rule_chunk, block_size)
+    llm = start(model, dtype=dtype, block_size=block_size, max_num_batched_tokens=max_num_batched_tokens,
+                enable_chunked_prefill=enable_chunked_prefill, **engine_args)
+    config = llm.llm_engine.vllm_config
+    return check(Engine(llm), name=describe(llm, model), vocab=config.model_config.get_vocab_size(),
+                 block_size=config.cache_config.block_size, max_length=config.model_config.max_model_len,
+                 budget=budget, seed=seed, rule_chunk=rule_chunk, max_grid=max_grid, prompts=prompts,
+                 progress=progress)
+
+
+def _budget(name: str, seed: int, max_grid: Optional[int], prompts: Optional[int]) -> dict:
+    budget = _native.conform_budget(name)
+    for key, value in (("seed", seed), ("max_grid", max_grid), ("prompts", prompts)):
+        if value is not None:
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "seed" else 1):
+                raise ValueError(f"{key} must be an int >= {0 if key == 'seed' else 1}; got {value!r}")
+            budget[key] = value
+    return budget
+
+
+def _rule_chunk(rule_chunk: Optional[int], block_size: int) -> int:
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise ValueError(f"block_size must be an int >= 1; got {block_size!r}")
+    if rule_chunk is None:
+        return block_size
+    if isinstance(rule_chunk, bool) or not isinstance(rule_chunk, int) or rule_chunk < 1 or rule_chunk % block_size:
+        raise ValueError(f"rule_chunk must be a multiple of the block size {block_size} (vLLM resumes a prompt only "
+                         f"at a block bound); got {rule_chunk!r}")
+    return rule_chunk
+
+
+def check(engine, *, name: str, vocab: int, block_size: int, max_length: int, budget: str = "default",
+          seed: int = 1, rule_chunk: Optional[int] = None, max_grid: Optional[int] = None,
+          prompts: Optional[int] = None, progress: Optional[Callable[[int, int], None]] = None):
+    """The check on `engine` (serve(prompt, max_tokens) -> Served, reset()), whose prefix cache has
+    blocks of `block_size` tokens and which serves prompts of up to `max_length` tokens with their
+    output. Returns a pfx.ConformReport."""
+    return _Check(engine, name, vocab, block_size, max_length, _budget(budget, seed, max_grid, prompts),
+                  _rule_chunk(rule_chunk, block_size), progress).run()
+
+
+def first_difference(got: Served, expected: Served) -> Optional[dict]:
+    """The first step at which two outputs differ: its token, or else its logprob, bit for bit."""
+    for step in range(max(len(got.tokens), len(expected.tokens))):
+        a = got.tokens[step] if step < len(got.tokens) else -1
+        b = expected.tokens[step] if step < len(expected.tokens) else -1
+        if a != b:
+            return {"where": "generated", "step": step, "got": a, "expected": b}
+        if struct.pack("<d", got.logprobs[step]) != struct.pack("<d", expected.logprobs[step]):
+            return {"where": "logprob", "step": step, "got": got.logprobs[step], "expected": expected.logprobs[step]}
+    return None
+
+
+class _Check:
+    def __init__(self, engine, name, vocab, block, max_length, budget, rule_chunk, progress):
+        if vocab < 1:
+            raise ValueError("the vocabulary must hold at least 1 token")
+        self.engine, self.name, self.vocab, self.block, self.max_length = engine, name, vocab, block, max_length
+        self.budget, self.rule_chunk, self.progress = budget, rule_chunk, progress
+        # vLLM resumes only at block bounds: the grids are the block size and its doublings up to the
+        # budget's max grid (at least the block), and the rule chunk.
+        budget["max_grid"] = max(budget["max_grid"], block)
+        grids = {rule_chunk}
+        grid = block
+        while grid <= budget["max_grid"]:
+            grids.add(grid)
+            grid *= 2
+        self.grids = [{"grid": g, "resumes": 0, "mismatch": None} for g in sorted(grids)]
+        # A prompt and its output fit the model; a held run is at most the prompt and a block.
+        room = max_length - GENERATED - block
+        self.lengths = [n for n in _native.conform_prompt_lengths(sorted(grids)) if n <= room]
+        if not self.lengths:
+            raise ValueError(f"a model of {max_length} positions holds none of the check's prompts")
+        self.random = random.Random(budget["seed"])
+        self.prompts = self.cold_runs = self.prefilled = 0
+        self.cold_disagreement = None
+
+    def run(self):
+        start = time.monotonic()
+        premise_failure = self.premises()
+        decode_rows = None
+        if premise_failure is None:
+            total = len(self.lengths) * self.budget["prompts"]
+            for n in self.lengths:
+                for _ in range(self.budget["prompts"]):
+                    self.check_prompt(self.tokens(n))
+                    if self.progress:
+                        self.progress(self.prompts, total)
+            decode_rows = self.decode_rows()
+        return _native.conform_observed(
+            engine=self.name, budget=self.budget, chunk=self.block, rule_chunk=self.rule_chunk, vocab=self.vocab,
+            lengths=self.lengths, prompts=self.prompts, cold_runs=self.cold_runs, prefilled_tokens=self.prefilled,
+            premise_failure=premise_failure, cold_disagreement=self.cold_disagreement, grids=self.grids,
+            decode_rows=decode_rows, elapsed_s=time.monotonic() - start)
+
+    def tokens(self, n, draw=None):
+        draw = draw or self.random
+        return [draw.randrange(self.vocab) for _ in range(n)]
+
+    def serve(self, prompt, max_tokens=GENERATED, cached=0):
+        """Serves `prompt` from what the cache holds, which must give vLLM exactly `cached` tokens."""
+        served = self.engine.serve(prompt, max_tokens)
+        self.prefilled += len(prompt) - served.cached
+        if served.cached != cached:
+            raise CheckError(f"vLLM took {served.cached} cached tokens of a {len(prompt)}-token prompt where the "
+                             f"check led it to take {cached}: the check would not compare what it says (is the "
+                             f"KV cache too small to hold the warmed blocks, or is the block size not {self.block}?)")
+        return served
+
+    def cold(self, prompt, max_tokens=GENERATED):
+        self.engine.reset()
+        return self.serve(prompt, max_tokens)
+
+    def premises(self):
+        """docs/conform.md, "Premises", on what vLLM serves: two prompts of the longest length that differ
+        in every token give finite logprobs and different outputs. Returns (premise, detail) or None."""
+        draw = random.Random(self.budget["seed"] ^ PREMISE_SEED_MASK)
+        n = self.lengths[-1]
+        first = self.tokens(n, draw)
+        runs = [self.cold(first)]
+        if self.vocab > 1:
+            runs.append(self.cold([(t + 1) % self.vocab for t in first]))
+        for run in runs:
+            for step, logprob in enumerate(run.logprobs):
+                if not math.isfinite(logprob):
+                    return ("finite logits", f"the logprob of generated token {step} of a {n}-token cold run is "
+                                             f"{logprob}, not finite")
+        if len(runs) == 2 and first_difference(runs[0], runs[1]) is None:
+            return ("logits depend on tokens", f"two {n}-token prompts that differ in every token gave the same "
+                                               f"generated tokens and logprobs, bit for bit")
+        return None
+
+    def held_for(self, prompt, offset):
+        """prompt[:offset] and 0 .. block tokens of another continuation (its first differs from prompt[offset])."""
+        tail = [self.random.randrange(self.vocab) for _ in range(self.random.randrange(self.block + 1))]
+        if tail and tail[0] == prompt[offset]:
+            tail[0] = (tail[0] + 1) % self.vocab
+        return list(prompt[:offset]) + tail
+
+    def check_prompt(self, prompt):
+        number = self.prompts
+        self.prompts += 1
+        reference = self.cold(prompt)
+        for run in range(1, self.budget["cold_runs"]):
+            difference = first_difference(self.cold(prompt), reference)
+            if difference and self.cold_disagreement is None:
+                self.cold_disagreement = {"prompt_number": number, "prompt": prompt, "run": run,
+                                          "difference": difference}
+        self.cold_runs += self.budget["cold_runs"]
+        for grid in self.grids:
+            if grid["mismatch"]:
+                continue  # one counterexample per grid is enough
+            for offset in _native.conform_offsets(len(prompt), grid["grid"], self.budget, self.random.getrandbits(64)):
+                held = self.held_for(prompt, offset)
+                # The held run alone in the cache, its prefill's rows only (one token generated: no decode row).
+                self.cold(held, max_tokens=1)
+                resumed = self.serve(prompt, cached=offset)
+                grid["resumes"] += 1
+                difference = first_difference(resumed, reference)
+                if difference:
+                    grid["mismatch"] = {"prompt_number": number, "prompt": prompt, "held": held, "offset": offset,
+                                        "difference": difference}
+                    break
+
+    def decode_rows(self):
+        """Resumes from rows decode wrote: a prompt of k blocks and a part, 2 blocks generated from it, then
+        that prompt, its output but the last token and a few more tokens, whose cached rows reach past the
+        first prompt's end; compared with a cold run. One such resume per prompt of the budget."""
+        finding = {"resumes": 0, "mismatch": None, "canonical_end": 0}
+        generated = 2 * self.block
+        for _ in range(self.budget["prompts"]):
+            n = self.block * self.random.randrange(1, 4) + self.random.randrange(1, self.block)
+            extra = self.random.randrange(1, self.block + 1)
+            if n + generated - 1 + extra + GENERATED > self.max_length:
+                break  # the model holds no such prompt and its output
+            prompt = self.tokens(n)
+            warm = self.cold(prompt, max_tokens=generated)
+            held = prompt + list(warm.tokens[:-1])  # the rows the cache holds: the last token has none
+            resumed_prompt = held + self.tokens(extra)
+            resumed = self.serve(resumed_prompt, cached=len(held) // self.block * self.block)
+            reference = self.cold(resumed_prompt)
+            finding["resumes"] += 1
+            difference = first_difference(resumed, reference)
+            if difference:
+                finding["mismatch"] = {"prompt_number": finding["resumes"] - 1, "prompt": resumed_prompt,
+                                       "held": held, "offset": resumed.cached, "difference": difference}
+                finding["canonical_end"] = n
+                break
+        return finding
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m pfx.integrations.vllm_conform",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", help="a model vLLM loads (a directory or a name)")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--block-size", type=int, default=32)
+    parser.add_argument("--max-num-batched-tokens", type=int, default=None)
+    parser.add_argument("--no-chunked-prefill", action="store_true")
+    parser.add_argument("--max-model-len", type=int, default=None)
+    parser.add_argument("--budget", choices=("quick", "default", "thorough"), default="default")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--rule-chunk", type=int, default=None)
+    parser.add_argument("--json", action="store_true", help="print the report as pfx conform --json does")
+    arguments = parser.parse_args(argv)
+    engine_args = {} if arguments.max_model_len is None else {"max_model_len": arguments.max_model_len}
+    try:
+        report = conform(arguments.model, dtype=arguments.dtype, block_size=arguments.block_size,
+                         max_num_batched_tokens=arguments.max_num_batched_tokens,
+                         enable_chunked_prefill=not arguments.no_chunked_prefill, budget=arguments.budget,
+                         seed=arguments.seed, rule_chunk=arguments.rule_chunk, **engine_args)
+    except (ValueError, PluginOn) as error:
+        print(f"{parser.prog}: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 - no verdict: never an exit status a verdict has
+        print(f"{parser.prog}: no verdict: {type(error).__name__}: {error}", file=sys.stderr)
+        return 3
+    print(report.to_json() if arguments.json else str(report), end="\n" if arguments.json else "")
+    return report.exit_status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+// pfx._native.conform_observed: a conformance report built from what a check written in Python saw
+// of an engine it cannot drive chunk by chunk (vLLM, through its own prefix cache:
+// pfx.integrations.vllm_conform), judged by the one C++ verdict (pfx::conform::decide) and printed by
+// the one writer of text and JSON (pfx::conform::to_text, to_json), as `pfx conform` prints its own.
+// With it, the budgets and prompt lengths that check uses are conform's own (budget.hpp).
+
+#include "conform_observed.hpp"
+#include "convert.hpp"
+
+#include <pfx/conform/budget.hpp>
+#include <pfx/conform/report.hpp>
+
+#include <pybind11/stl.h>
+
+#include <array>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace pfx::python {
+namespace {
+
+using conform::Difference;
+using conform::Mismatch;
+
+constexpr const char* who = "pfx._native.conform_observed";
+
+/// `object[key]`, a dict's entry; ValueError naming `what` and the key when it is missing.
+py::handle entry(py::handle object, const char* key, const std::string& what) {
+  if (!py::isinstance<py::dict>(object)) raise(PyExc_TypeError, std::string(who) + ": " + what + " must be a dict");
+  const py::dict dict = py::reinterpret_borrow<py::dict>(object);
+  if (!dict.contains(key)) raise(PyExc_ValueError, std::string(who) + ": " + what + " has no '" + key + "'");
+  return dict[key];
+}
+
+std::size_t count_of(py::handle object, const char* key, const std::string& what) {
+  return count(entry(object, key, what), (what + "['" + key + "']").c_str());
+}
+
+std::vector<token> tokens_of(py::handle object, const char* key, const std::string& what) {
+  const std::string argument = what + "['" + key + "']";
+  Tokens ids(entry(object, key, what), argument.c_str());
+  const std::span<const token> all = ids.all();
+  return {all.begin(), all.end()};  // the span may live in storage the next conversion reuses
+}
+
+float float_of(py::handle object, const char* key, const std::string& what) {
+  const py::handle value = entry(object, key, what);
+  if (!py::isinstance<py::float_>(value) && !py::isinstance<py::int_>(value)) {
+    raise(PyExc_TypeError, std::string(who) + ": " + what + "['" + key + "'] must be a number");
+  }
+  return value.cast<float>();
+}
+
+/// A difference in what an engine served: {"where": "generated" or "logprob", "step", "got", "expected"}.
+Difference difference_of(py::handle object, const std::string& what) {
+  const std::string where = py::str(entry(object, "where", what));
+  Difference d;
+  if (where == conform::to_string(Difference::Where::generated)) {
+    d.where = Difference::Where::generated;
+  } else if (where == conform::to_string(Difference::Where::logprob)) {
+    d.where = Difference::Where::logprob;
+  } else {
+    raise(PyExc_ValueError, std::string(who) + ": " + what + "['where'] is '" + where +
+                                "': expected 'generated' or 'logprob' (a difference in what the engine served)");
+  }
+  d.index = count_of(object, "step", what);
+  d.got = float_of(object, "got", what);
+  d.expected = float_of(object, "expected", what);
+  return d;
+}
+
+Mismatch mismatch_of(py::handle object, const std::string& what) {
+  return Mismatch{.prompt_number = count_of(object, "prompt_number", what),
+                  .prompt = tokens_of(object, "prompt", what),
+                  .held = tokens_of(object, "held", what),
+                  .offset = count_of(object, "offset", what),
+                  .difference = difference_of(entry(object, "difference", what), what + "['difference']")};
+}
+
+std::optional<Mismatch> optional_mismatch(py::handle object, const std::string& what) {
+  const py::handle value = entry(object, "mismatch", what);
+  if (value.is_none()) return std::nullopt;
+  return mismatch_of(value, what + "['mismatch']");
+}
+
+conform::Premise premise_of(const std::string& name) {
+  for (const conform::Premise p : {conform::Premise::rows_written, conform::Premise::finite_logits,
+                                   conform::Premise::logits_depend_on_tokens}) {
+    if (name == conform::to_string(p)) return p;
+  }
+  raise(PyExc_ValueError, std::string(who) + ": premise_failure names '" + name +
+                              "': expected 'rows written', 'finite logits' or 'logits depend on tokens'");
+}
+
+conform::Budget budget_of(py::handle object) {
+  conform::Budget b{.prompts = count_of(object, "prompts", "budget"),
+                    .max_grid = count_of(object, "max_grid", "budget"),
+                    .exhaustive_up_to = count_of(object, "exhaustive_up_to", "budget"),
+                    .sampled_offsets = count_of(object, "sampled_offsets", "budget"),
+                    .cold_runs = count_of(object, "cold_runs", "budget"),
+                    .seed = count_of(object, "seed", "budget")};
+  try {
+    b.validate();
+  } catch (const std::invalid_argument& e) {
+    raise(PyExc_ValueError, std::string(who) + ": " + e.what());
+  }
+  return b;
+}
+
+py::dict budget_dict(const conform::Budget& b) {
+  py::dict d;
+  d["prompts"] = b.prompts;
+  d["max_grid"] = b.max_grid;
+  d["exhaustive_up_to"] = b.exhaustive_up_to;
+  d["sampled_offsets"] = b.sampled_offsets;
+  d["cold_runs"] = b.cold_runs;
+  d["seed"] = b.seed;
+  return d;
+}
+
+}  // namespace
+
+void add_conform_observed(py::module_& m) {
+  py::class_<conform::DecodeRows>(m, "ConformDecodeRows",
+                                  "Whether rows decode wrote can be reused: resumes past a prompt's end, compared "
+                                  "with cold runs (docs/engines.md, \"vLLM\").")
+      .def_readonly("resumes", &conform::DecodeRows::resumes)
+      .def_property_readonly("reusable", &conform::DecodeRows::reusable)
+      .def_readonly("mismatch", &conform::DecodeRows::mismatch)
+      .def_readonly("canonical_end", &conform::DecodeRows::canonical_end,
+                    "with a mismatch: the held run's prompt length; its rows from there on were decoded");
+  // ConformReport is add_conform's; its decode_rows (None unless a check tried rows decode wrote) is
+  // added here, beside the one check that fills it.
+  const py::object report = m.attr("ConformReport");
+  report.attr("decode_rows") = py::module_::import("builtins").attr("property")(py::cpp_function(
+      [](const conform::Report& r) { return r.decode_rows; }, py::is_method(report)));
+  m.def(
+      "conform_budget",
+      [](const std::string& name) {
+        try {
+          return budget_dict(conform::Budget::named(name));
+        } catch (const std::invalid_argument& e) {
+          raise(PyExc_ValueError, e.what());
+        }
+      },
+      py::arg("name"), "The named budget's fields as a dict (conform/include/pfx/conform/budget.hpp).");
+  m.def(
+      "conform_prompt_lengths",
+      [](const std::vector<std::size_t>& grids) { return conform::prompt_lengths(grids); }, py::arg("grids"),
+      "The prompt lengths the conformance check runs for these candidate grids (docs/conform.md).");
+  m.def(
+      "conform_offsets",
+      [](py::handle n, py::handle grid, py::handle budget, py::handle seed) {
+        const std::size_t length = count(n, "n");
+        const std::size_t g = count(grid, "grid");
+        if (length < 1 || g < 1) raise(PyExc_ValueError, "conform_offsets: n and grid must be at least 1");
+        std::mt19937_64 random(count(seed, "seed"));
+        return conform::resume_offsets(length, g, budget_of(budget), random);
+      },
+      py::arg("n"), py::arg("grid"), py::arg("budget"), py::arg("seed"),
+      "The offsets the conformance check resumes a prompt of n tokens at on `grid` (docs/conform.md), the "
+      "sampled ones drawn from `seed`.");
+  m.def(
+      "conform_observed",
+      [](const std::string& engine, py::handle budget, py::handle chunk, py::handle rule_chunk, py::handle vocab,
+         py::handle lengths, py::handle prompts, py::handle cold_runs, py::handle prefilled_tokens,
+         py::handle premise_failure, py::handle cold_disagreement, py::handle grids, py::handle decode_rows,
+         double elapsed_s) {
+        conform::Report r;
+        r.engine = engine;
+        r.budget = budget_of(budget);
+        r.chunk = count(chunk, "chunk");
+        r.rule_chunk = count(rule_chunk, "rule_chunk");
+        r.vocab = count(vocab, "vocab");
+        if (r.chunk == 0 || r.rule_chunk == 0) raise(PyExc_ValueError, std::string(who) + ": a chunk of 0");
+        for (const py::handle n : py::iter(lengths)) r.lengths.push_back(count(n, "lengths[]"));
+        if (r.lengths.empty()) raise(PyExc_ValueError, std::string(who) + ": no prompt lengths");
+        r.prompts = count(prompts, "prompts");
+        r.cold_runs = count(cold_runs, "cold_runs");
+        r.prefilled_tokens = count(prefilled_tokens, "prefilled_tokens");
+        if (!premise_failure.is_none()) {
+          const auto [premise, detail] = premise_failure.cast<std::pair<std::string, std::string>>();
+          r.premise_failure = conform::PremiseFailure{.premise = premise_of(premise), .detail = detail};
+        }
+        if (!cold_disagreement.is_none()) {
+          const std::string what = "cold_disagreement";
+          r.cold_disagreement = conform::ColdDisagreement{
+              .prompt_number = count_of(cold_disagreement, "prompt_number", what),
+              .prompt = tokens_of(cold_disagreement, "prompt", what),
+              .run = count_of(cold_disagreement, "run", what),
+              .difference = difference_of(entry(cold_disagreement, "difference", what), what + "['difference']")};
+        }
+        for (const py::handle g : py::iter(grids)) {
+          const std::string what = "grids[" + std::to_string(r.grids.size()) + "]";
+          conform::GridResult result{.grid = count_of(g, "grid", what), .resumes = count_of(g, "resumes", what),
+                                     .mismatch = optional_mismatch(g, what)};
+          // decide() recommends the first exact grid as the smallest.
+          if (result.grid == 0 || (!r.grids.empty() && result.grid <= r.grids.back().grid)) {
+            raise(PyExc_ValueError, std::string(who) + ": the grids must be at least 1 and ascending, each once");
+          }
+          r.grids.push_back(std::move(result));
+        }
+        if (!decode_rows.is_none()) {
+          r.decode_rows = conform::DecodeRows{.resumes = count_of(decode_rows, "resumes", "decode_rows"),
+                                              .mismatch = optional_mismatch(decode_rows, "decode_rows"),
+                                              .canonical_end = count_of(decode_rows, "canonical_end", "decode_rows")};
+        }
+        r.elapsed_s = elapsed_s;
+        conform::decide(r);
+        return r;
+      },
+      py::kw_only(), py::arg("engine"), py::arg("budget"), py::arg("chunk"), py::arg("rule_chunk"), py::arg("vocab"),
+      py::arg("lengths"), py::arg("prompts"), py::arg("cold_runs"), py::arg("prefilled_tokens"),
+      py::arg("premise_failure"), py::arg("cold_disagreement"), py::arg("grids"), py::arg("decode_rows"),
+      py::arg("elapsed_s"),
+      "A ConformReport from what a check of an engine's output saw (pfx.integrations.vllm_conform), its "
+      "verdict decided by pfx::conform::decide.");
+}
+
+}  // namespace pfx::python
