@@ -7,7 +7,7 @@ ones (tokens or logprobs, bit for bit). docs/performance.md, "vLLM", shows its t
         [--workloads N] [--seed N]
 
 Without --model it writes the vLLM suites' tiny random-weight Llama (pfx.integrations.tiny_llama).
-The workload is the vLLM suites' chat workload (proptest/integrations/vllm/vllm_lane.py): turns that
+The workload is the vLLM suites' chat workload (pfx.integrations.workloads.chat_workload): turns that
 hold earlier responses, regenerations, edits, new sessions and shorter prompts, greedy, 12 tokens a
 response. Each configuration runs in a process of its own (the plugin is chosen when vLLM starts), in
 vLLM's in-process mode with two worker threads (VLLM_CPU_OMP_THREADS_BIND=0-1), on the same prompts:
@@ -27,8 +27,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-LANE = os.path.join(HERE, "..", "..", "proptest", "integrations", "vllm")
+BLOCK = 32  # the vLLM suites' engine: vLLM's CPU attention takes block sizes that are multiples of 32
+MAX_NUM_BATCHED_TOKENS = 256
 CONFIGURATIONS = {  # name: (prefix caching, PFX_VLLM)
     "no prefix caching": (False, None),
     "stock vLLM": (True, None),
@@ -40,14 +40,14 @@ MAX_NEW_TOKENS = 12
 def child(configuration: str, model: str, plan_path: str, out_path: str, steps: int, workloads: int,
           seed: int) -> None:
     """Serves the workload in this process under `configuration` and writes what it saw to out_path."""
-    sys.path.insert(0, LANE)
     import vllm
-    import vllm_lane  # the suites' chat workload
     from vllm.inputs import TokensPrompt
+
+    from pfx.integrations.workloads import chat_workload
 
     caching, _ = CONFIGURATIONS[configuration]
     llm = vllm.LLM(model=model, skip_tokenizer_init=True, dtype="float32", enable_prefix_caching=caching,
-                   block_size=vllm_lane.BLOCK, max_num_batched_tokens=vllm_lane.MAX_NUM_BATCHED_TOKENS,
+                   block_size=BLOCK, max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS,
                    max_model_len=4096, kv_cache_memory_bytes=256 << 20, seed=0, enforce_eager=True,
                    disable_log_stats=False)
     params = vllm.SamplingParams(max_tokens=MAX_NEW_TOKENS, temperature=0.0, logprobs=1, detokenize=False,
@@ -59,7 +59,7 @@ def child(configuration: str, model: str, plan_path: str, out_path: str, steps: 
     served = []
     began = time.perf_counter()
     for workload in range(workloads):
-        next_step = vllm_lane.chat_workload(random.Random(f"{seed}:{workload}"))
+        next_step = chat_workload(random.Random(f"{seed}:{workload}"))
         response = ()
         for step in range(steps):
             prompt = plan[len(served)]["prompt"] if plan else list(next_step(response).prompt)

@@ -12,6 +12,10 @@ import os
 import random
 import tempfile
 
+from pfx.integrations import vllm_conform
+from pfx.integrations.vllm_conform import Served
+from pfx.integrations.workloads import chat_workload
+
 BLOCK = 32  # vLLM's CPU attention takes block sizes that are multiples of 32
 MAX_NEW_TOKENS = 12
 MAX_NUM_BATCHED_TOKENS = 256
@@ -40,22 +44,9 @@ def start(model: str, dtype: str = "float32", **overrides):
     return vllm.LLM(**arguments)
 
 
-@dataclasses.dataclass(frozen=True)
-class Served:
-    tokens: tuple
-    logprobs: tuple  # the chosen token's logprob at each step, as vLLM returns it (bit for bit)
-    cached: int      # vLLM's num_cached_tokens: the tokens the request took from the prefix cache
-
-
 def serve(llm, prompt, max_new_tokens: int = MAX_NEW_TOKENS) -> Served:
-    import vllm
-    from vllm.inputs import TokensPrompt
-    params = vllm.SamplingParams(max_tokens=max_new_tokens, temperature=0.0, logprobs=1, detokenize=False,
-                                 ignore_eos=True)
-    out = llm.generate([TokensPrompt(prompt_token_ids=list(prompt))], params, use_tqdm=False)[0]
-    completion = out.outputs[0]
-    logprobs = tuple(step[token].logprob for step, token in zip(completion.logprobs, completion.token_ids))
-    return Served(tuple(completion.token_ids), logprobs, out.num_cached_tokens or 0)
+    """The prompt served greedily, max_new_tokens tokens, as the conformance check serves it."""
+    return vllm_conform.serve(llm, prompt, max_new_tokens)
 
 
 def cold(llm, prompt, max_new_tokens: int = MAX_NEW_TOKENS) -> Served:
@@ -63,49 +54,6 @@ def cold(llm, prompt, max_new_tokens: int = MAX_NEW_TOKENS) -> Served:
     if not llm.reset_prefix_cache():
         raise RuntimeError("vLLM did not reset its prefix cache")
     return serve(llm, prompt, max_new_tokens)
-
-
-# ------------------------------------------------------------------------------------------- workloads
-
-@dataclasses.dataclass(frozen=True)
-class Step:
-    kind: str     # "turn", "regenerate", "edit", "new session", "shorter"
-    prompt: tuple
-
-
-def chat_workload(r: random.Random, vocab: int = 512):
-    """A generator of prompts for a multi-turn workload: each call takes the last response and gives
-    the next step. Turns hold earlier responses; edits change a token of the history; regenerations
-    repeat the last prompt; new sessions start from a shared system prompt; shorter prompts cut the
-    held one."""
-    system = [r.randrange(vocab) for _ in range(r.randrange(20, 80))]
-    state = {"prompt": None}
-
-    def fresh(n):
-        return [r.randrange(vocab) for _ in range(n)]
-
-    def next_step(last_response) -> Step:
-        prompt = state["prompt"]
-        if prompt is None:
-            step = Step("new session", tuple(system + fresh(r.randrange(5, 60))))
-        else:
-            kind = r.choices(["turn", "regenerate", "edit", "new session", "shorter"], [6, 1, 1, 1, 1])[0]
-            if kind == "turn":
-                step = Step(kind, tuple(list(prompt) + list(last_response) + fresh(r.randrange(1, 70))))
-            elif kind == "regenerate":
-                step = Step(kind, prompt)
-            elif kind == "edit":
-                edited = list(prompt)
-                edited[r.randrange(len(edited))] = r.randrange(vocab)
-                step = Step(kind, tuple(edited + fresh(r.randrange(1, 20))))
-            elif kind == "new session":
-                step = Step(kind, tuple(system + fresh(r.randrange(5, 60))))
-            else:
-                step = Step(kind, tuple(prompt[:r.randrange(2, len(prompt) + 1)]))
-        state["prompt"] = step.prompt
-        return step
-
-    return next_step
 
 
 # ----------------------------------------------------------------------------- the independent model
