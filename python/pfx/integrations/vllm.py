@@ -23,7 +23,8 @@ the engine-core process included, and is off unless ``PFX_VLLM=1``. Its knobs, r
 environment parser (a malformed value stops vLLM's start with a ``pfx.ConfigError`` naming it):
 
 - ``PFX_VLLM_CHUNK``: the chunk grid, a multiple of vLLM's block size; unset: the block size, the
-  grid ``pfx.integrations.vllm_conform`` finds exact on vLLM's CPU build (docs/engines.md).
+  grid ``pfx.integrations.vllm_conform`` finds exact on vLLM's CPU build with the premise above
+  (docs/engines.md).
 - ``PFX_VLLM_KEEP_MIN``: the fewest tokens worth reusing; unset: 0 (any aligned hit, as vLLM).
 
 In code, ``enable(chunk=..., keep_min=...)`` before ``vllm.LLM(...)`` does the same: it sets the

@@ -7,6 +7,8 @@ short tail that does not continue it, serves the prompt (vLLM takes the k cached
 every generated token and its logprob, bit for bit with a cold run (the cache reset first). Offsets k
 are the multiples of each candidate grid: the block size, its doublings up to the budget's max grid,
 and the rule chunk; prompt lengths, offsets and repeated cold runs are conform's own (docs/conform.md).
+Like the plugin, it resumes a prompt only where the resumed prefill ends with a step of one token
+exactly when the cold run's does (vLLM computes such a step otherwise: pfx.integrations.vllm).
 It also resumes past a prompt's end, from rows that decode wrote, and reports whether those equal a
 cold run: the finding "decode rows". The verdict, its text and JSON, and the exit status are
 ``pfx conform``'s, from the same C++ code (pfx::conform::decide, to_text, to_json).
@@ -138,7 +140,16 @@ def conform(model: str, *, dtype: str = "float32", block_size: int = 32, max_num
     return check(Engine(llm), name=describe(llm, model), vocab=config.model_config.get_vocab_size(),
                  block_size=config.cache_config.block_size, max_length=config.model_config.max_model_len,
                  budget=budget, seed=seed, rule_chunk=rule_chunk, max_grid=max_grid, prompts=prompts,
-                 progress=progress)
+                 progress=progress, resumable=plugin_resumes(config.scheduler_config))
+
+
+def plugin_resumes(scheduler_config) -> Callable[[int, int], bool]:
+    """Whether pfx's plugin may resume a prompt of n tokens at offset k on this scheduler: only where
+    the resumed prefill ends with a one-token step exactly when the cold run does (vLLM computes such
+    a step otherwise; pfx.integrations.vllm.vllm_offset). The check resumes only there: it judges the
+    resumes the plugin can make."""
+    step = plugin.prefill_step(scheduler_config)
+    return lambda n, k: plugin.step_alone(n - k, step) == plugin.step_alone(n, step)
 
 
 def _budget(name: str, seed: int, max_grid: Optional[int], prompts: Optional[int]) -> dict:
@@ -164,12 +175,14 @@ def _rule_chunk(rule_chunk: Optional[int], block_size: int) -> int:
 
 def check(engine, *, name: str, vocab: int, block_size: int, max_length: int, budget: str = "default",
           seed: int = 1, rule_chunk: Optional[int] = None, max_grid: Optional[int] = None,
-          prompts: Optional[int] = None, progress: Optional[Callable[[int, int], None]] = None):
+          prompts: Optional[int] = None, progress: Optional[Callable[[int, int], None]] = None,
+          resumable: Optional[Callable[[int, int], bool]] = None):
     """The check on `engine` (serve(prompt, max_tokens) -> Served, reset()), whose prefix cache has
     blocks of `block_size` tokens and which serves prompts of up to `max_length` tokens with their
-    output. Returns a pfx.ConformReport."""
+    output; `resumable(n, k)` says at which offsets k of an n-token prompt to resume (None: all of
+    them). Returns a pfx.ConformReport."""
     return _Check(engine, name, vocab, block_size, max_length, _budget(budget, seed, max_grid, prompts),
-                  _rule_chunk(rule_chunk, block_size), progress).run()
+                  _rule_chunk(rule_chunk, block_size), progress, resumable).run()
 
 
 def first_difference(got: Served, expected: Served) -> Optional[dict]:
@@ -185,11 +198,12 @@ def first_difference(got: Served, expected: Served) -> Optional[dict]:
 
 
 class _Check:
-    def __init__(self, engine, name, vocab, block, max_length, budget, rule_chunk, progress):
+    def __init__(self, engine, name, vocab, block, max_length, budget, rule_chunk, progress, resumable=None):
         if vocab < 1:
             raise ValueError("the vocabulary must hold at least 1 token")
         self.engine, self.name, self.vocab, self.block, self.max_length = engine, name, vocab, block, max_length
         self.budget, self.rule_chunk, self.progress = budget, rule_chunk, progress
+        self.resumable = resumable or (lambda n, k: True)
         # vLLM resumes only at block bounds: the grids are the block size and its doublings up to the
         # budget's max grid (at least the block), and the rule chunk.
         budget["max_grid"] = max(budget["max_grid"], block)
@@ -284,6 +298,8 @@ class _Check:
             if grid["mismatch"]:
                 continue  # one counterexample per grid is enough
             for offset in _native.conform_offsets(len(prompt), grid["grid"], self.budget, self.random.getrandbits(64)):
+                if not self.resumable(len(prompt), offset):
+                    continue
                 held = self.held_for(prompt, offset)
                 # The held run alone in the cache, its prefill's rows only (one token generated: no decode row).
                 self.cold(held, max_tokens=1)
