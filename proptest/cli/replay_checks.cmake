@@ -20,7 +20,7 @@ pfx_expect_status(cli.replay_json_with_faults_ends_with_a_summary STATUS 0
                   MATCH "\"type\":\"summary\",\"requests\":20,.*\"mismatches\":0"
                   COMMAND replay --json --verify --faults 0.01 --seed 3 --requests 20)
 pfx_expect_status(cli.replay_of_a_trace_file STATUS 0
-                  MATCH "\n +2 +2 +- +13 +8 reused .*\n3 requests \\(0 failed\\), 1 clears"
+                  MATCH "\n +2 +2 +- +13 +8 reused .*\n3 requests \\(0 failed\\), 1 clear;"
                   COMMAND replay --verify --chunk 4 --keep-min 4 "${pfx_replay_inputs}/good.jsonl")
 pfx_expect_status(cli.replay_bad_trace_line_exits_2 STATUS 2
                   MATCH "pfx replay: [^\n]*bad_line_2.jsonl:2: field \"max_new_tokens\": is negative \\(-2\\)\n1 bad line; nothing was replayed"

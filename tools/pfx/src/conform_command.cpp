@@ -36,7 +36,7 @@ int report_interruption(const ConformOptions& o, const Streams& streams, std::si
   const int signal = interrupted_by();
   streams.out << (o.json ? nlohmann::ordered_json{{"type", "interrupted"}, {"signal", signal}, {"prompts", done},
                                                   {"of", prompts}, {"verdict", nullptr}, {"ok", false}}.dump()
-                         : describe_interruption(signal, done, "prompts"))
+                         : describe_interruption(signal, done, "prompt"))
               << "\n" << std::flush;
   return interrupted_status(signal);
 }
