@@ -353,6 +353,14 @@ TEST(CliAudit, ATestThatFailedInTheResultsFailsTheAuditAndIsNamed) {
   EXPECT_NE(skipped.out.find("INV-8: no test of the results passed"), std::string::npos) << skipped.out;
   EXPECT_NE(skipped.out.find("ran: 0 passed, 0 failed, 1 skipped"), std::string::npos) << skipped.out;
 
+  // Mutant test-report-skipped-element-ignored: pytest's JUnit report marks a skip with a <skipped/>
+  // element alone, no result="skipped"; such a test is skipped too, and vouches for nothing.
+  options.results = fixture("skipped_element_inv_8");
+  const Result element = audit(options);
+  EXPECT_EQ(element.status, pfx::cli::exit_mismatch) << element.out;
+  EXPECT_NE(element.out.find("INV-8: no test of the results passed"), std::string::npos) << element.out;
+  EXPECT_NE(element.out.find("ran: 0 passed, 0 failed, 1 skipped"), std::string::npos) << element.out;
+
   options.results = fixture("no_such_folder");
   EXPECT_THROW((void)audit(options), pfx::cli::InputError);
 }

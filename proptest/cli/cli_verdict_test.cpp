@@ -46,7 +46,7 @@ TEST(Interrupt, EveryCommandStopsBeforeItsNextUnitOfWorkAndExitsWithTheSignal) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   // A signal that arrived before the run: each command does no unit of work and says so.
   EXPECT_EXIT(run_pfx_signalled("conform --budget quick --no-progress", SIGINT, before_the_run),
-              ::testing::ExitedWithCode(130), "1 of [0-9]+ prompts checked; no verdict\nINTERRUPTED by SIGINT after 1 prompts");
+              ::testing::ExitedWithCode(130), "1 of [0-9]+ prompts checked; no verdict\nINTERRUPTED by SIGINT after 1 prompt:");
   EXPECT_EXIT(run_pfx_signalled("conform --budget quick --json", SIGTERM, before_the_run), ::testing::ExitedWithCode(143),
               "\\{\"type\":\"interrupted\",\"signal\":15,\"prompts\":1,\"of\":[0-9]+,\"verdict\":null,\"ok\":false\\}");
   EXPECT_EXIT(run_pfx_signalled("audit --seed 1 --cases 10 --protocol-length 1", SIGINT, before_the_run, "every check passed"),
@@ -69,13 +69,29 @@ TEST(Interrupt, AnInterruptedSummaryNeverSaysOkOrPassed) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   const std::string soak = "soak --requests 100000000 --verify-every 1 --faults 0 --vocab 512 --capacity 1024 --no-progress";
   EXPECT_EXIT(run_pfx_signalled(soak, SIGTERM, into_the_run, "every check passed"), ::testing::ExitedWithCode(143),
-              "verify: [1-9][0-9]* responses compared with a cold run, 0 mismatches\n(.|\n)*INTERRUPTED by SIGTERM after "
-              "[1-9][0-9]* requests");
+              "verify: [1-9][0-9]* responses? compared with a cold run, 0 mismatches\n(.|\n)*INTERRUPTED by SIGTERM after "
+              "[1-9][0-9]* requests?:");
   EXPECT_EXIT(run_pfx_signalled(soak + " --json", SIGINT, into_the_run), ::testing::ExitedWithCode(130),
               "\"verified\":[1-9][0-9]*,(.|\n)*\"interrupted\":true,\"ok\":false(.|\n)*\\{\"type\":\"interrupted\"");
   EXPECT_EXIT(run_pfx_signalled("replay --requests 200000 --engine none --vocab 512 --capacity 1024 --json", SIGINT,
                                 into_the_run),
               ::testing::ExitedWithCode(130), "\"interrupted\":true,\"ok\":false(.|\n)*\\{\"type\":\"interrupted\"");
+}
+
+// Mutant soak-interruption-told-twice: a replay or soak stopped by a signal says so once, in its own
+// line or record after the summary; a summary that judged the run stopped itself would say it twice
+// (run_pfx_signalled exits 98 when the output tells the interruption more than once).
+TEST(Interrupt, AReplayOrSoakStoppedByASignalSaysSoOnce) {
+  pfx::test::verifies("CLI-1 SOAK-1");
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string soak = "soak --requests 100000000 --verify-every 1 --faults 0 --vocab 512 --capacity 1024 --no-progress";
+  const std::string replay = "replay --requests 200000 --engine none --vocab 512 --capacity 1024 --no-progress";
+  for (const std::string& json : {std::string(), std::string(" --json")}) {
+    EXPECT_EXIT(run_pfx_signalled(soak + json, SIGINT, into_the_run), ::testing::ExitedWithCode(130),
+                json.empty() ? "INTERRUPTED by SIGINT after [1-9][0-9]* requests?:" : "\\{\"type\":\"interrupted\"");
+    EXPECT_EXIT(run_pfx_signalled(replay + json, SIGTERM, into_the_run), ::testing::ExitedWithCode(143),
+                json.empty() ? "INTERRUPTED by SIGTERM after [0-9]+ requests?:" : "\\{\"type\":\"interrupted\"");
+  }
 }
 
 TEST(Interrupt, TheAuditsRandomRunsStopBetweenTwoCasesWhenAsked) {
@@ -100,7 +116,7 @@ TEST(NothingCompared, ASoakShorterThanVerifyEveryStillComparesItsLastRequest) {
   pfx::test::verifies("SOAK-1");
   const PfxRun ran = run_pfx("soak --requests 50 --faults 0 --no-progress");
   EXPECT_EQ(ran.status, pfx::cli::exit_ok) << ran.out << ran.err;
-  EXPECT_TRUE(has(ran.out, "verify: 1 responses compared with a cold run, 0 mismatches")) << ran.out;
+  EXPECT_TRUE(has(ran.out, "verify: 1 response compared with a cold run, 0 mismatches")) << ran.out;
 
   pfx::engines::HostReferenceEngine engine(pfx::engines::ReferenceModelShape{.vocab = 512, .chunk = 16});
   pfx::replay::SoakSettings settings;

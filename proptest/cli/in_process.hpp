@@ -42,7 +42,9 @@ inline PfxRun run_pfx(const std::string& command_line) {
 /// For a death test's child: runs `pfx <command_line>` with the interrupt handlers installed and
 /// `signal` raised `after` the start (0: before the run begins), writes its output and errors to
 /// stderr (where EXPECT_EXIT matches), and exits with its status, or with 99 when the output holds
-/// `forbidden` (what an interrupted run must never print, such as "every check passed").
+/// `forbidden` (what an interrupted run must never print, such as "every check passed"), or with 98
+/// when it tells the interruption more than once (an "INTERRUPTED by" line or a {"type":"interrupted"}
+/// record: a run is judged stopped once).
 [[noreturn]] inline void run_pfx_signalled(const std::string& command_line, int signal, std::chrono::milliseconds after,
                                            const std::string& forbidden = "") {
   cli::install_interrupt_handlers();
@@ -57,7 +59,11 @@ inline PfxRun run_pfx(const std::string& command_line) {
   const PfxRun ran = run_pfx(command_line);
   std::fputs((ran.out + ran.err).c_str(), stderr);
   std::fflush(stderr);
-  std::_Exit(!forbidden.empty() && ran.out.find(forbidden) != std::string::npos ? 99 : ran.status);
+  std::size_t told = 0;
+  for (const std::string marker : {"INTERRUPTED by", "{\"type\":\"interrupted\""}) {
+    for (std::size_t at = ran.out.find(marker); at != std::string::npos; at = ran.out.find(marker, at + 1)) ++told;
+  }
+  std::_Exit(!forbidden.empty() && ran.out.find(forbidden) != std::string::npos ? 99 : told > 1 ? 98 : ran.status);
 }
 
 }  // namespace pfx::test

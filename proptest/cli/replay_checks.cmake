@@ -20,7 +20,7 @@ pfx_expect_status(cli.replay_json_with_faults_ends_with_a_summary STATUS 0
                   MATCH "\"type\":\"summary\",\"requests\":20,.*\"mismatches\":0"
                   COMMAND replay --json --verify --faults 0.01 --seed 3 --requests 20)
 pfx_expect_status(cli.replay_of_a_trace_file STATUS 0
-                  MATCH "\n +2 +2 +- +13 +8 reused .*\n3 requests \\(0 failed\\), 1 clears"
+                  MATCH "\n +2 +2 +- +13 +8 reused .*\n3 requests \\(0 failed\\), 1 clear;"
                   COMMAND replay --verify --chunk 4 --keep-min 4 "${pfx_replay_inputs}/good.jsonl")
 pfx_expect_status(cli.replay_bad_trace_line_exits_2 STATUS 2
                   MATCH "pfx replay: [^\n]*bad_line_2.jsonl:2: field \"max_new_tokens\": is negative \\(-2\\)\n1 bad line; nothing was replayed"
@@ -53,7 +53,7 @@ foreach(check "soak;INT;130;100000000" "replay;TERM;143;20000")
   list(GET check 2 status)
   list(GET check 3 requests)
   add_test(NAME cli.${command}_interrupted_by_sig${signal}_exits_${status}
-           COMMAND sh -c "\"$1\" ${command} --requests ${requests} --no-progress >\"$2\" 2>&1 & pid=$!; sleep 2; kill -${signal} $pid; wait $pid; status=$?; cat \"$2\"; [ $status -eq ${status} ] && grep -q 'INTERRUPTED by SIG${signal} after [0-9]* requests' \"$2\""
+           COMMAND sh -c "\"$1\" ${command} --requests ${requests} --no-progress >\"$2\" 2>&1 & pid=$!; sleep 2; kill -${signal} $pid; wait $pid; status=$?; cat \"$2\"; [ $status -eq ${status} ] && grep -q 'INTERRUPTED by SIG${signal} after [0-9]* requests*:' \"$2\""
                    sh $<TARGET_FILE:pfx_program> "${CMAKE_CURRENT_BINARY_DIR}/${command}_interrupted.out")
   set_tests_properties(cli.${command}_interrupted_by_sig${signal}_exits_${status} PROPERTIES LABELS cli TIMEOUT 120)
 endforeach()

@@ -16,8 +16,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -357,16 +359,26 @@ TEST(Conform, AReportOfWhatAnEngineServedNamesTheStepAndTheDecodeRowsFinding) {
 // call it safe on grid 1.
 class DegenerateEngine final : public pfx::driver::Engine {
  public:
-  enum class Fault { writes_no_rows, writes_constant_rows, constant_logits, nan_logits, owned_cache_writes_nothing };
+  enum class Fault {
+    writes_no_rows,
+    writes_constant_rows,
+    constant_logits,
+    nan_logits,
+    owned_cache_writes_nothing,
+    owned_cache_writes_late,  ///< writes a token's row with the next token's call: the prompt's last row never
+  };
   explicit DegenerateEngine(Fault fault) : fault_(fault) {}
   std::size_t chunk() const noexcept override { return 4; }
   std::size_t vocab() const noexcept override { return 16; }
   std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override {
     if (fault_ == Fault::owned_cache_writes_nothing) return std::make_unique<ZeroCache>(capacity);
+    if (fault_ == Fault::owned_cache_writes_late) return std::make_unique<LateCache>(capacity);
     return std::make_unique<HostKvState>(pfx::driver::KvShape{.capacity = capacity, .layers = 1, .width = 2});
   }
   void prefill(KvState& kv, std::span<const token> tokens, std::size_t position, std::span<float> logits) override {
-    if (fault_ != Fault::writes_no_rows && fault_ != Fault::owned_cache_writes_nothing) {
+    if (fault_ == Fault::owned_cache_writes_late) {
+      dynamic_cast<LateCache&>(kv).write(tokens, position);
+    } else if (fault_ != Fault::writes_no_rows && fault_ != Fault::owned_cache_writes_nothing) {
       auto& rows = dynamic_cast<HostKvState&>(kv);
       for (std::size_t i = 0; i < tokens.size(); ++i) {
         const float value = fault_ == Fault::writes_constant_rows ? 1.0F : static_cast<float>(tokens[i]);
@@ -402,6 +414,40 @@ class DegenerateEngine final : public pfx::driver::Engine {
    private:
     pfx::driver::KvShape shape_;
   };
+
+  /// A cache the engine owns that writes row p only when the token of p + 1 comes (a write deferred to
+  /// the next call, and lost at the end): after a prefill, every row holds its token but the prompt's
+  /// last, which reads as zeros. Rows of 8 bytes: the token + 1, as a float, then 0.5.
+  class LateCache final : public KvState {
+   public:
+    explicit LateCache(std::size_t capacity) : shape_{.capacity = capacity, .layers = 0, .width = 0}, rows_(capacity) {}
+    const pfx::driver::KvShape& shape() const noexcept override { return shape_; }
+    void forget(std::size_t from) override { std::fill(rows_.begin() + static_cast<std::ptrdiff_t>(from), rows_.end(), 0.0F); }
+    void synchronize() override {}
+    bool readable() const noexcept override { return true; }
+    std::vector<std::byte> read_rows(std::size_t from, std::size_t to) const override {
+      std::vector<std::byte> out;
+      for (std::size_t p = from; p < to; ++p) {
+        for (const float x : {rows_[p], rows_[p] == 0.0F ? 0.0F : 0.5F}) {
+          const auto* bytes = reinterpret_cast<const std::byte*>(&x);
+          out.insert(out.end(), bytes, bytes + sizeof x);
+        }
+      }
+      return out;
+    }
+    /// Writes the row before each of `tokens` (the one before the first with the token the last call held).
+    void write(std::span<const token> tokens, std::size_t position) {
+      for (std::size_t i = 0; i < tokens.size(); ++i) {
+        if (position + i > 0) rows_[position + i - 1] = static_cast<float>((i == 0 ? held_ : tokens[i - 1]) + 1);
+      }
+      held_ = tokens.back();
+    }
+
+   private:
+    pfx::driver::KvShape shape_;
+    std::vector<float> rows_;
+    token held_ = 0;
+  };
   Fault fault_;
 };
 
@@ -413,6 +459,8 @@ TEST(Conform, ADegenerateEngineIsRefusedNamingThePremiseThatFailed) {
       {Fault::writes_no_rows, Premise::rows_written},
       {Fault::writes_constant_rows, Premise::rows_written},
       {Fault::owned_cache_writes_nothing, Premise::rows_written},
+      // Mutant conform-premise-last-row: only the prompt's last row is unwritten, and it is found.
+      {Fault::owned_cache_writes_late, Premise::rows_written},
       {Fault::constant_logits, Premise::logits_depend_on_tokens},
       {Fault::nan_logits, Premise::finite_logits},
   };
@@ -422,6 +470,10 @@ TEST(Conform, ADegenerateEngineIsRefusedNamingThePremiseThatFailed) {
     SCOPED_TRACE(pfx::conform::to_string(premise));
     ASSERT_TRUE(report.premise_failure.has_value());
     EXPECT_EQ(report.premise_failure->premise, premise) << report.premise_failure->detail;
+    if (fault == Fault::owned_cache_writes_late) {  // the one row left unwritten is named
+      const std::string row = "row " + std::to_string(report.lengths.back() - 1) + " is the same";
+      EXPECT_EQ(report.premise_failure->detail.rfind(row, 0), 0U) << report.premise_failure->detail;
+    }
     EXPECT_EQ(report.verdict, Verdict::degenerate);
     EXPECT_EQ(pfx::conform::exit_status(report.verdict), 6);
     EXPECT_EQ(report.recommended, std::nullopt);

@@ -166,6 +166,26 @@ std::vector<TraceRequest> conversation(std::size_t vocab, std::size_t turns) {
   return trace;
 }
 
+// Mutant verify-decode-rows: a resumed response vouches for its decode rows too, and verify compares
+// them with its cold run's, though its tokens and logits agree (replay's verify has the same test).
+TEST(Verify, ComparesTheDecodeRowsOfAResumedResponse) {
+  pfx::test::verifies("DRV-9 THM-1");
+  HostReferenceEngine inner(ReferenceModelShape{.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = 4, .seed = 5});
+  const std::vector<pfx::token> first = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<pfx::token> second = first;
+  second.insert(second.end(), {9, 10, 11, 12});
+  // The second request resumes at 8 and decodes rows 12 and 13; its row 13 is changed on the lane's side.
+  pfx::test::DecodeRowTamperer engine(inner, 13);
+  const std::vector<TraceRequest> trace = {{.prompt = first, .max_new_tokens = 2}, {.prompt = second, .max_new_tokens = 3}};
+  const pfx::driver::VerifyReport r = pfx::driver::verify(engine, trace, {.capacity = 64, .config = {.keep_min = 4}});
+  EXPECT_EQ(r.reused_tokens, 8U);
+  EXPECT_EQ(r.compared, 2U);
+  EXPECT_EQ(r.mismatches, 1U);
+  ASSERT_TRUE(r.first_mismatch.has_value());
+  EXPECT_EQ(r.first_mismatch->request, 1U);
+  EXPECT_EQ(r.first_mismatch->what, "KV row 13 differs from the cold run's");
+}
+
 TEST(Verify, PassesOnTheEnginesGridFailsOffItAndFailsWhenNothingIsCompared) {
   pfx::test::verifies("DRV-9 DRV-8 CEX-1");
   const ReferenceModelShape shape{.vocab = 32, .width = 8, .hidden = 16, .layers = 2, .chunk = 4, .seed = 5};

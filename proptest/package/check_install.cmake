@@ -1,8 +1,9 @@
 # What `cmake --install` lays down (docs/integration.md, "What is installed"): the headers of core,
-# spec, spec/refinement and driver, the driver's library and the CMake package (component `pfx`);
+# spec, spec/refinement and driver, the driver's library, the CMake package and the LICENSE (component `pfx`);
 # the headers, library and export of pfx::engines (component `engines`); the pfx program (component
 # `program`); the headers, library and export of pfx::conform (component `conform`), and of
-# pfx::llama when it was built (component `llama`). Nothing else: no test code, no proptest/ header, no Markdown, no build-only header.
+# pfx::llama when it was built (component `llama`). Nothing else: no test code, no proptest/ header, no Markdown, no build-only header. The package states
+# its license (pfx_LICENSE, an SPDX identifier).
 #
 # Installs the build tree PFX_BUILD_DIR into WORK_DIR, once whole and once per component, and fails
 # unless each holds exactly the files expected from the source tree PFX_SOURCE_DIR; every installed
@@ -10,7 +11,7 @@
 # with pfx::engines when the component is there, and without it (COMPONENTS engines failing) when not.
 #
 #   cmake -DPFX_BUILD_DIR=... -DPFX_SOURCE_DIR=... -DWORK_DIR=... -DINCLUDEDIR=include -DLIBDIR=lib
-#         -DBINDIR=bin -DCMAKEDIR=share/pfx/cmake -DCONFIG=release -DDRIVER=ON -DPROGRAM=ON
+#         -DBINDIR=bin -DDATADIR=share -DCMAKEDIR=share/pfx/cmake -DCONFIG=release -DDRIVER=ON -DPROGRAM=ON
 #         -P check_install.cmake
 
 function(run)
@@ -33,7 +34,7 @@ headers_of(spec spec)
 headers_of(refinement spec/refinement)
 list(APPEND expected_pfx ${spec} ${refinement}
      "${CMAKEDIR}/pfxConfig.cmake" "${CMAKEDIR}/pfxConfigVersion.cmake"
-     "${CMAKEDIR}/pfxTargets.cmake" "${CMAKEDIR}/pfxTargets-${CONFIG}.cmake")
+     "${CMAKEDIR}/pfxTargets.cmake" "${CMAKEDIR}/pfxTargets-${CONFIG}.cmake" "${DATADIR}/doc/pfx/LICENSE")
 set(expected_engines)
 set(expected_conform)
 set(expected_program)
@@ -126,6 +127,7 @@ function(probe prefix expect_engines)
     set(want "probe: COMPONENTS engines found=0" "probe: COMPONENTS conform found=0")
     set(unwanted "probe: pfx::engines defined" "probe: pfx::conform defined")
   endif()
+  list(APPEND want "probe: license Apache-2.0")  # LICENSE's SPDX identifier, as pyproject.toml's
   foreach(target core spec refinement)
     list(APPEND want "probe: pfx::${target} defined")
   endforeach()

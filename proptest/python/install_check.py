@@ -1,5 +1,6 @@
-"""The module as a user installs it: `pip install .` into a fresh venv, then every Python suite run
-against the installed copy (not the build tree).
+"""The module as a user installs it: `pip install .` into a fresh venv, the distribution pfx-prefix
+(Apache-2.0, its LICENSE shipped) whose package is pfx, then every Python suite run against the
+installed copy (not the build tree).
 
     python3 install_check.py SOURCE_DIR WORK_DIR SUITE.py...
 
@@ -17,6 +18,14 @@ import subprocess
 import sys
 
 SKIP = 77
+# Prints the distribution's name, its license expression, its license files' names, and its packages.
+DESCRIBE_DISTRIBUTION = """
+from importlib import metadata
+d = metadata.distribution("pfx-prefix")
+licenses = [f.name for f in d.files if f.parent.name == "licenses"]
+packages = sorted({f.parts[0] for f in d.files if f.suffix in (".py", ".so")})
+print(d.metadata["Name"], d.metadata["License-Expression"], *licenses, *packages)
+"""
 
 
 def run(command, **kwargs) -> subprocess.CompletedProcess:
@@ -53,6 +62,14 @@ def main(argv: list) -> int:
     site = os.path.join(venv, "lib")
     if located.returncode != 0 or not located.stdout.strip().startswith(site):
         print(f"FAIL: pfx is not imported from the venv: {located.stdout}{located.stderr}", file=sys.stderr)
+        return 1
+
+    # The distribution is pfx-prefix, Apache-2.0 with its LICENSE, and installs the package pfx
+    # (the name pfx on the package index is another project's).
+    described = run([python, "-c", DESCRIBE_DISTRIBUTION], env=env, capture_output=True, text=True, cwd=work)
+    if described.returncode != 0 or described.stdout.split() != ["pfx-prefix", "Apache-2.0", "LICENSE", "pfx"]:
+        print(f"FAIL: the installed distribution is not pfx-prefix, Apache-2.0 with its LICENSE, of the package "
+              f"pfx: {described.stdout}{described.stderr}", file=sys.stderr)
         return 1
 
     env["PFX_PYTHON_INSTALLED"] = os.path.dirname(os.path.dirname(located.stdout.strip()))

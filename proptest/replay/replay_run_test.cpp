@@ -11,7 +11,6 @@
 #include <pfx/engines/decisions_only_engine.hpp>
 #include <pfx/engines/drifting_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
-#include <pfx/engines/wrapped_engine.hpp>
 
 #include <gtest/gtest.h>
 
@@ -193,35 +192,13 @@ TEST(Replay, StopEndsTheRunBetweenTwoRequests) {
   }
 }
 
-/// Changes, the first time only, the last decode row a request writes (position `row`), after the
-/// step: the response's logits and tokens are untouched, only its KV row differs.
-class LastDecodeRowTamperer final : public pfx::engines::WrappedEngine {
- public:
-  LastDecodeRowTamperer(pfx::driver::Engine& inner, std::size_t row) : WrappedEngine(inner), row_(row) {}
-  void prefill(pfx::driver::KvState& kv, std::span<const pfx::token> tokens, std::size_t position,
-               std::span<float> logits) override {
-    inner_.prefill(kv, tokens, position, logits);
-  }
-  void decode(pfx::driver::KvState& kv, pfx::token next, std::size_t position, std::span<float> logits) override {
-    inner_.decode(kv, next, position, logits);
-    if (position == row_ && !done_) {
-      done_ = true;
-      kv.fill(position, position + 1, 0.25f);
-    }
-  }
-
- private:
-  std::size_t row_;
-  bool done_ = false;
-};
-
 TEST(Replay, VerifyComparesTheDecodeRowsAResponseVouchesFor) {
   // Mutant replay-verify-decode-rows.
   pfx::test::verifies("CLI-1");
   pfx::engines::HostReferenceEngine inner(pfx::engines::ReferenceModelShape{.vocab = 64, .chunk = 4});
   const std::vector<pfx::token> prompt = {1, 2, 3, 4, 5, 6};
   constexpr std::size_t new_tokens = 3;  // decode writes rows 6 and 7; the resumed side's row 7 is changed
-  LastDecodeRowTamperer engine(inner, prompt.size() + new_tokens - 2);
+  pfx::test::DecodeRowTamperer engine(inner, prompt.size() + new_tokens - 2);
   const std::vector<TraceItem> trace = {TraceRequest{prompt, new_tokens, "", 1, ""}};
   ReplaySettings settings;
   settings.lane.capacity = 64;

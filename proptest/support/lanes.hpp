@@ -125,6 +125,29 @@ class PeekingEngine final : public engines::WrappedEngine {
   bool peek_in_decode = false;  ///< after each decode step
 };
 
+/// Changes the decode row of position `row`, the first time a decode writes it, after the step: the
+/// response's logits and tokens are untouched, only that KV row differs from a cold run's (the cold
+/// side, run later, writes it unchanged).
+class DecodeRowTamperer final : public engines::WrappedEngine {
+ public:
+  DecodeRowTamperer(driver::Engine& inner, std::size_t row) : WrappedEngine(inner), row_(row) {}
+  void prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
+               std::span<float> logits) override {
+    inner_.prefill(kv, tokens, position, logits);
+  }
+  void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override {
+    inner_.decode(kv, next, position, logits);
+    if (position == row_ && !done_) {
+      done_ = true;
+      kv.fill(position, position + 1, 0.25f);
+    }
+  }
+
+ private:
+  std::size_t row_;
+  bool done_ = false;
+};
+
 /// What PoisonAuditingEngine throws: the lane let an engine call see a row that is not poisoned.
 class PoisonNotApplied : public std::logic_error {
  public:

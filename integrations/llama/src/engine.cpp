@@ -4,6 +4,7 @@
 #include <llama.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -17,12 +18,17 @@
 namespace pfx::llama {
 namespace {
 
-/// llama.cpp logs every load and context to stderr; pfx's output is its own. Errors still show.
-void quiet_log(ggml_log_level level, const char* text, void*) {
-  if (level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+/// Whether llama.cpp's own log lines reach stderr (Settings::verbose of the last engine made).
+std::atomic<bool> verbose_log{false};
+
+/// llama.cpp logs every load and context to stderr, and its reasons for a failure before pfx's own
+/// error says what failed: none of it shows unless asked for (--verbose).
+void quiet_log(ggml_log_level, const char* text, void*) {
+  if (verbose_log.load(std::memory_order_relaxed)) std::fputs(text, stderr);
 }
 
-void initialize_backend() {
+void initialize_backend(bool verbose) {
+  verbose_log.store(verbose, std::memory_order_relaxed);
   static std::once_flag once;
   std::call_once(once, [] {
     llama_log_set(quiet_log, nullptr);
@@ -184,11 +190,18 @@ Engine::Engine(Settings settings) : settings_(std::move(settings)) {
   if (std::ifstream probe(path, std::ios::binary); !probe) {
     throw ModelError("cannot read the model " + path + ": " + std::strerror(errno));
   }
-  initialize_backend();
+  initialize_backend(settings_.verbose);
   llama_model_params params = llama_model_default_params();
   params.n_gpu_layers = 0;
   model_ = llama_model_load_from_file(path.c_str(), params);
-  if (model_ == nullptr) throw ModelError("cannot load the model " + path + ": llama.cpp does not read it as a GGUF model");
+  if (model_ == nullptr) {
+    throw ModelError("cannot load the model " + path + ": llama.cpp does not read it as a GGUF model" +
+                     (settings_.verbose ? "" : " (--verbose shows llama.cpp's own log)"));
+  }
+  // A model that states no trained context (0) bounds a KV state only by llama.cpp's positions.
+  const std::int32_t trained = llama_model_n_ctx_train(model_);
+  trained_context_ = trained > 0 ? static_cast<std::size_t>(trained)
+                                 : static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max());
   vocab_ = static_cast<std::size_t>(llama_vocab_n_tokens(llama_model_get_vocab(model_)));
   layers_ = static_cast<std::size_t>(llama_model_n_layer(model_));
 }
@@ -201,6 +214,12 @@ std::unique_ptr<driver::KvState> Engine::make_kv_state(std::size_t capacity) con
   if (capacity > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max())) {
     throw std::invalid_argument("pfx::llama::Engine: a KV state of " + std::to_string(capacity) +
                                 " rows is more than llama.cpp's positions can count");
+  }
+  // A longer context than the model was trained on runs, but answers what the model never learned.
+  if (capacity > trained_context_) {
+    throw std::invalid_argument("pfx::llama::Engine: a KV state of " + std::to_string(capacity) +
+                                " rows is more than the model's trained context, " + std::to_string(trained_context_) +
+                                " (n_ctx_train)");
   }
   return std::make_unique<KvState>(model_, settings_, capacity);
 }
@@ -228,7 +247,7 @@ void Engine::decode(driver::KvState& kv, token next, std::size_t position, std::
 
 std::string Engine::describe() const {
   return "llama.cpp " + settings_.model + " (vocab " + std::to_string(vocab_) + ", " + std::to_string(layers_) +
-         " layers, chunk " + std::to_string(settings_.chunk) + ", ubatch " + std::to_string(settings_.ubatch) + ", " +
+         " layers, context " + std::to_string(trained_context_) + ", chunk " + std::to_string(settings_.chunk) + ", ubatch " + std::to_string(settings_.ubatch) + ", " +
          std::to_string(settings_.threads) + (settings_.threads == 1 ? " thread" : " threads") + ", flash attention " + to_string(settings_.flash_attention) +
          ", KV " + to_string(settings_.kv_type) + ")";
 }

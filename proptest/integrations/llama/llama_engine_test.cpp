@@ -1,6 +1,6 @@
 // pfx::llama (integrations/llama): the parse of llama.cpp's sequence state into rows, as a property
 // over every layout it can take, and the engine on a model with random weights written at start-up
-// (write_tiny_gguf.py): THM-1's grid on llama.cpp found by pfx::conform, a Lane with reuse equal to
+// (pfx.integrations.tiny_gguf): THM-1's grid on llama.cpp found by pfx::conform, a Lane with reuse equal to
 // cold runs through driver::verify, forget, and the errors that name their cause.
 
 #include <pfx/conform/check.hpp>
@@ -173,6 +173,22 @@ PFX_PROPERTY(LlamaState, AMissingRowOrACutStateIsAnError, "THM-1", ()) {
   RC_ASSERT_THROWS_AS((void)rows_of_sequence_state(longer, 0, 0), std::runtime_error);
 }
 
+// Mutant llama-state-position-twice: a state in which two cells hold one position (of sequence 0)
+// is not one pfx::llama reads, whichever of the two a parse would take: it is refused, naming it.
+PFX_PROPERTY(LlamaState, APositionHeldByTwoCellsIsAnError, "THM-1", ()) {
+  Layout s = *layouts();
+  RC_PRE(!s.cell_positions.empty());
+  const auto twice = *rc::gen::elementOf(s.cell_positions);
+  const auto at = *rc::gen::inRange<std::size_t>(0, s.cell_positions.size() + 1);
+  s.cell_positions.insert(s.cell_positions.begin() + static_cast<std::ptrdiff_t>(at), twice);
+  try {
+    (void)rows_of_sequence_state(state_of(s), 0, 0);
+    RC_FAIL("a state that holds position " + std::to_string(twice) + " twice was read");
+  } catch (const std::runtime_error& e) {
+    RC_ASSERT(std::string(e.what()) == "llama.cpp's sequence state holds position " + std::to_string(twice) + " twice");
+  }
+}
+
 /// The model, written once per process into a temporary folder by the script the CTest fixture
 /// uses, and removed at exit.
 struct WrittenModel {
@@ -240,6 +256,42 @@ TEST(LlamaEngine, ALaneWithReuseEqualsColdRunsByteForByteAndTheUnalignedRuleDoes
   lane.rule_chunk = 1;  // llama.cpp's own rule: the common prefix, on no grid
   const pfx::driver::VerifyReport unaligned = pfx::driver::verify(engine, trace, lane);
   EXPECT_GT(unaligned.mismatches, 0u);
+}
+
+// Mutant llama-ubatch-from-chunk: llama.cpp splits each prefill call into ubatches of --ubatch rows,
+// so a ubatch of 16 below a chunk of 64 makes 16 llama.cpp's grid: the rule chunk 16 is exact on it,
+// and not on an engine whose ubatch is the chunk.
+TEST(LlamaEngine, AUbatchBelowTheChunkReachesLlamaCppAndIsItsGrid) {
+  pfx::test::verifies("THM-1 CONF-1");
+  pfx::conform::CheckOptions options;
+  options.budget = pfx::conform::Budget::named("quick");
+  options.budget.max_grid = 64;
+  options.rule_chunk = 16;
+  pfx::llama::Settings split = settings(64);
+  split.ubatch = 16;
+  pfx::llama::Engine on_ubatches(split);
+  EXPECT_NE(on_ubatches.describe().find("chunk 64, ubatch 16"), std::string::npos) << on_ubatches.describe();
+  const pfx::conform::Report safe = pfx::conform::check(on_ubatches, options);
+  EXPECT_EQ(safe.verdict, pfx::conform::Verdict::safe) << safe.explanation();
+  pfx::llama::Engine whole(settings(64));
+  const pfx::conform::Report unsafe = pfx::conform::check(whole, options);
+  EXPECT_EQ(unsafe.verdict, pfx::conform::Verdict::unsafe) << unsafe.explanation();
+}
+
+// A KV state is sized by the model: at most its trained context (n_ctx_train, 8192 for the written
+// model), and a larger one is refused, naming it.
+TEST(LlamaEngine, AStateLargerThanTheModelsTrainedContextIsRefused) {
+  pfx::test::verifies("THM-1");
+  pfx::llama::Engine engine(settings(16));
+  EXPECT_EQ(engine.trained_context(), 8192U);
+  EXPECT_NE(engine.describe().find("context 8192"), std::string::npos) << engine.describe();
+  EXPECT_NE(engine.make_kv_state(8192), nullptr);
+  try {
+    (void)engine.make_kv_state(8193);
+    FAIL() << "a state of 8193 rows was made on a model trained on 8192";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("more than the model's trained context, 8192"), std::string::npos) << e.what();
+  }
 }
 
 TEST(LlamaEngine, ForgetDropsTheRowsFromItsPosition) {

@@ -1,4 +1,4 @@
-"""pfx.integrations.llama_cpp.LlamaCppEngine on a model written by write_tiny_gguf.py: the engine
+"""pfx.integrations.llama_cpp.LlamaCppEngine on a model written by pfx.integrations.tiny_gguf: the engine
 protocol of an engine that owns its cache (prefill, decode, forget, read_rows), and what THM-1 says
 of it: a resume on the grid of the chunk equals a cold run, byte for byte.
 
@@ -23,7 +23,7 @@ MODEL = os.environ.get("PFX_LLAMA_MODEL", "")
 def why_not() -> str:
     """Why the suite cannot run here, or ""."""
     if not MODEL:
-        return ("no model: PFX_LLAMA_MODEL names the GGUF file write_tiny_gguf.py writes, which the build's "
+        return ("no model: PFX_LLAMA_MODEL names the GGUF file pfx.integrations.tiny_gguf writes, which the build's "
                 "fixture writes where llama.cpp was found (scripts/llama.sh)")
     try:
         llama_cpp_module._llama_cpp()

@@ -6,4 +6,6 @@
   ``DynamicCache``.
 - ``pfx.integrations.llama_cpp.LlamaCppEngine``: a GGUF model on one llama.cpp context, over
   llama-cpp-python's low-level API (``scripts/llama.sh --python`` installs it).
+- ``pfx.integrations.tiny_gguf``: writes a small llama GGUF model with random weights to try them on
+  (``python3 -m pfx.integrations.tiny_gguf model.gguf``).
 """

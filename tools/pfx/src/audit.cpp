@@ -306,7 +306,7 @@ void print_text(std::ostream& out, const json& report) {
   const json& problems = report["problems"];
   if (!report["interrupted"].is_null()) {
     out << fmt::format("\npfx audit: {} of {} checks ran; not passed\n{}\n", checks.size(), check_count,
-                       describe_interruption(report["interrupted"].get<int>(), checks.size(), "checks"));
+                       describe_interruption(report["interrupted"].get<int>(), checks.size(), "check"));
   } else if (problems.empty() && traced) {
     out << fmt::format("\npfx audit: every check passed; {} IDs, each with a row and a test\n", report["table"].size());
   } else if (problems.empty()) {

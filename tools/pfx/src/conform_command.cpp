@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace pfx::cli {
 namespace {
@@ -36,7 +37,7 @@ int report_interruption(const ConformOptions& o, const Streams& streams, std::si
   const int signal = interrupted_by();
   streams.out << (o.json ? nlohmann::ordered_json{{"type", "interrupted"}, {"signal", signal}, {"prompts", done},
                                                   {"of", prompts}, {"verdict", nullptr}, {"ok", false}}.dump()
-                         : describe_interruption(signal, done, "prompts"))
+                         : describe_interruption(signal, done, "prompt"))
               << "\n" << std::flush;
   return interrupted_status(signal);
 }
@@ -54,8 +55,15 @@ int run_conform(const ConformOptions& o, const Streams& streams) {
   const ChosenEngine engine = make_engine(o.engine, {.chunk = o.chunk});
   check.engine_name = engine.description;
   const conform::Budget& b = check.budget;
-  const std::size_t prompts =
-      conform::prompt_lengths(conform::candidate_grids(b, o.chunk, o.rule_chunk.value_or(o.chunk))).size() * b.prompts;
+  const std::vector<std::size_t> lengths =
+      conform::prompt_lengths(conform::candidate_grids(b, o.chunk, o.rule_chunk.value_or(o.chunk)));
+  // The check's KV states hold its longest prompt and a chunk past it: a model's context must hold them.
+  if (engine.context != 0 && lengths.back() + o.chunk > engine.context) {
+    throw InputError(fmt::format("the check's longest prompt, {} tokens, and a chunk of {} past it need {} KV rows, "
+                                 "more than the model's trained context, {} (lower --max-grid or --chunk)",
+                                 lengths.back(), o.chunk, lengths.back() + o.chunk, engine.context));
+  }
+  const std::size_t prompts = lengths.size() * b.prompts;
   ProgressBar progress(streams.err, streams.err_is_terminal && !o.no_progress && !o.json, prompts, "prompts");
   std::size_t done = 0;
   check.progress = [&progress, &done](std::size_t prompts_done, std::size_t) {

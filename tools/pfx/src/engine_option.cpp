@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace pfx::cli {
@@ -25,11 +26,12 @@ ChosenEngine llama_engine(const EngineChoice::Llama& options, std::size_t chunk)
   if (options.model.empty()) throw InputError("--engine llama needs --model PATH (a GGUF file)");
   llama::Settings settings{.model = options.model, .chunk = chunk, .ubatch = options.ubatch, .threads = options.threads,
                            .flash_attention = llama::parse_flash_attention(options.flash_attention),
-                           .kv_type = llama::parse_kv_type(options.kv_type)};
+                           .kv_type = llama::parse_kv_type(options.kv_type), .verbose = options.verbose};
   try {
     auto engine = std::make_unique<llama::Engine>(std::move(settings));
     std::string description = engine->describe();
-    return {std::move(engine), std::move(description)};
+    const std::size_t context = engine->trained_context();
+    return {std::move(engine), std::move(description), context};
   } catch (const llama::ModelError& e) {
     throw InputError(e.what());
   } catch (const std::invalid_argument& e) {
@@ -60,15 +62,21 @@ void add_engine_option(CLI::App& command, EngineChoice& choice) {
       ->check(CLI::IsMember({"on", "off", "auto"}))->capture_default_str();
   command.add_option("--kv-type", llama.kv_type, "--engine llama: the KV cache's element type")
       ->check(CLI::IsMember({"f16", "f32"}))->capture_default_str();
+  command.add_flag("--verbose", llama.verbose, "--engine llama: print llama.cpp's own log lines (default: none)");
 }
 
 void check_llama_options_unused(const CLI::App& command, const EngineChoice& choice) {
   if (choice.name == "llama") return;
-  for (const char* name : {"--model", "--ubatch", "--threads", "--flash-attn", "--kv-type"}) {
+  for (const char* name : {"--model", "--ubatch", "--threads", "--flash-attn", "--kv-type", "--verbose"}) {
     if (command.count(name) > 0) {
       throw InputError(fmt::format("{} is an option of --engine llama, not of --engine {}", name, choice.name));
     }
   }
+}
+
+std::size_t lane_capacity(const ChosenEngine& engine, std::size_t capacity, bool capacity_given) {
+  if (engine.context == 0) return capacity;
+  return capacity_given ? std::min(capacity, engine.context) : engine.context;
 }
 
 ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceModelShape& shape) {

@@ -1,5 +1,7 @@
 #include <pfx/cli/interrupt.hpp>
 
+#include <pfx/cli/command.hpp>
+
 #include <fmt/format.h>
 
 #include <csignal>
@@ -26,9 +28,9 @@ std::string_view signal_name(int signal) noexcept {
 
 std::string describe_interruption(int signal, std::size_t done, std::string_view unit) {
   const std::string_view name = signal_name(signal);
-  return fmt::format("INTERRUPTED by {} after {} {}: the summary covers only what ran, and the run did not pass "
+  return fmt::format("INTERRUPTED by {} after {}: the summary covers only what ran, and the run did not pass "
                      "(exit status {})",
-                     name, done, unit, interrupted_status(signal));
+                     name, counted(done, unit), interrupted_status(signal));
 }
 
 }  // namespace pfx::cli

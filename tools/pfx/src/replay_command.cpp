@@ -59,6 +59,7 @@ struct Options {
   /// 262144 ids: any common tokenizer's fit; the capacity in KV rows, allocated once.
   WorkloadOptions workload{.seed = 253, .vocab = std::size_t{1} << 18, .requests = 100, .capacity = 32768};
   std::optional<std::size_t> keep_min;      ///< default: TF_GLM53_PREFIX_CACHE_MIN, else 64
+  bool capacity_given = false;              ///< --capacity was given (llama: it caps the model's context)
   EngineChoice engine;                      ///< --engine (engine_option.hpp)
   double faults = 0;
   std::optional<std::uint64_t> fault_seed;  ///< of the injected failures; default: the seed
@@ -186,12 +187,15 @@ struct Input {
   std::vector<TraceItem> items;
 };
 
-Input read_input(const Options& o) {
+/// The input, checked against the lane's vocabulary and capacity; `context`: the model's trained
+/// context when the engine has one (the capacity is then that, or --capacity below it).
+Input read_input(const Options& o, std::size_t context) {
   if (!o.trace) {
     check_embedded_workload_capacity(o.workload.capacity);
     return {fmt::format("embedded workload (seed {})", o.workload.seed), replay::embedded_workload(o.workload)};
   }
-  const TraceLimits limits{.vocab = o.workload.vocab, .capacity = o.workload.capacity};
+  TraceLimits limits{.vocab = o.workload.vocab, .capacity = o.workload.capacity};
+  if (context != 0 && o.workload.capacity == context) limits.capacity_source = "the model's trained context";
   Trace trace;
   const std::string& path = *o.trace;
   if (path.empty()) throw InputError("cannot read the trace '': the path is empty (without a trace argument, the embedded workload runs)");
@@ -357,21 +361,22 @@ struct ReplayResult {
     const ReplaySummary& s = summary;
     const bool verify = options.verify;
     std::string text = fmt::format(
-        "{} requests ({} failed{}), {} clears; {} prompt tokens: {} reused ({}), {} prefilled; {:.1f} s\n", s.requests,
-        s.failures, s.stale_reads > 0 ? fmt::format(", {} by a stale-row read", s.stale_reads) : "", s.clears,
+        "{} ({} failed{}), {}; {} prompt tokens: {} reused ({}), {} prefilled; {:.1f} s\n", counted(s.requests, "request"),
+        s.failures, s.stale_reads > 0 ? fmt::format(", {} by a stale-row read", s.stale_reads) : "", counted(s.clears, "clear"),
         s.prompt_tokens, s.reused_tokens, percent(s.reused_tokens, s.prompt_tokens), s.prefill_tokens, s.elapsed_s);
     if (verify) {
-      text += fmt::format("verify: {} responses compared with a cold run, {} mismatches; prefill {:.1f} ms cold vs {:.1f} "
+      text += fmt::format("verify: {} compared with a cold run, {}; prefill {:.1f} ms cold vs {:.1f} "
                           "ms resumed ({:.2f}x), time to first token {:.2f}x\n",
-                          s.verified, s.mismatches, s.cold_prefill_ms, s.prefill_ms, ratio(s.cold_prefill_ms, s.prefill_ms),
+                          counted(s.verified, "response"), counted(s.mismatches, "mismatch", "mismatches"), s.cold_prefill_ms, s.prefill_ms, ratio(s.cold_prefill_ms, s.prefill_ms),
                           ratio(s.cold_ttft_ms, s.ttft_ms));
     }
     if (s.divergences > 0) text += fmt::format("{} requests served cold because the ranks' records differed\n", s.divergences);
     if (s.mismatches > 0) {
       const FirstMismatch& first = s.first_mismatch;
-      text += fmt::format("MISMATCH: {} responses differ from their cold run; the first is request {} (line {}{}): {} "
+      text += fmt::format("MISMATCH: {} from {} cold run; the first is request {} (line {}{}): {} "
                           "(exit status 1)\n",
-                          s.mismatches, first.request, first.line, first.label.empty() ? "" : ", " + escaped(first.label),
+                          s.mismatches == 1 ? "1 response differs" : fmt::format("{} responses differ", s.mismatches),
+                          s.mismatches == 1 ? "its" : "their", first.request, first.line, first.label.empty() ? "" : ", " + escaped(first.label),
                           first.what);
     }
     if (s.stale_reads > 0) text += "FAILED: the engine read poisoned KV rows (exit status 1)\n";
@@ -382,16 +387,18 @@ struct ReplayResult {
 };
 
 int replay_on(const Options& options, const Streams& streams, driver::Collective* ranks) {
-  const driver::LaneOptions lane = lane_options(options);
-  // A model's vocabulary is its own: the trace is checked against it, so llama's engine comes first.
+  // A model's vocabulary and context are its own: the trace is checked against them, so llama's
+  // engine comes first.
   Options checked = options;
   const engines::ReferenceModelShape shape{.vocab = options.workload.vocab, .chunk = options.chunk};
   ChosenEngine early;
   if (options.engine.name == "llama") {
     early = make_engine(options.engine, shape);
     checked.workload.vocab = early.engine->vocab();
+    checked.workload.capacity = lane_capacity(early, options.workload.capacity, options.capacity_given);
   }
-  Input input = read_input(checked);  // every line checked before anything runs
+  const driver::LaneOptions lane = lane_options(checked);
+  Input input = read_input(checked, early.context);  // every line checked before anything runs
   const ChosenEngine engine = early.engine ? std::move(early) : make_engine(options.engine, shape);
   const replay::ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults,
                                         .seed = options.fault_seed.value_or(options.workload.seed),
@@ -415,7 +422,7 @@ int replay_on(const Options& options, const Streams& streams, driver::Collective
     std::string header = fmt::format("{:>5} {:>5} {:<13} {:>7} {:>7} {:<16} {:<14} {:>7} {:>9}", "#", "line", "kind",
                                      "prompt", "offset", "reason", "bound", "prefill", "ttft ms");
     if (options.verify) header += fmt::format(" {:>9} {}", "cold ms", "bit-exact");
-    streams.out << fmt::format("pfx replay: {}: {} requests\n", input.source, requests)
+    streams.out << fmt::format("pfx replay: {}: {}\n", input.source, counted(requests, "request"))
                 << fmt::format("lane: {}{}{}{}\n", describe_lane(engine.description, lane),
                                options.verify ? ", verify" : "", faults, shards)
                 << header << "\n" << std::flush;
@@ -527,7 +534,8 @@ struct SoakResult {
     const SoakSettings& settings = options.soak;
     std::string text = fmt::format("requests: {} ({} failed: {} injected, {} by a stale-row read), {} clears\n",
                                    r.requests, r.failures, s.injected, r.stale_reads, r.clears);
-    text += fmt::format("verify: {} responses compared with a cold run, {} mismatches\n", r.verified, r.mismatches);
+    text += fmt::format("verify: {} compared with a cold run, {}\n", counted(r.verified, "response"),
+                        counted(r.mismatches, "mismatch", "mismatches"));
     text += fmt::format("reuse: {} of {} prompt tokens reused ({}), {} prefilled\n", r.reused_tokens, r.prompt_tokens,
                         percent(r.reused_tokens, r.prompt_tokens), r.prefill_tokens);
     if (!s.baseline) {
@@ -564,18 +572,20 @@ int run_soak(Options& options, const Streams& streams) {
     throw InputError(fmt::format("--warmup {} leaves no request to watch memory on: it must be less than --requests {}",
                                  settings.warmup, settings.workload.requests));
   }
+  const ChosenEngine engine = make_engine(options.engine, {.vocab = settings.workload.vocab, .chunk = options.chunk});
+  options.workload.vocab = settings.workload.vocab = engine.engine->vocab();  // llama's: the workload's tokens are the model's
+  options.workload.capacity = settings.workload.capacity =  // llama's: the model's context, capped by --capacity
+      lane_capacity(engine, settings.workload.capacity, options.capacity_given);
   check_embedded_workload_capacity(settings.workload.capacity);
   const driver::LaneOptions lane = settings.replay.lane = lane_options(options);
   settings.replay.fault_rate = options.faults;
   settings.replay.seed = options.fault_seed.value_or(settings.workload.seed);
   settings.replay.stop = signalled;
 
-  const ChosenEngine engine = make_engine(options.engine, {.vocab = settings.workload.vocab, .chunk = options.chunk});
-  options.workload.vocab = settings.workload.vocab = engine.engine->vocab();  // llama's: the workload's tokens are the model's
   const std::size_t requests = settings.workload.requests;
   if (!options.json) {
-    streams.out << fmt::format("pfx soak: {} requests of the embedded workload (seed {}), faults {} per engine call\n",
-                               requests, settings.workload.seed, settings.replay.fault_rate)
+    streams.out << fmt::format("pfx soak: {} of the embedded workload (seed {}), faults {} per engine call\n",
+                               counted(requests, "request"), settings.workload.seed, settings.replay.fault_rate)
                 << fmt::format("lane: {}\n", describe_lane(engine.description, lane))
                 << fmt::format("verify: every {}th request, every request after a failure and the last, against a "
                                "cold run\n",
@@ -639,6 +649,7 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
     if (backend->count() > 0) apply_deprecated_backend(*options, command->count("--engine") > 0, streams.err);
     check_llama_options_unused(*command, options->engine);
     check_engine_options(*options);
+    options->capacity_given = command->count("--capacity") > 0;
     status = run_replay(*options, streams);
   });
 }
@@ -669,6 +680,7 @@ void add_soak_command(CLI::App& app, const Streams& streams, int& status) {
       throw InputError("--engine none computes no KV row and no logit: a soak compares responses with cold runs, so it "
                        "needs a model");
     }
+    options->capacity_given = command->count("--capacity") > 0;
     status = run_soak(*options, streams);
   });
 }
@@ -685,7 +697,7 @@ void add_workload_command(CLI::App& app, const Streams& streams, int& status) {
       if (const int signal = interrupted_by(); signal != 0) {
         // Standard output is a trace: the note goes to standard error, and the trace stops at a whole line.
         streams.out.flush();
-        streams.err << "pfx workload: " << describe_interruption(signal, written, "lines") << "\n";
+        streams.err << "pfx workload: " << describe_interruption(signal, written, "line") << "\n";
         status = interrupted_status(signal);
         return;
       }

@@ -57,13 +57,13 @@ Read parse_object(const json& object, std::size_t line, const TraceLimits& limit
   request.max_new_tokens = *n;
   // The lane's own bound: every prompt row and every generated token fit the KV state.
   if (request.prompt.size() > limits.capacity) {
-    return bad("prompt", fmt::format("has {} tokens, more than the capacity, {} (--capacity)", request.prompt.size(),
-                                     limits.capacity));
+    return bad("prompt", fmt::format("has {} tokens, more than the capacity, {} ({})", request.prompt.size(),
+                                     limits.capacity, limits.capacity_source));
   }
   if (request.max_new_tokens > limits.capacity - request.prompt.size()) {
     return bad("max_new_tokens",
-               fmt::format("{} new tokens after a {}-token prompt do not fit the capacity, {} (--capacity)",
-                           request.max_new_tokens, request.prompt.size(), limits.capacity));
+               fmt::format("{} new tokens after a {}-token prompt do not fit the capacity, {} ({})",
+                           request.max_new_tokens, request.prompt.size(), limits.capacity, limits.capacity_source));
   }
   if (const auto label = object.find("label"); label != object.end()) {
     if (!label->is_string()) return bad("label", fmt::format("expected a string, got {}", kind_of(*label)));

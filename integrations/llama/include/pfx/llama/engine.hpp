@@ -36,6 +36,7 @@ struct Settings {
   std::size_t threads = 0;     ///< 0: one (ggml's barriers spin on a busy machine; raise it for a large model)
   FlashAttention flash_attention = FlashAttention::automatic;
   KvType kv_type = KvType::f16;
+  bool verbose = false;        ///< llama.cpp's own log lines on stderr (otherwise none: pfx's errors say what failed)
 };
 
 /// The model file is missing, unreadable, or not a model llama.cpp loads. The message names it.
@@ -66,9 +67,11 @@ class Engine final : public driver::Engine {
   [[nodiscard]] std::size_t chunk() const noexcept override { return settings_.chunk; }
   [[nodiscard]] std::size_t vocab() const noexcept override { return vocab_; }
   [[nodiscard]] const Settings& settings() const noexcept { return settings_; }
+  /// The model's trained context (llama.cpp's n_ctx_train): the most rows a KV state of it may hold.
+  [[nodiscard]] std::size_t trained_context() const noexcept { return trained_context_; }
 
-  /// A new llama_context of n_ctx >= capacity rows, one sequence. Throws LlamaError when llama.cpp
-  /// cannot make it.
+  /// A new llama_context of n_ctx >= capacity rows, one sequence. Throws std::invalid_argument for a
+  /// capacity above the model's trained context, LlamaError when llama.cpp cannot make it.
   [[nodiscard]] std::unique_ptr<driver::KvState> make_kv_state(std::size_t capacity) const override;
 
   /// One llama_decode of `tokens` at positions [position, position + n), sequence 0, logits of the
@@ -78,7 +81,7 @@ class Engine final : public driver::Engine {
                std::span<float> logits) override;
   void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override;
 
-  /// "llama.cpp FILE (vocab V, L layers, chunk C, ubatch U, T threads, flash attention X, KV f16)".
+  /// "llama.cpp FILE (vocab V, L layers, context N, chunk C, ubatch U, T threads, flash attention X, KV f16)".
   [[nodiscard]] std::string describe() const;
 
  private:
@@ -86,6 +89,7 @@ class Engine final : public driver::Engine {
   llama_model* model_ = nullptr;
   std::size_t vocab_ = 0;
   std::size_t layers_ = 0;
+  std::size_t trained_context_ = 0;
 };
 
 }  // namespace pfx::llama

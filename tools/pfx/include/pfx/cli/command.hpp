@@ -11,6 +11,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace CLI {
 class App;
@@ -70,5 +71,12 @@ inline constexpr std::size_t default_chunk = 64;
 /// 2^64 - 1 as 2^64 - 1 (std::strtoull does both, silently), so either is refused with a message that
 /// says what is expected. Anything else that is not a number is left to CLI11's own message.
 [[nodiscard]] CLI::Validator non_negative();
+
+/// "1 request", "2 requests", "0 requests": a count and its noun, singular for one (`plural`: the
+/// plural where it is not the noun and an s, such as "mismatches").
+[[nodiscard]] inline std::string counted(std::size_t n, std::string_view noun, std::string_view plural = {}) {
+  if (n == 1) return "1 " + std::string(noun);
+  return std::to_string(n) + " " + (plural.empty() ? std::string(noun) + "s" : std::string(plural));
+}
 
 }  // namespace pfx::cli

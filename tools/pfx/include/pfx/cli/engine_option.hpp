@@ -3,7 +3,7 @@
 /// \file
 /// The one `--engine` option of `pfx replay`, `pfx soak` and `pfx conform` (docs/cli.md, "Engines"):
 /// one vocabulary, one factory, and the options of llama.cpp's engine that go with it (--model,
-/// --ubatch, --threads, --flash-attn, --kv-type; docs/engines.md). A command that cannot use an
+/// --ubatch, --threads, --flash-attn, --kv-type, --verbose; docs/engines.md). A command that cannot use an
 /// engine (soak and conform: none) says why. In a pfx built without llama.cpp the llama options
 /// exist and `--engine llama` is an InputError that says so.
 
@@ -43,6 +43,7 @@ struct EngineChoice {
     std::size_t threads = 0;    ///< --threads; 0: one
     std::string flash_attention = "auto";
     std::string kv_type = "f16";
+    bool verbose = false;       ///< --verbose: llama.cpp's own log lines
   } llama;
 };
 
@@ -50,7 +51,13 @@ struct EngineChoice {
 struct ChosenEngine {
   std::unique_ptr<driver::Engine> engine;
   std::string description;
+  std::size_t context = 0;  ///< the most rows a KV state may hold (llama: the model's trained context); 0: no bound
 };
+
+/// The KV rows a run's lane holds: --capacity on an engine without a context of its own; on one with
+/// (llama), its context, capped by --capacity when given (so that a model's state is sized by the
+/// model, not by the default capacity).
+[[nodiscard]] std::size_t lane_capacity(const ChosenEngine& engine, std::size_t capacity, bool capacity_given);
 
 /// Adds --engine (engine_names(), default reference) and llama.cpp's options to `command`.
 void add_engine_option(CLI::App& command, EngineChoice& choice);

@@ -27,8 +27,9 @@ void install_interrupt_handlers() noexcept;
 /// "SIGINT", "SIGTERM", or "a signal".
 [[nodiscard]] std::string_view signal_name(int signal) noexcept;
 
-/// "INTERRUPTED by SIGINT after N requests: ..." for the summary; `unit` names what was counted.
-[[nodiscard]] std::string describe_interruption(int signal, std::size_t done, std::string_view unit = "requests");
+/// "INTERRUPTED by SIGINT after N requests: ..." for the summary; `unit` names what was counted, in
+/// the singular ("1 request", "2 requests").
+[[nodiscard]] std::string describe_interruption(int signal, std::size_t done, std::string_view unit = "request");
 
 /// Thrown from inside a loop the program does not own (conform's progress callback) to stop it
 /// between two units of work once a signal has arrived; the command catches it.

@@ -27,6 +27,7 @@ namespace pfx::cli {
 struct TraceLimits {
   std::size_t vocab = 0;
   std::size_t capacity = 0;
+  std::string capacity_source = "--capacity";  ///< what set the capacity, as messages name it
 };
 
 /// One bad line: where, which field ("" when the line as a whole is bad), and what is wrong.

@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""Writes a small llama-architecture GGUF model with random weights, for the tests of pfx::llama.
+"""Writes a small llama-architecture GGUF model with random weights: for trying pfx on llama.cpp
+(`pfx replay --engine llama`, `pfx conform --engine llama`, pfx.integrations.llama_cpp), and for
+pfx's own tests and benchmarks.
 
-No weights are downloaded and none are committed: each test run writes its own models with PyPI's
-`gguf` package and numpy, a few MB each. The vocabulary is a valid SentencePiece ("llama") one:
+No weights are downloaded: each run writes its model with PyPI's `gguf` package and numpy
+(`pip install '.[llama]'`), a few MB. The vocabulary is a valid SentencePiece ("llama") one:
 <unk>, <s>, </s>, the 256 byte tokens and a few hundred plain pieces, so that llama.cpp loads it.
-The weights are deterministic in --seed.
+The weights are deterministic in --seed. Installed with the package, or run from the source tree:
 
-    write_tiny_gguf.py OUT.gguf [--layers 2] [--embd 128] [--heads 4] [--kv-heads 2] [--ff 256]
-                       [--vocab 512] [--ctx 8192] [--type f16|f32] [--seed 1]
+    python3 -m pfx.integrations.tiny_gguf OUT.gguf [--layers 2] [--embd 128] [--heads 4] [--kv-heads 2]
+                       [--ff 256] [--vocab 512] [--ctx 8192] [--type f16|f32] [--seed 1]
+    python3 python/pfx/integrations/tiny_gguf.py OUT.gguf ...
 
---kv-heads below --heads is grouped-query attention; equal to it, plain multi-head attention.
+--kv-heads below --heads is grouped-query attention; equal to it, plain multi-head attention. --ctx
+is the model's trained context (llama.cpp's n_ctx_train).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import numpy as np
 try:
     import gguf
 except ImportError:
-    sys.stderr.write("write_tiny_gguf.py: the Python package gguf is not installed (pip install gguf)\n")
+    sys.stderr.write("tiny_gguf: the Python package gguf is not installed (pip install gguf)\n")
     sys.exit(1)
 
 
