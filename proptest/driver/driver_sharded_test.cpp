@@ -23,8 +23,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <span>
+#include <stdexcept>
 #include <memory>
 #include <optional>
 #include <random>
@@ -423,6 +426,94 @@ PFX_PROPERTY(Sharded, ARanksStateActsOnItsOwnRowsByTheirLocalLength, "SHARD-4", 
   RC_ASSERT(mine.copy_rows(from, rows).size() == held.size() * shape.layers * 2 * shape.width);
   RC_ASSERT(mine.memory_bytes() == local.bytes());
   RC_ASSERT(mine.memory_bytes() <= (rows / layout.ranks + layout.interleave) * shape.layers * 2 * shape.width * sizeof(float));
+}
+
+/// One rank's rows whose synchronize fails while `fail` is set: a device error after every engine call
+/// succeeded, which only the vote before the commit sees.
+class RowsThatFailToSynchronize final : public pfx::driver::KvState {
+ public:
+  RowsThatFailToSynchronize(const pfx::driver::KvShape& shape, const bool& fail) : rows_(shape), fail_(fail) {}
+  [[nodiscard]] const pfx::driver::KvShape& shape() const noexcept override { return rows_.shape(); }
+  void forget(std::size_t from) override { rows_.forget(from); }
+  void synchronize() override {
+    if (fail_) throw std::runtime_error("device error while synchronizing");
+  }
+  [[nodiscard]] bool owns_rows() const noexcept override { return true; }
+  void fill(std::size_t from, std::size_t to, float value) override { rows_.fill(from, to, value); }
+  [[nodiscard]] std::vector<float> copy_rows(std::size_t from, std::size_t to) const override {
+    return rows_.copy_rows(from, to);
+  }
+
+ private:
+  pfx::driver::HostKvState rows_;
+  const bool& fail_;
+};
+
+/// A decode-context-parallel engine of the protocol alone: each call writes 1 into its rank's rows of
+/// the call and zero logits; its rank's rows fail to synchronize while `fail` is set.
+class ProtocolOnlyDcpEngine final : public pfx::driver::Engine {
+ public:
+  ProtocolOnlyDcpEngine(const ShardLayout& layout, std::size_t rank, const bool& fail)
+      : layout_(layout), rank_(rank), fail_(fail) {}
+  [[nodiscard]] std::size_t chunk() const noexcept override { return 4; }
+  [[nodiscard]] std::size_t vocab() const noexcept override { return 8; }
+  [[nodiscard]] std::optional<ShardLayout> context_parallel() const noexcept override { return layout_; }
+  [[nodiscard]] bool exchanges() const noexcept override { return true; }
+  [[nodiscard]] std::unique_ptr<pfx::driver::KvState> make_kv_state(std::size_t capacity) const override {
+    return std::make_unique<pfx::driver::RankKvState>(
+        capacity, layout_, rank_,
+        std::make_unique<RowsThatFailToSynchronize>(pfx::driver::KvShape{layout_.shard_capacity(capacity), 1, 1}, fail_));
+  }
+  void prefill(pfx::driver::KvState& kv, std::span<const token> tokens, std::size_t position,
+               std::span<float> logits) override {
+    kv.fill(position, position + tokens.size(), 1.0f);
+    std::fill(logits.begin(), logits.end(), 0.0f);
+  }
+  void decode(pfx::driver::KvState& kv, token, std::size_t position, std::span<float> logits) override {
+    kv.fill(position, position + 1, 1.0f);
+    std::fill(logits.begin(), logits.end(), 0.0f);
+  }
+
+ private:
+  ShardLayout layout_;
+  std::size_t rank_;
+  const bool& fail_;
+};
+
+TEST(Sharded, AFailureAfterTheLastEngineCallOnOneRankAbortsTheWriteOnEveryRank) {
+  // Mutant shard-outcome-vote-skipped: the vote before the commit is what sees it.
+  pfx::test::verifies("SHARD-3 INV-8");
+  constexpr std::size_t ranks = 3;
+  pfx::driver::ThreadsCollective group(ranks);
+  std::vector<std::string> errors(ranks);
+  std::vector<pfx::Record> records(ranks);
+  const std::vector<token> first{1, 2, 3, 4, 5, 6, 7, 1, 2};
+  const std::vector<token> second{1, 2, 3, 4, 5, 6, 7, 1, 3, 4};
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      bool fail = false;
+      ProtocolOnlyDcpEngine engine({ranks, 2}, r, fail);
+      ShardedLane lane(engine, {.capacity = 32, .config = {.enabled = true, .keep_min = 1}, .poison = true}, {ranks, 2},
+                       group.rank(r));
+      (void)lane.serve(first, 2);
+      fail = r == 1;  // rank 1's rows fail to synchronize: every engine call succeeded everywhere
+      try {
+        (void)lane.serve(second, 2);
+      } catch (const pfx::driver::PeerFault&) {
+        errors[r] = "peer";
+      } catch (const std::runtime_error& e) {
+        errors[r] = e.what();
+      }
+      records[r] = lane.lane().machine().held();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(errors[0], "peer");
+  EXPECT_EQ(errors[1], "device error while synchronizing");
+  EXPECT_EQ(errors[2], "peer");
+  const std::vector<token> kept(second.begin(), second.begin() + 8);  // the offset: 8 = 2 chunks of 4
+  for (const pfx::Record& record : records) EXPECT_EQ(record.ids, kept);
 }
 
 TEST(Sharded, ARankOfAGroupNeedsADcpEngineOverItsLayout) {

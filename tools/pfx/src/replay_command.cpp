@@ -136,8 +136,11 @@ json kv_bytes_json(json j, const ReplaySummary& s) {
   return j;
 }
 
-/// "KV state: 12.0 MiB held per rank, 48.0 MiB in all over 4 ranks\n": the text summaries' line.
+/// "KV state: 262656 bytes (0.3 MiB) held per rank, 1050624 bytes (1.0 MiB) in all over 4 ranks\n":
+/// the text summaries' line;
+/// none without a KV state (--engine none).
 std::string kv_bytes_text(const ReplaySummary& s) {
+  if (s.kv_bytes_total == 0) return "";
   constexpr double mib = 1024.0 * 1024.0;
   const std::size_t ranks = s.kv_bytes_by_rank.size();
   return fmt::format("KV state: {} bytes ({:.1f} MiB) held per rank, {} bytes ({:.1f} MiB) in all over {} rank{}\n",
