@@ -459,10 +459,10 @@ class ProtocolOnlyDcpEngine final : public pfx::driver::Engine {
   [[nodiscard]] std::size_t vocab() const noexcept override { return 8; }
   [[nodiscard]] std::optional<ShardLayout> context_parallel() const noexcept override { return layout_; }
   [[nodiscard]] bool exchanges() const noexcept override { return true; }
-  [[nodiscard]] std::unique_ptr<pfx::driver::KvState> make_kv_state(std::size_t capacity) const override {
+  [[nodiscard]] std::unique_ptr<pfx::driver::KvState> make_kv_state(std::size_t rows) const override {
     return std::make_unique<pfx::driver::RankKvState>(
-        capacity, layout_, rank_,
-        std::make_unique<RowsThatFailToSynchronize>(pfx::driver::KvShape{layout_.shard_capacity(capacity), 1, 1}, fail_));
+        rows, layout_, rank_,
+        std::make_unique<RowsThatFailToSynchronize>(pfx::driver::KvShape{layout_.shard_capacity(rows), 1, 1}, fail_));
   }
   void prefill(pfx::driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                std::span<float> logits) override {
