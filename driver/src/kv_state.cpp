@@ -50,10 +50,13 @@ void KvState::for_each_row(std::size_t from, std::size_t to, const RowVisitor& v
     ++yielded;
     next = held_from(row + 1);
   });
+  const auto held = [&] {  // the rows of [from, to) that the state holds: those the read owes
+    std::size_t count = 0;
+    for (std::size_t p = from; p < to; ++p) count += holds(p) ? 1 : 0;
+    return count;
+  };
   if (next != to) {
-    std::size_t held = 0;
-    for (std::size_t p = from; p < to; ++p) held += holds(p) ? 1 : 0;
-    throw refuse("yielded " + std::to_string(yielded) + " of its " + std::to_string(held) +
+    throw refuse("yielded " + std::to_string(yielded) + " of its " + std::to_string(held()) +
                  " rows: the rest would go uncompared");
   }
 }
