@@ -24,13 +24,23 @@ void SoloCollective::all_gather(std::span<const std::uint64_t> mine, std::span<s
   std::copy(mine.begin(), mine.end(), all.begin());
 }
 
+void SoloCollective::all_gather(std::span<const float> mine, std::span<float> all) {
+  check_all_gather("SoloCollective", 1, mine.size(), all.size());
+  std::copy(mine.begin(), mine.end(), all.begin());
+}
+
 class ThreadsCollective::Endpoint final : public Collective {
  public:
   Endpoint(ThreadsCollective& group, std::size_t rank) : group_(group), rank_(rank) {}
   [[nodiscard]] std::size_t rank() const noexcept override { return rank_; }
   [[nodiscard]] std::size_t size() const noexcept override { return group_.size(); }
   void all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) override {
-    group_.all_gather(rank_, mine, all);
+    check_all_gather("ThreadsCollective", group_.size(), mine.size(), all.size());
+    group_.all_gather(rank_, std::as_bytes(mine), std::as_writable_bytes(all));
+  }
+  void all_gather(std::span<const float> mine, std::span<float> all) override {
+    check_all_gather("ThreadsCollective", group_.size(), mine.size(), all.size());
+    group_.all_gather(rank_, std::as_bytes(mine), std::as_writable_bytes(all));
   }
 
  private:
@@ -47,10 +57,8 @@ ThreadsCollective::~ThreadsCollective() = default;
 
 Collective& ThreadsCollective::rank(std::size_t r) { return *endpoints_.at(r); }
 
-void ThreadsCollective::all_gather(std::size_t rank, std::span<const std::uint64_t> mine,
-                                   std::span<std::uint64_t> all) {
+void ThreadsCollective::all_gather(std::size_t rank, std::span<const std::byte> mine, std::span<std::byte> all) {
   const std::size_t ranks = size();
-  check_all_gather("ThreadsCollective", ranks, mine.size(), all.size());
   std::unique_lock lock(mutex_);
   gathering_.resize(ranks * mine.size());
   std::copy(mine.begin(), mine.end(), gathering_.begin() + static_cast<std::ptrdiff_t>(rank * mine.size()));

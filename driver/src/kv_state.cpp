@@ -34,17 +34,29 @@ void KvState::for_each_row(std::size_t from, std::size_t to, const RowVisitor& v
     return std::logic_error("KvState::for_each_row: the read of rows [" + std::to_string(from) + ", " +
                             std::to_string(to) + ") " + what);
   };
-  std::size_t next = from;  // the row the read owes next
+  const auto held_from = [&](std::size_t p) {  // the first row at or past p that the state holds
+    while (p < to && !holds(p)) ++p;
+    return p;
+  };
+  std::size_t next = held_from(from);  // the row the read owes next
+  std::size_t yielded = 0;
   visit_rows(from, to, [&](std::size_t row, std::span<const std::byte> bytes) {
     if (row >= to) throw refuse("yielded row " + std::to_string(row) + ", past its end");
     if (row != next) throw refuse("yielded row " + std::to_string(row) + " where row " + std::to_string(next) + " was next");
     if (bytes.empty()) {
       throw refuse("yielded row " + std::to_string(row) + " with no bytes: an empty row would compare equal to any other");
     }
-    visit(next++, bytes);
+    visit(row, bytes);
+    ++yielded;
+    next = held_from(row + 1);
   });
+  const auto held = [&] {  // the rows of [from, to) that the state holds: those the read owes
+    std::size_t count = 0;
+    for (std::size_t p = from; p < to; ++p) count += holds(p) ? 1 : 0;
+    return count;
+  };
   if (next != to) {
-    throw refuse("yielded " + std::to_string(next - from) + " of its " + std::to_string(to - from) +
+    throw refuse("yielded " + std::to_string(yielded) + " of its " + std::to_string(held()) +
                  " rows: the rest would go uncompared");
   }
 }

@@ -7,16 +7,6 @@
 
 namespace pfx::driver {
 
-std::size_t ShardLayout::shard_capacity(std::size_t capacity) const noexcept {
-  if (capacity == 0) return 0;
-  // local(p) <= p, and local(p) < blocks * interleave with blocks the blocks of ranks * interleave
-  // positions that reach `capacity`.
-  const std::size_t last = capacity - 1;
-  const std::size_t blocks = last / interleave / ranks + 1;
-  if (blocks > capacity / interleave) return capacity;  // blocks * interleave would pass capacity
-  return std::min(capacity, blocks * interleave);
-}
-
 ShardedKvState::ShardedKvState(const KvShape& shape, const ShardLayout& layout,
                                std::vector<std::unique_ptr<KvState>> shards)
     : shape_(shape), layout_(layout), shards_(std::move(shards)) {
@@ -52,15 +42,8 @@ void ShardedKvState::for_each_run(std::size_t from, std::size_t to, Step&& step)
 
 void ShardedKvState::forget(std::size_t from) {
   check_rows(shape_, from, shape_.capacity, "ShardedKvState::forget");
-  // On each shard, the rows of positions below `from` are its first ones: whole cycles of the layout,
-  // then the part of the last cycle's block that lies below `from`.
-  const std::size_t cycle = layout_.interleave * layout_.ranks;
-  for (std::size_t rank = 0; rank < layout_.ranks; ++rank) {
-    const std::size_t block_start = rank * layout_.interleave;
-    const std::size_t into_cycle = from % cycle;
-    const std::size_t partial = into_cycle <= block_start ? 0 : std::min(into_cycle - block_start, layout_.interleave);
-    shards_[rank]->forget(from / cycle * layout_.interleave + partial);
-  }
+  // On each shard, the rows of positions below `from` are its first ones.
+  for (std::size_t rank = 0; rank < layout_.ranks; ++rank) shards_[rank]->forget(layout_.local_len(from, rank));
 }
 
 void ShardedKvState::fill(std::size_t from, std::size_t to, float value) {

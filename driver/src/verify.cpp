@@ -25,13 +25,14 @@ std::uint64_t digest(std::span<const std::byte> bytes) noexcept {
   return h;
 }
 
-/// The digest of each of rows [0, rows): one read of the state where it can (for_each_row).
-std::vector<std::uint64_t> row_digests(const KvState& kv, std::size_t rows) {
-  std::vector<std::uint64_t> out;
-  if (!kv.readable()) return out;
-  out.reserve(rows);
-  kv.for_each_row(0, rows, [&out](std::size_t, std::span<const std::byte> row) { out.push_back(digest(row)); });
-  return out;
+/// The digest and position of each of rows [0, rows) that the state holds: one read of the state
+/// where it can (for_each_row).
+void row_digests(const KvState& kv, std::size_t rows, Vouched& vouched) {
+  if (!kv.readable()) return;
+  kv.for_each_row(0, rows, [&vouched](std::size_t position, std::span<const std::byte> row) {
+    vouched.rows.push_back(digest(row));
+    vouched.positions.push_back(position);
+  });
 }
 
 struct Served {
@@ -51,7 +52,9 @@ std::string hex(float x) {
 }  // namespace
 
 Vouched Vouched::of(std::vector<token> generated, std::vector<float> logits, const KvState& kv, std::size_t rows) {
-  return {std::move(generated), std::move(logits), row_digests(kv, rows)};
+  Vouched vouched{std::move(generated), std::move(logits), {}, {}};
+  row_digests(kv, rows, vouched);
+  return vouched;
 }
 
 std::string difference(const Vouched& resumed, const Vouched& cold) {
@@ -69,7 +72,13 @@ std::string difference(const Vouched& resumed, const Vouched& cold) {
   }
   if (resumed.logits.size() != cold.logits.size()) return "a different number of logits";
   for (std::size_t row = 0; row < resumed.rows.size() && row < cold.rows.size(); ++row) {
-    if (resumed.rows[row] != cold.rows[row]) return "KV row " + std::to_string(row) + " differs from the cold run's";
+    // A row is named by its position where the digests carry one (one rank's rows are not 0, 1, ...).
+    const std::size_t position = row < resumed.positions.size() ? resumed.positions[row] : row;
+    const bool same_position = row >= resumed.positions.size() || row >= cold.positions.size() ||
+                               resumed.positions[row] == cold.positions[row];
+    if (resumed.rows[row] != cold.rows[row] || !same_position) {
+      return "KV row " + std::to_string(position) + " differs from the cold run's";
+    }
   }
   return "";
 }
@@ -105,8 +114,9 @@ VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const L
     if (what.empty()) {
       if (cold_kv == nullptr) cold_kv = cold_side.make_kv_state(options.capacity);  // once, reused by every cold run
       ColdRun cold = run_cold(cold_side, *cold_kv, trace[i].prompt, trace[i].max_new_tokens);
-      const Vouched cold_vouched = Vouched::of(std::move(cold.generated), std::move(cold.logits), *cold_kv,
-                                               s.vouched.rows.size());
+      // The rows the lane's side read, none where its state cannot be read.
+      const std::size_t rows = s.vouched.rows.empty() ? 0 : rows_written(trace[i].prompt.size(), trace[i].max_new_tokens);
+      const Vouched cold_vouched = Vouched::of(std::move(cold.generated), std::move(cold.logits), *cold_kv, rows);
       ++report.compared;
       report.rows_compared += std::min(s.vouched.rows.size(), cold_vouched.rows.size());
       what = difference(s.vouched, cold_vouched);

@@ -19,6 +19,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace pfx::engines::reference {
@@ -206,12 +207,14 @@ void online(float* out, const Rows& kv, std::size_t layer, const float* q, std::
 }
 
 /// Computes rows [position, position + tokens.size()) of `rows` and the last row's logits: per
-/// layer every row's K and V first (the chunk's queries attend to them), then for each row in order
-/// attend(layer, p, q, o) writes the attention output `o` of the query `q` at position p, and the
-/// rest of the layer follows.
-template <class Rows, class Attend>
+/// layer every row's K and V first (the chunk's queries attend to them), then
+/// before_attention(layer, queries) sees every query of the layer (tokens.size() x width floats),
+/// then for each row in order attend(layer, p, q, o) writes the attention output `o` of the query
+/// `q` at position p, and the rest of the layer follows.
+template <class Rows, class BeforeAttention, class Attend>
 void forward(const ReferenceModelShape& shape, const ReferenceWeights& weights, const Rows& rows,
-             std::span<const token> tokens, std::size_t position, std::span<float> logits, Attend&& attend) {
+             std::span<const token> tokens, std::size_t position, std::span<float> logits,
+             BeforeAttention&& before_attention, Attend&& attend) {
   const std::size_t n = tokens.size();
   const std::size_t width = shape.width;
   std::vector<float> h(n * width), q(n * width), a(width), o(width), u(shape.hidden);
@@ -227,6 +230,7 @@ void forward(const ReferenceModelShape& shape, const ReferenceWeights& weights, 
       matvec(rows.row(layer, driver::Plane::key, position + i), w.wk, a.data(), width, width);
       matvec(rows.row(layer, driver::Plane::value, position + i), w.wv, a.data(), width, width);
     }
+    before_attention(layer, std::span<const float>(q));
     for (std::size_t i = 0; i < n; ++i) {
       float* hi = &h[i * width];
       attend(layer, position + i, static_cast<const float*>(&q[i * width]), o.data());
@@ -241,6 +245,14 @@ void forward(const ReferenceModelShape& shape, const ReferenceWeights& weights, 
   }
   rmsnorm(a.data(), &h[(n - 1) * width], width);
   unembed(logits.data(), weights.unembed, a.data(), shape.vocab, width);
+}
+
+/// forward with nothing to do before a layer's attention.
+template <class Rows, class Attend>
+void forward(const ReferenceModelShape& shape, const ReferenceWeights& weights, const Rows& rows,
+             std::span<const token> tokens, std::size_t position, std::span<float> logits, Attend&& attend) {
+  forward(shape, weights, rows, tokens, position, logits, [](std::size_t, std::span<const float>) {},
+          std::forward<Attend>(attend));
 }
 
 /// 1 / sqrt(width), the attention scale.

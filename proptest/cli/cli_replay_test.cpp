@@ -329,7 +329,7 @@ TEST(ReplayCommand, ASignalStopsTheRunBetweenTwoRequestsWithASummaryOfWhatRan) {
   const std::vector<std::string> replay = {"replay", "--requests", "40", "--vocab", "512", "--capacity", "1024",
                                            "--no-progress"};
   EXPECT_EXIT(run_until_signalled(replay, SIGINT, 5), ::testing::ExitedWithCode(130),
-              "\n2 requests \\(0 failed\\)[^\n]*\nINTERRUPTED by SIGINT after 2 requests");
+              "\n2 requests \\(0 failed\\)[^\n]*\nKV state: [^\n]*\nINTERRUPTED by SIGINT after 2 requests");
   const std::vector<std::string> soak = {"soak", "--requests", "400", "--warmup", "10", "--vocab", "512",
                                          "--capacity", "1024", "--no-progress"};
   EXPECT_EXIT(run_until_signalled(soak, SIGTERM, 1), ::testing::ExitedWithCode(143),

@@ -112,11 +112,14 @@ TEST(SoakCommand, ReplayAndSoakSummariesWriteTheSameCountersAndKeepTheirFields) 
     return head;
   };
   // "interrupted" before "ok": the verdict is read last; "unchecked" only appears when nothing was checked.
-  EXPECT_EQ(keys(s), then({"type"}, {"injected", "verified", "memory", "elapsed_s", "interrupted", "ok", "settings"}));
-  EXPECT_EQ(keys(r), then({"type"}, {"divergences", "elapsed_s", "interrupted", "ok", "settings"}));  // divergences: sharded ranks
+  // The KV bytes each rank holds follow the counters in both.
+  EXPECT_EQ(keys(s), then({"type"}, {"injected", "kv_bytes_per_rank", "kv_bytes_by_rank", "kv_bytes_total", "verified",
+                                     "memory", "elapsed_s", "interrupted", "ok", "settings"}));
+  EXPECT_EQ(keys(r), then({"type"}, {"divergences", "kv_bytes_per_rank", "kv_bytes_by_rank", "kv_bytes_total", "elapsed_s",
+                                     "interrupted", "ok", "settings"}));  // divergences: sharded ranks
   EXPECT_EQ(keys(s["settings"]), (std::vector<std::string>{"engine", "chunk", "vocab", "capacity", "reuse", "keep_min",
                                                             "faults", "seed", "fault_seed", "verify_every", "warmup",
-                                                            "rss_tolerance"}));
+                                                            "rss_tolerance", "dcp", "interleave"}));
   EXPECT_EQ(keys(r["settings"]), (std::vector<std::string>{"trace", "engine", "chunk", "vocab", "capacity", "reuse",
                                                             "keep_min", "rule_chunk", "verify", "faults", "seed",
                                                             "fault_seed", "dcp", "interleave"}));

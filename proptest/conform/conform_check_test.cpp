@@ -10,6 +10,7 @@
 #include <pfx/driver/generation.hpp>
 #include <pfx/driver/host_kv_state.hpp>
 #include <pfx/engines/blocked_attention_engine.hpp>
+#include <pfx/engines/dcp_reference_engine.hpp>
 #include <pfx/engines/drifting_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
 #include <pfx/engines/nondeterministic_engine.hpp>
@@ -83,6 +84,22 @@ TEST(Conform, TheBlockedAttentionEngineIsExactOnMultiplesOfItsChunkAndNowhereEls
     const Report report = check(engine);
     SCOPED_TRACE("chunk " + std::to_string(chunk));
     expect_exact_on_multiples_of(report, chunk);
+  }
+}
+
+TEST(Conform, TheDcpEngineIsExactOnMultiplesOfItsChunkWhateverItsLayout) {
+  pfx::test::verifies("CONF-1 SHARD-5");
+  // Its grid is the chunk's, not ranks x interleave's: a layout whose cycle is off the chunk grid
+  // (2 x 1, 4 x 4 against chunks 3 and 8) is resumed there too, and not exactly.
+  for (const std::size_t chunk : {3U, 8U}) {
+    for (const pfx::driver::ShardLayout layout : {pfx::driver::ShardLayout{2, 1}, pfx::driver::ShardLayout{4, 4}}) {
+      pfx::engines::DcpReferenceEngine engine(model(chunk), layout);
+      const Report report = check(engine);
+      SCOPED_TRACE("chunk " + std::to_string(chunk) + ", " + std::to_string(layout.ranks) + " ranks, interleave " +
+                   std::to_string(layout.interleave));
+      expect_exact_on_multiples_of(report, chunk);
+      EXPECT_EQ(report.verdict, Verdict::safe);
+    }
   }
 }
 

@@ -31,6 +31,16 @@ TEST(ConformCli, ARuleChunkOffTheGridExits1AndPrintsTheSafeOne) {
   EXPECT_EQ(run_pfx("conform --budget quick --chunk 6 --rule-chunk 12").status, 0);
 }
 
+TEST(ConformCli, TheDcpEngineFindsItsChunkGrid) {
+  pfx::test::verifies("CONF-2 SHARD-5");
+  const pfx::test::PfxRun ran = run_pfx("conform --budget quick --chunk 8 --dcp 4 --interleave 4");
+  EXPECT_EQ(ran.status, 0) << ran.out << ran.err;
+  EXPECT_NE(ran.out.find("decode context parallel over 4 ranks, interleave 4"), std::string::npos) << ran.out;
+  EXPECT_NE(ran.out.find("grid 8 (prefill chunk, rule chunk): exact"), std::string::npos) << ran.out;
+  EXPECT_NE(ran.out.find("recommended rule chunk: 8"), std::string::npos) << ran.out;
+  EXPECT_EQ(run_pfx("conform --budget quick --engine blocked-attention --dcp 2").status, 2);
+}
+
 TEST(ConformCli, TheNondeterministicEngineHasNoExactGrid) {
   pfx::test::verifies("CONF-2");
   const pfx::test::PfxRun ran = run_pfx("conform --budget quick --engine nondeterministic");

@@ -228,7 +228,9 @@ PFX_PROPERTY(Verify, DifferenceIsEmptyExactlyWhenBothSidesAreTheSameBits, "DRV-9
   });
   Vouched cold{*rc::gen::container<std::vector<token>>(rc::gen::inRange<token>(0, 4)),
                *rc::gen::container<std::vector<float>>(floats),
-               *rc::gen::container<std::vector<std::uint64_t>>(rc::gen::inRange<std::uint64_t>(0, 3))};
+               *rc::gen::container<std::vector<std::uint64_t>>(rc::gen::inRange<std::uint64_t>(0, 3)),
+               {}};
+  for (std::size_t row = 0; row < cold.rows.size(); ++row) cold.positions.push_back(row);
   Vouched resumed = cold;
   const int changed = *rc::gen::inRange(0, 4);  // 0: nothing; else the tokens, the logits, the rows
   std::size_t at = 0;

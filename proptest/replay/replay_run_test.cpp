@@ -8,6 +8,8 @@
 
 #include <pfx/replay/replay.hpp>
 #include <pfx/replay/workload.hpp>
+#include <pfx/driver/threads_collective.hpp>
+#include <pfx/engines/dcp_reference_engine.hpp>
 #include <pfx/engines/decisions_only_engine.hpp>
 #include <pfx/engines/drifting_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
@@ -16,6 +18,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -223,6 +226,43 @@ TEST(Replay, StaleRowReadsFailTheRun) {
   EXPECT_EQ(s.stale_reads, 2U);
   EXPECT_FALSE(s.ok());
   EXPECT_FALSE(s.passed(false));
+}
+
+TEST(Replay, RanksAsThreadsEachHoldAQuarterAndThroughFaultsOnOneRankEveryResponseEqualsItsColdRun) {
+  // The replay under mpirun, with threads for processes: each rank replays the same workload on its
+  // own DCP engine, holding its own rows alone; faults hit one rank per request.
+  pfx::test::verifies("SHARD-3 SHARD-4 SHARD-5 CLI-1");
+  constexpr std::size_t ranks = 4;
+  const pfx::engines::ReferenceModelShape shape{.vocab = 512, .width = 16, .hidden = 32, .layers = 2, .chunk = 16};
+  const std::vector<TraceItem> items =
+      pfx::replay::embedded_workload({.seed = 7, .vocab = shape.vocab, .requests = 24, .capacity = 1024});
+  pfx::driver::ThreadsCollective group(ranks);
+  std::vector<ReplaySummary> summaries(ranks);
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      pfx::engines::DcpReferenceEngine engine(shape, {ranks, 3}, &group.rank(r));
+      const ReplaySettings settings{.lane = {.capacity = 1024, .config = {.enabled = true, .keep_min = 16}, .poison = true},
+                                    .verify = true, .fault_rate = 0.01, .seed = 11, .dcp = ranks, .interleave = 3,
+                                    .collective = &group.rank(r)};
+      summaries[r] = pfx::replay::run(items, engine, settings);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const std::size_t whole = 1024 * 2 * 2 * 16 * sizeof(float);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    const ReplaySummary& s = summaries[r];
+    EXPECT_TRUE(s.passed(true)) << "rank " << r;
+    EXPECT_EQ(s.mismatches, 0U);
+    EXPECT_GT(s.verified, 0U);
+    EXPECT_EQ(s.failures, summaries[0].failures) << "every rank fails the same requests";
+    EXPECT_EQ(s.reused_tokens, summaries[0].reused_tokens);
+    ASSERT_EQ(s.kv_bytes_by_rank.size(), ranks);
+    EXPECT_EQ(s.kv_bytes_per_rank, s.kv_bytes_by_rank[r]);
+    EXPECT_LE(s.kv_bytes_per_rank, whole / ranks + 3 * 2 * 2 * 16 * sizeof(float)) << "rank " << r << " holds more than its rows";
+    EXPECT_EQ(s.kv_bytes_total, s.kv_bytes_by_rank[0] + s.kv_bytes_by_rank[1] + s.kv_bytes_by_rank[2] + s.kv_bytes_by_rank[3]);
+  }
+  EXPECT_GT(summaries[0].failures, 0U) << "no fault was injected: the run checked no recovery";
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <pfx/driver/cold_run.hpp>
 #include <pfx/driver/errors.hpp>
+#include <pfx/driver/sharded_kv_state.hpp>
 #include <pfx/driver/sharded_lane.hpp>
 #include <pfx/driver/verify.hpp>
 #include <pfx/engines/faulty_engine.hpp>
@@ -37,6 +38,27 @@ void compare_cold(driver::Engine& engine, driver::KvState& cold_kv, const driver
   report.cold_prefill_ms = milliseconds(reference.prefill);
 }
 
+/// The KV bytes of the lane's state, this rank's and every rank's (ReplaySummary): gathered from the
+/// ranks of a group, read from each shard of a single controller's state.
+void count_kv_bytes(const driver::KvState& kv, const driver::ShardedLane* sharded, driver::Collective* ranks,
+                    ReplaySummary& summary) {
+  summary.kv_bytes_per_rank = sharded != nullptr ? sharded->kv_bytes_per_rank() : kv.memory_bytes();
+  if (ranks != nullptr) {
+    const std::vector<std::uint64_t> mine{summary.kv_bytes_per_rank};
+    std::vector<std::uint64_t> all(ranks->size());
+    ranks->all_gather(mine, all);
+    summary.kv_bytes_by_rank.assign(all.begin(), all.end());
+  } else if (const auto* shards = dynamic_cast<const driver::ShardedKvState*>(&kv)) {
+    for (std::size_t r = 0; r < shards->layout().ranks; ++r) {
+      summary.kv_bytes_by_rank.push_back(shards->shard(r).memory_bytes());
+    }
+  } else {
+    summary.kv_bytes_by_rank.push_back(kv.memory_bytes());
+  }
+  summary.kv_bytes_total = 0;
+  for (const std::size_t bytes : summary.kv_bytes_by_rank) summary.kv_bytes_total += bytes;
+}
+
 }  // namespace
 
 std::string ReplaySummary::unchecked(bool verify) const {
@@ -66,10 +88,11 @@ ReplaySummary run(const ItemSource& next, driver::Engine& engine, const ReplaySe
   } else {
     lane = std::make_unique<driver::Lane>(served, settings.lane);
   }
+  ReplaySummary summary;
+  count_kv_bytes(lane ? lane->kv() : sharded->kv(), sharded.get(), settings.collective, summary);
   // The cold side: the engine itself (never the fault injector) on a KV state of its own.
   const std::unique_ptr<driver::KvState> cold_kv = settings.verify ? engine.make_kv_state(settings.lane.capacity) : nullptr;
 
-  ReplaySummary summary;
   bool last_failed = false;
   std::optional<TraceItem> following;
   // Stops between two requests when asked (a signal): every report so far is whole.

@@ -52,14 +52,27 @@ MpiCollective::MpiCollective() {
   size_ = static_cast<std::size_t>(size);
 }
 
-void MpiCollective::all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) {
-  check_all_gather("MpiCollective", size_, mine.size(), all.size());
+namespace {
+
+/// MPI_Allgather of `mine.size()` values of `type` from every rank into `all`.
+template <class Value>
+void gather(std::size_t ranks, std::span<const Value> mine, std::span<Value> all, MPI_Datatype type) {
+  check_all_gather("MpiCollective", ranks, mine.size(), all.size());
   if (mine.size() > static_cast<std::size_t>(INT_MAX)) {
-    throw std::invalid_argument("MpiCollective::all_gather: more words than MPI counts");
+    throw std::invalid_argument("MpiCollective::all_gather: more values than MPI counts");
   }
   const int count = static_cast<int>(mine.size());
-  check(MPI_Allgather(mine.data(), count, MPI_UINT64_T, all.data(), count, MPI_UINT64_T, MPI_COMM_WORLD),
-        "MPI_Allgather");
+  check(MPI_Allgather(mine.data(), count, type, all.data(), count, type, MPI_COMM_WORLD), "MPI_Allgather");
+}
+
+}  // namespace
+
+void MpiCollective::all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) {
+  gather(size_, mine, all, MPI_UINT64_T);
+}
+
+void MpiCollective::all_gather(std::span<const float> mine, std::span<float> all) {
+  gather(size_, mine, all, MPI_FLOAT);
 }
 
 }  // namespace pfx::driver

@@ -21,13 +21,13 @@ void check(ncclResult_t code, const char* call) {
   if (code != ncclSuccess) throw CudaError(std::string("NcclCollective: ") + call + ": " + ncclGetErrorString(code));
 }
 
-/// Device buffers for one all-gather, freed whatever happens.
-struct DeviceWords {
-  std::uint64_t* data = nullptr;
-  explicit DeviceWords(std::size_t words) { check(cudaMalloc(&data, words * sizeof(std::uint64_t)), "cudaMalloc"); }
-  DeviceWords(const DeviceWords&) = delete;
-  DeviceWords& operator=(const DeviceWords&) = delete;
-  ~DeviceWords() { cudaFree(data); }
+/// A device buffer for one all-gather, freed whatever happens.
+struct DeviceBytes {
+  void* data = nullptr;
+  explicit DeviceBytes(std::size_t bytes) { check(cudaMalloc(&data, bytes), "cudaMalloc"); }
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
+  ~DeviceBytes() { cudaFree(data); }
 };
 
 }  // namespace
@@ -67,17 +67,27 @@ NcclCollective::~NcclCollective() {
   cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 
-void NcclCollective::all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) {
-  check_all_gather("NcclCollective", size_, mine.size(), all.size());
+void NcclCollective::gather_bytes(const void* mine, void* all, std::size_t count, int type, std::size_t size) {
   check(cudaSetDevice(device_), "cudaSetDevice");
   auto* stream = static_cast<cudaStream_t>(stream_);
-  DeviceWords send(mine.size());
-  DeviceWords receive(all.size());
-  check(cudaMemcpyAsync(send.data, mine.data(), mine.size_bytes(), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
-  check(ncclAllGather(send.data, receive.data, mine.size(), ncclUint64, static_cast<ncclComm_t>(comm_), stream),
+  DeviceBytes send(count * size);
+  DeviceBytes receive(size_ * count * size);
+  check(cudaMemcpyAsync(send.data, mine, count * size, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+  check(ncclAllGather(send.data, receive.data, count, static_cast<ncclDataType_t>(type), static_cast<ncclComm_t>(comm_),
+                      stream),
         "ncclAllGather");
-  check(cudaMemcpyAsync(all.data(), receive.data, all.size_bytes(), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+  check(cudaMemcpyAsync(all, receive.data, size_ * count * size, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
   check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+}
+
+void NcclCollective::all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) {
+  check_all_gather("NcclCollective", size_, mine.size(), all.size());
+  gather_bytes(mine.data(), all.data(), mine.size(), ncclUint64, sizeof(std::uint64_t));
+}
+
+void NcclCollective::all_gather(std::span<const float> mine, std::span<float> all) {
+  check_all_gather("NcclCollective", size_, mine.size(), all.size());
+  gather_bytes(mine.data(), all.data(), mine.size(), ncclFloat, sizeof(float));
 }
 
 }  // namespace pfx::driver

@@ -28,6 +28,8 @@ struct ConformOptions {
   std::string budget = "default";
   std::optional<std::uint64_t> seed;
   std::optional<std::size_t> max_grid;
+  std::size_t dcp = 1;         ///< ranks of the decode-context-parallel form (1: none)
+  std::size_t interleave = 1;
   bool json = false;
   bool no_progress = false;
 };
@@ -52,7 +54,8 @@ int run_conform(const ConformOptions& o, const Streams& streams) {
   if (o.seed) check.budget.seed = *o.seed;
   if (o.max_grid) check.budget.max_grid = *o.max_grid;
   check.rule_chunk = o.rule_chunk;
-  const ChosenEngine engine = make_engine(o.engine, {.chunk = o.chunk});
+  const ChosenEngine engine = o.dcp > 1 ? make_engine(o.engine, {.chunk = o.chunk}, Dcp{{o.dcp, o.interleave}, nullptr})
+                                        : make_engine(o.engine, {.chunk = o.chunk});
   check.engine_name = engine.description;
   const conform::Budget& b = check.budget;
   const std::vector<std::size_t> lengths =
@@ -115,12 +118,22 @@ void add_conform_command(CLI::App& app, const Streams& streams, int& status) {
   command->add_option("--max-grid", options->max_grid,
                       "Largest power-of-two grid tried (default: the budget's; the chunks are tried too)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 12));
+  command->add_option("--dcp", options->dcp,
+                      "Check the engine's decode-context-parallel form over this many ranks, in one process "
+                      "(--engine reference)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1024}))->capture_default_str();
+  command->add_option("--interleave", options->interleave, "With --dcp: consecutive positions per rank")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))->capture_default_str();
   command->add_flag("--json", options->json, "Write the report as one JSON object");
   command->add_flag("--no-progress", options->no_progress, "Draw no progress bar");
   command->callback([&streams, &status, options, command] {
     check_llama_options_unused(*command, options->engine);
     if (options->engine.name == "none") {
       throw InputError("--engine none computes no KV row and no logit: conform compares them, so it needs a model");
+    }
+    if (options->dcp > 1 && options->engine.name != "reference") {
+      throw InputError(fmt::format("--dcp {}: --engine {} has no decode-context-parallel form (--engine reference has)",
+                                   options->dcp, options->engine.name));
     }
     status = run_conform(*options, streams);
   });

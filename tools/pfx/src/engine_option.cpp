@@ -3,6 +3,7 @@
 #include <pfx/cli/command.hpp>
 #include <pfx/driver/cuda.hpp>
 #include <pfx/engines/blocked_attention_engine.hpp>
+#include <pfx/engines/dcp_reference_engine.hpp>
 #include <pfx/engines/decisions_only_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
 #include <pfx/engines/nondeterministic_engine.hpp>
@@ -43,6 +44,12 @@ ChosenEngine llama_engine(const EngineChoice::Llama& options, std::size_t chunk)
   throw InputError("--engine llama: this pfx was built without llama.cpp (run scripts/llama.sh, or point CMake at "
                    "your own with -Dllama_DIR=, then configure and build again; docs/integration.md)");
 #endif
+}
+
+/// "reference engine (vocab V, width W, L layers, chunk C)".
+std::string describe_model(const engines::ReferenceModelShape& shape) {
+  return fmt::format("reference engine (vocab {}, width {}, {} layers, chunk {})", shape.vocab, shape.width,
+                     shape.layers, shape.chunk);
 }
 
 }  // namespace
@@ -86,8 +93,7 @@ ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceMod
     return {std::make_unique<engines::DecisionsOnlyEngine>(shape.chunk, shape.vocab),
             fmt::format("no engine (decisions only: chunk {}, vocab {})", shape.chunk, shape.vocab)};
   }
-  const std::string model = fmt::format("reference engine (vocab {}, width {}, {} layers, chunk {})", shape.vocab,
-                                        shape.width, shape.layers, shape.chunk);
+  const std::string model = describe_model(shape);
   try {
     if (name == "reference") return {std::make_unique<engines::HostReferenceEngine>(shape), "host " + model};
     if (name == "blocked-attention") {
@@ -105,6 +111,26 @@ ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceMod
     throw InputError(e.what());
   }
   throw InputError(fmt::format("--engine {}: unknown engine; the engines are {}", name, fmt::join(engine_names(), ", ")));
+}
+
+ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceModelShape& shape, const Dcp& dcp) {
+  const std::string layout = fmt::format("decode context parallel over {} ranks, interleave {}", dcp.layout.ranks,
+                                         dcp.layout.interleave);
+  if (choice.name != "reference") {
+    if (dcp.ranks != nullptr) {
+      throw InputError(fmt::format("--engine {} has no decode-context-parallel form: under mpirun each rank holds "
+                                   "its own KV rows alone, which only --engine reference attends to (run it in one "
+                                   "process with --dcp N to shard its state there)",
+                                   choice.name));
+    }
+    return make_engine(choice, shape);
+  }
+  try {
+    return {std::make_unique<engines::DcpReferenceEngine>(shape, dcp.layout, dcp.ranks),
+            fmt::format("host {}, {}", describe_model(shape), layout)};
+  } catch (const std::invalid_argument& e) {
+    throw InputError(e.what());
+  }
 }
 
 }  // namespace pfx::cli

@@ -112,8 +112,41 @@ void add_run_options(CLI::App& command, Options& o) {
   command.add_option("--fault-seed", o.fault_seed,
                      "Seed of the injected failures alone (default: --seed), to replay the same workload under other faults")
       ->check(non_negative());
+  command.add_option("--dcp", o.dcp,
+                     "Decode context parallelism: ranks the KV rows are split over, each attending its own (one "
+                     "process drives them all; under mpirun, one rank per process)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1024}))->capture_default_str();
+  command.add_option("--interleave", o.interleave, "Consecutive positions per rank: row p lives on rank (p / interleave) mod dcp")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))->capture_default_str();
   command.add_flag("--json", o.json, "Write the result as JSON");
   command.add_flag("--no-progress", o.no_progress, "No progress bar, even on a terminal");
+}
+
+/// The engine of a run: for shards (--dcp above 1, or ranks under mpirun) its decode-context-parallel
+/// form where it has one (make_engine with a Dcp).
+ChosenEngine run_engine(const Options& o, const engines::ReferenceModelShape& shape, driver::Collective* ranks) {
+  if (o.dcp > 1 || ranks != nullptr) return make_engine(o.engine, shape, Dcp{{o.dcp, o.interleave}, ranks});
+  return make_engine(o.engine, shape);
+}
+
+/// The KV bytes a run's lane holds (replay::ReplaySummary), as JSON fields.
+json kv_bytes_json(json j, const ReplaySummary& s) {
+  j["kv_bytes_per_rank"] = s.kv_bytes_per_rank;
+  j["kv_bytes_by_rank"] = s.kv_bytes_by_rank;
+  j["kv_bytes_total"] = s.kv_bytes_total;
+  return j;
+}
+
+/// "KV state: 262656 bytes (0.3 MiB) held per rank, 1050624 bytes (1.0 MiB) in all over 4 ranks\n":
+/// the text summaries' line;
+/// none without a KV state (--engine none).
+std::string kv_bytes_text(const ReplaySummary& s) {
+  if (s.kv_bytes_total == 0) return "";
+  constexpr double mib = 1024.0 * 1024.0;
+  const std::size_t ranks = s.kv_bytes_by_rank.size();
+  return fmt::format("KV state: {} bytes ({:.1f} MiB) held per rank, {} bytes ({:.1f} MiB) in all over {} rank{}\n",
+                     s.kv_bytes_per_rank, static_cast<double>(s.kv_bytes_per_rank) / mib, s.kv_bytes_total,
+                     static_cast<double>(s.kv_bytes_total) / mib, ranks, ranks == 1 ? "" : "s");
 }
 
 void check_embedded_workload_capacity(std::size_t capacity) {
@@ -328,6 +361,7 @@ struct ReplayResult {
     const Options& o = options;
     json j = counters_json({{"type", "summary"}}, s);
     j["divergences"] = s.divergences;
+    j = kv_bytes_json(std::move(j), s);
     j["elapsed_s"] = s.elapsed_s;
     j["interrupted"] = interrupted;
     if (const std::string why = s.unchecked(o.verify); !why.empty()) j["unchecked"] = why;
@@ -370,6 +404,7 @@ struct ReplayResult {
                           counted(s.verified, "response"), counted(s.mismatches, "mismatch", "mismatches"), s.cold_prefill_ms, s.prefill_ms, ratio(s.cold_prefill_ms, s.prefill_ms),
                           ratio(s.cold_ttft_ms, s.ttft_ms));
     }
+    text += kv_bytes_text(s);
     if (s.divergences > 0) text += fmt::format("{} requests served cold because the ranks' records differed\n", s.divergences);
     if (s.mismatches > 0) {
       const FirstMismatch& first = s.first_mismatch;
@@ -393,13 +428,13 @@ int replay_on(const Options& options, const Streams& streams, driver::Collective
   const engines::ReferenceModelShape shape{.vocab = options.workload.vocab, .chunk = options.chunk};
   ChosenEngine early;
   if (options.engine.name == "llama") {
-    early = make_engine(options.engine, shape);
+    early = run_engine(options, shape, ranks);
     checked.workload.vocab = early.engine->vocab();
     checked.workload.capacity = lane_capacity(early, options.workload.capacity, options.capacity_given);
   }
   const driver::LaneOptions lane = lane_options(checked);
   Input input = read_input(checked, early.context);  // every line checked before anything runs
-  const ChosenEngine engine = early.engine ? std::move(early) : make_engine(options.engine, shape);
+  const ChosenEngine engine = early.engine ? std::move(early) : run_engine(options, shape, ranks);
   const replay::ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults,
                                         .seed = options.fault_seed.value_or(options.workload.seed),
                                         .dcp = options.dcp, .interleave = options.interleave, .collective = ranks,
@@ -446,9 +481,13 @@ int replay_on(const Options& options, const Streams& streams, driver::Collective
   return finish(streams, options, signal, summary.requests, summary.passed(options.verify));
 }
 
-/// Under mpirun, one rank per process: every rank replays, rank 0 prints, and every rank exits with
-/// the worst status of all (docs/driver.md, "The sharded lane").
-int run_replay(const Options& options, const Streams& streams) {
+/// A run (replay_on, soak_on) on this process's ranks: none in one process.
+using RunOn = int (*)(const Options&, const Streams&, driver::Collective*);
+
+/// Under mpirun, one rank per process: every rank runs `run` with --dcp the number of ranks, rank 0
+/// prints, and every rank exits with the worst status of all (docs/driver.md, "The sharded lane").
+/// In one process, `run` without ranks.
+int on_every_rank(const Options& options, const Streams& streams, RunOn run, const char* command) {
 #ifdef PFX_CLI_MPI
   if (driver::launched_by_mpi()) {
     int argc = 0;
@@ -462,7 +501,12 @@ int run_replay(const Options& options, const Streams& streams) {
     int status = exit_internal;
     std::string error;  // every rank reads the same input, so a bad one fails on every rank
     try {
-      status = replay_on(per_rank, world.rank() == 0 ? streams : quiet, &world);
+      if (options.dcp > 1 && options.dcp != world.size()) {
+        throw InputError(fmt::format("--dcp {} under mpirun's {} ranks: each rank holds one shard, so --dcp is the "
+                                     "number of ranks (give it as {}, or leave it out)",
+                                     options.dcp, world.size(), world.size()));
+      }
+      status = run(per_rank, world.rank() == 0 ? streams : quiet, &world);
     } catch (const InputError& e) {
       status = exit_bad_input;
       error = e.what();
@@ -471,7 +515,7 @@ int run_replay(const Options& options, const Streams& streams) {
       error = e.what();
     }
     // Rank 0 says why before any rank exits: mpirun ends the job when the first rank exits non-zero.
-    if (!error.empty() && world.rank() == 0) streams.err << "pfx replay: " << error << "\n" << std::flush;
+    if (!error.empty() && world.rank() == 0) streams.err << "pfx " << command << ": " << error << "\n" << std::flush;
     const std::vector<std::uint64_t> mine{static_cast<std::uint64_t>(status)};
     std::vector<std::uint64_t> all(world.size());
     world.all_gather(mine, all);
@@ -479,8 +523,10 @@ int run_replay(const Options& options, const Streams& streams) {
     for (const std::uint64_t s : all) worst = std::max(worst, s);
     return static_cast<int>(worst);
   }
+#else
+  (void)command;
 #endif
-  return replay_on(options, streams, nullptr);
+  return run(options, streams, nullptr);
 }
 
 // ---------------------------------------------------------------- pfx soak
@@ -511,6 +557,7 @@ struct SoakResult {
     memory["flat"] = s.memory_flat();
     json j = counters_json({{"type", "soak"}}, s.replay);
     j["injected"] = s.injected;
+    j = kv_bytes_json(std::move(j), s.replay);
     j["verified"] = s.replay.verified;
     j["memory"] = memory;
     j["elapsed_s"] = s.replay.elapsed_s;
@@ -524,6 +571,8 @@ struct SoakResult {
     settings_json["verify_every"] = settings.replay.verify_every;
     settings_json["warmup"] = settings.warmup;
     settings_json["rss_tolerance"] = settings.tolerance.describe();
+    settings_json["dcp"] = options.dcp;
+    settings_json["interleave"] = options.interleave;
     j["settings"] = settings_json;
     return j;
   }
@@ -538,6 +587,7 @@ struct SoakResult {
                         counted(r.mismatches, "mismatch", "mismatches"));
     text += fmt::format("reuse: {} of {} prompt tokens reused ({}), {} prefilled\n", r.reused_tokens, r.prompt_tokens,
                         percent(r.reused_tokens, r.prompt_tokens), r.prefill_tokens);
+    text += kv_bytes_text(r);
     if (!s.baseline) {
       text += fmt::format("memory: {} KiB resident at the end; the run ended within the warm-up of {} requests, so "
                           "nothing was compared\n",
@@ -562,7 +612,8 @@ struct SoakResult {
   }
 };
 
-int run_soak(Options& options, const Streams& streams) {
+int soak_on(const Options& given, const Streams& streams, driver::Collective* ranks) {
+  Options options = given;
   SoakSettings& settings = options.soak;
   settings.workload = options.workload;
   settings.tolerance = RssTolerance::parse(options.tolerance, "--rss-tolerance");
@@ -572,7 +623,7 @@ int run_soak(Options& options, const Streams& streams) {
     throw InputError(fmt::format("--warmup {} leaves no request to watch memory on: it must be less than --requests {}",
                                  settings.warmup, settings.workload.requests));
   }
-  const ChosenEngine engine = make_engine(options.engine, {.vocab = settings.workload.vocab, .chunk = options.chunk});
+  const ChosenEngine engine = run_engine(options, {.vocab = settings.workload.vocab, .chunk = options.chunk}, ranks);
   options.workload.vocab = settings.workload.vocab = engine.engine->vocab();  // llama's: the workload's tokens are the model's
   options.workload.capacity = settings.workload.capacity =  // llama's: the model's context, capped by --capacity
       lane_capacity(engine, settings.workload.capacity, options.capacity_given);
@@ -581,6 +632,9 @@ int run_soak(Options& options, const Streams& streams) {
   settings.replay.fault_rate = options.faults;
   settings.replay.seed = options.fault_seed.value_or(settings.workload.seed);
   settings.replay.stop = signalled;
+  settings.replay.dcp = options.dcp;
+  settings.replay.interleave = options.interleave;
+  settings.replay.collective = ranks;
 
   const std::size_t requests = settings.workload.requests;
   if (!options.json) {
@@ -638,10 +692,6 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
       command->add_option("--backend", options->backend, "Deprecated: --engine reference (host) or --engine cuda")
           ->check(CLI::IsMember({"host", "cuda", "auto"}));
   command->add_flag("--verify", options->verify, "Also serve each request cold and compare bit for bit");
-  command->add_option("--dcp", options->dcp, "Shards of the KV state, driven by this process (under mpirun: one per rank)")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1024}))->capture_default_str();
-  command->add_option("--interleave", options->interleave, "Consecutive positions per shard: row p lives on shard (p / interleave) mod dcp")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))->capture_default_str();
   command->callback([options, backend, command, &streams, &status] {
     if (options->trace && command->count("--requests") > 0) {
       throw InputError("--requests sizes the embedded workload; it cannot be given with a trace");
@@ -650,7 +700,7 @@ void add_replay_command(CLI::App& app, const Streams& streams, int& status) {
     check_llama_options_unused(*command, options->engine);
     check_engine_options(*options);
     options->capacity_given = command->count("--capacity") > 0;
-    status = run_replay(*options, streams);
+    status = on_every_rank(*options, streams, replay_on, "replay");
   });
 }
 
@@ -680,8 +730,9 @@ void add_soak_command(CLI::App& app, const Streams& streams, int& status) {
       throw InputError("--engine none computes no KV row and no logit: a soak compares responses with cold runs, so it "
                        "needs a model");
     }
+    check_engine_options(*options);
     options->capacity_given = command->count("--capacity") > 0;
-    status = run_soak(*options, streams);
+    status = on_every_rank(*options, streams, soak_on, "soak");
   });
 }
 

@@ -6,10 +6,12 @@
 /// its start position and the rows before it, and that the lane calls on its chunk grid.
 
 #include <pfx/driver/kv_state.hpp>
+#include <pfx/driver/shard_layout.hpp>
 #include <pfx/token.hpp>
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <span>
 
 namespace pfx::driver {
@@ -40,6 +42,17 @@ class Engine {
   /// The decode path: computes and writes row `position` for `next` from rows [0, position), and
   /// stores its logits. Rows it writes are not canonical and are never reused (INV-2).
   virtual void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) = 0;
+
+  /// Where the engine is decode context parallel: the layout it splits its KV states by, each
+  /// rank's attention reading only that rank's rows (docs/driver.md, "The sharded lane"). nullopt,
+  /// the default: the engine's attention reads every row of one state.
+  [[nodiscard]] virtual std::optional<ShardLayout> context_parallel() const noexcept { return std::nullopt; }
+
+  /// True when each prefill and decode call exchanges partial results with the other ranks of a
+  /// group (one rank of a decode-context-parallel engine, one process per rank): every rank must make
+  /// every call, so a wrapper may not skip one, and a sharded lane's ranks agree after each call that
+  /// it succeeded everywhere (ShardedLane).
+  [[nodiscard]] virtual bool exchanges() const noexcept { return false; }
 };
 
 }  // namespace pfx::driver

@@ -66,14 +66,20 @@ class KvState {
   /// std::logic_error unless readable().
   [[nodiscard]] virtual std::vector<std::byte> read_rows(std::size_t from, std::size_t to) const;
 
+  /// Whether the state holds the row of `position`. Every state holds every position below its
+  /// capacity but one rank's rows of a sharded layout (RankKvState), which holds its own: its
+  /// fill, copy_rows, read_rows and for_each_row over [from, to) touch only the positions it holds.
+  [[nodiscard]] virtual bool holds(std::size_t position) const noexcept { return position < shape().capacity; }
+
   /// Told of each row of a read: its position and its bytes, as read_rows(row, row + 1) gives them,
   /// valid during the call only.
   using RowVisitor = std::function<void(std::size_t row, std::span<const std::byte> bytes)>;
 
-  /// Calls visit for each row of [from, to) in order, so that a difference can name its row whatever
-  /// the state's layout, holding one row at a time beside the read (visit_rows reads). Throws as
-  /// read_rows does, and std::logic_error naming the row where the read yields a row of no bytes, a
-  /// row out of order or fewer rows than asked: a comparison of nothing would pass.
+  /// Calls visit for each row of [from, to) that the state holds (holds()), in order, so that a
+  /// difference can name its row whatever the state's layout, holding one row at a time beside the
+  /// read (visit_rows reads). Throws as read_rows does, and std::logic_error naming the row where the
+  /// read yields a row of no bytes, a row out of order or it does not hold, or fewer rows than it
+  /// holds: a comparison of nothing would pass.
   void for_each_row(std::size_t from, std::size_t to, const RowVisitor& visit) const;
 
   /// Bytes pfx allocated for the rows: shape().bytes() for a state that owns its rows, allocated

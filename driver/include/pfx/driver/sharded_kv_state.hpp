@@ -7,31 +7,13 @@
 /// and each touches the rows on their owners.
 
 #include <pfx/driver/kv_state.hpp>
+#include <pfx/driver/shard_layout.hpp>
 
 #include <cstddef>
 #include <memory>
 #include <vector>
 
 namespace pfx::driver {
-
-/// Where a sharded layout puts each position. ranks >= 1 and interleave >= 1.
-struct ShardLayout {
-  std::size_t ranks = 1;
-  std::size_t interleave = 1;
-
-  /// The shard that holds position p: (p / interleave) mod ranks.
-  [[nodiscard]] constexpr std::size_t owner(std::size_t position) const noexcept {
-    return (position / interleave) % ranks;
-  }
-  /// The row of position p inside its owner: the owner's earlier blocks, then p's place in its block.
-  [[nodiscard]] constexpr std::size_t local(std::size_t position) const noexcept {
-    return position / interleave / ranks * interleave + position % interleave;
-  }
-  /// Rows each shard needs so that every position below `capacity` has a row on its owner.
-  [[nodiscard]] std::size_t shard_capacity(std::size_t capacity) const noexcept;
-
-  friend constexpr bool operator==(const ShardLayout&, const ShardLayout&) = default;
-};
 
 class ShardedKvState final : public KvState {
  public:

@@ -30,12 +30,13 @@ class ThreadsCollective {
 
  private:
   class Endpoint;
-  void all_gather(std::size_t rank, std::span<const std::uint64_t> mine, std::span<std::uint64_t> all);
+  /// Rank `rank`'s part of one round: `mine` is its bytes, `all` receives every rank's, rank 0's first.
+  void all_gather(std::size_t rank, std::span<const std::byte> mine, std::span<std::byte> all);
 
   std::mutex mutex_;
   std::condition_variable done_;
-  std::vector<std::uint64_t> gathering_;  ///< the words of the ranks that arrived in this round
-  std::vector<std::uint64_t> gathered_;   ///< the last finished round's words
+  std::vector<std::byte> gathering_;  ///< the bytes of the ranks that arrived in this round
+  std::vector<std::byte> gathered_;   ///< the last finished round's bytes
   std::size_t arrived_ = 0;
   std::uint64_t round_ = 0;
   std::vector<std::unique_ptr<Endpoint>> endpoints_;

@@ -20,12 +20,14 @@
 namespace pfx::driver {
 
 /// What a response vouches for, kept to be compared with its cold run: its generated tokens, the
-/// logits of its prompt's last row, and one digest (FNV-1a) of each KV row it wrote, as bytes in the
-/// state's own format. A long trace holds 8 bytes per row, not the rows.
+/// logits of its prompt's last row, and one digest (FNV-1a) of each KV row it wrote that the state
+/// holds (one rank's state holds its own rows alone), as bytes in the state's own format, with the
+/// row's position. A long trace holds 16 bytes per row, not the rows.
 struct Vouched {
   std::vector<token> generated;
   std::vector<float> logits;
-  std::vector<std::uint64_t> rows;  ///< none where the state cannot read rows back
+  std::vector<std::uint64_t> rows;        ///< none where the state cannot read rows back
+  std::vector<std::size_t> positions;     ///< of each of `rows`
 
   /// `generated` and `logits` with the digests of rows [0, rows) of `kv`.
   [[nodiscard]] static Vouched of(std::vector<token> generated, std::vector<float> logits, const KvState& kv,

@@ -2,8 +2,10 @@
 
 /// \file
 /// An engine wrapper that fails like a real one can: at a random prefill chunk or decode step,
-/// before writing, after writing the step's rows, or after writing garbage into them. Used by the
-/// fault tests (and by anyone who wants to check their own lane's recovery).
+/// before writing, after writing the step's rows, or after writing garbage into them (on an engine
+/// that exchanges with other ranks, Engine::exchanges(), only the last two: a rank that skipped a call
+/// would leave the others waiting). Used by the fault tests (and by anyone who wants to check their
+/// own lane's recovery).
 
 #include <pfx/driver/kv_state.hpp>
 #include <pfx/engines/wrapped_engine.hpp>

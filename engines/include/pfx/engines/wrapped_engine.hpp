@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 
 namespace pfx::engines {
 
@@ -22,6 +23,10 @@ class WrappedEngine : public driver::Engine {
   [[nodiscard]] std::unique_ptr<driver::KvState> make_kv_state(std::size_t capacity) const override {
     return inner_.make_kv_state(capacity);
   }
+  [[nodiscard]] std::optional<driver::ShardLayout> context_parallel() const noexcept override {
+    return inner_.context_parallel();
+  }
+  [[nodiscard]] bool exchanges() const noexcept override { return inner_.exchanges(); }
 
  protected:
   driver::Engine& inner_;

@@ -18,6 +18,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace pfx::replay {
 
@@ -30,11 +31,14 @@ struct ReplaySettings {
   double fault_rate = 0;   ///< probability that an engine call of the resumed lane fails (0..1)
   std::uint64_t seed = 253;///< of the injected failures
   /// Shards of the KV state (docs/driver.md, "The sharded lane"); with `collective` null and dcp > 1
-  /// this process drives them all.
+  /// this process drives them all (single controller). The engine decides how attention reads them:
+  /// a decode-context-parallel engine over this layout (Engine::context_parallel()) attends each
+  /// rank's rows apart and merges, any other engine reads every row.
   std::size_t dcp = 1;
   std::size_t interleave = 1;
   /// The ranks of an SPMD run (one rank per process, under mpirun): every rank replays the same trace,
-  /// and injected failures hit one rank per request, chosen from the seed.
+  /// and injected failures hit one rank per request, chosen from the seed. The engine must be this
+  /// rank's of a decode-context-parallel group: each rank holds its own rows alone.
   driver::Collective* collective = nullptr;
   /// Asked between two requests; true ends the run there (the program: a signal arrived). None: the
   /// run ends with its source.
@@ -87,6 +91,12 @@ struct ReplaySummary {
   std::size_t mismatches = 0;
   FirstMismatch first_mismatch;
   std::size_t divergences = 0;    ///< sharded: requests served cold because the ranks disagreed
+  /// The KV rows' bytes of the lane's state (the cold side's, with verify, are as many again): those
+  /// this rank holds, measured from its state's own allocation (in a single controller, the largest
+  /// shard's); each rank's, in rank order; and all of them together.
+  std::size_t kv_bytes_per_rank = 0;
+  std::vector<std::size_t> kv_bytes_by_rank;
+  std::size_t kv_bytes_total = 0;
   double prefill_ms = 0;          ///< resumed, over the verified requests
   double cold_prefill_ms = 0;
   double ttft_ms = 0;             ///< resumed, over the verified requests

@@ -70,6 +70,15 @@ inline constexpr std::array requirements = {
     Requirement{"SHARD-3",
                 "a sharded write commits only when every rank's write succeeded; a failure on any rank aborts "
                 "it on every rank, and every record keeps the same valid prefix"},
+    Requirement{"SHARD-4",
+                "each rank of a decode-context-parallel lane holds only its own KV rows (shard_capacity: about "
+                "capacity / ranks, what kv_bytes_per_rank reports); forget, poison and reads act on them by their "
+                "local length local_len(p, r), the rows of positions below p that rank r holds"},
+    Requirement{"SHARD-5",
+                "THM-1 under sharding: when each rank attends only its own rows and every rank merges the ranks' "
+                "partial results (output, log-sum-exp) in rank order in fp32, a resume on the chunk grid equals the "
+                "cold run of the same ranks and interleave bit for bit: logits, generated tokens and every rank's "
+                "rows; a resume off the grid can differ, at a multiple of ranks x interleave too"},
     Requirement{"CLI-1",
                 "pfx replay serves every request of a trace through a lane; with --verify each "
                 "response is compared with a cold run bit for bit, and a mismatch exits with status 1"},

@@ -37,6 +37,8 @@ class MpiCollective final : public Collective {
   [[nodiscard]] std::size_t size() const noexcept override { return size_; }
   /// MPI_Allgather of 64-bit words; an MPI error is std::runtime_error with MPI's message.
   void all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) override;
+  /// MPI_Allgather of floats (MPI_FLOAT: copied, never reduced).
+  void all_gather(std::span<const float> mine, std::span<float> all) override;
 
  private:
   std::size_t rank_ = 0;

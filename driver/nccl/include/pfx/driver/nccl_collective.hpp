@@ -31,10 +31,15 @@ class NcclCollective final : public Collective {
   [[nodiscard]] std::size_t size() const noexcept override { return size_; }
   /// ncclAllGather of 64-bit words through device buffers, then back to the host.
   void all_gather(std::span<const std::uint64_t> mine, std::span<std::uint64_t> all) override;
+  /// ncclAllGather of floats (ncclFloat: copied, never reduced), the same way.
+  void all_gather(std::span<const float> mine, std::span<float> all) override;
 
  private:
   std::size_t rank_;
   std::size_t size_;
+  /// One ncclAllGather of `count` values per rank of `type` (an ncclDataType_t), `size` bytes each.
+  void gather_bytes(const void* mine, void* all, std::size_t count, int type, std::size_t size);
+
   int device_;
   void* comm_ = nullptr;    ///< ncclComm_t
   void* stream_ = nullptr;  ///< cudaStream_t

@@ -7,7 +7,9 @@
 /// engine (soak and conform: none) says why. In a pfx built without llama.cpp the llama options
 /// exist and `--engine llama` is an InputError that says so.
 
+#include <pfx/driver/collective.hpp>
 #include <pfx/driver/engine.hpp>
+#include <pfx/driver/shard_layout.hpp>
 #include <pfx/engines/reference_model.hpp>
 
 #include <cstddef>
@@ -71,5 +73,19 @@ void check_llama_options_unused(const CLI::App& command, const EngineChoice& cho
 /// for cuda where no device is usable, and for llama when pfx was built without llama.cpp, when
 /// --model is missing, unreadable or not a model, or for a --ubatch above the chunk.
 [[nodiscard]] ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceModelShape& shape);
+
+/// Decode context parallelism: the layout of the KV rows, and this rank's end of the group where
+/// each rank is a process of its own (under mpirun); null: one process drives every rank.
+struct Dcp {
+  driver::ShardLayout layout;
+  driver::Collective* ranks = nullptr;
+};
+
+/// make_engine for `dcp`'s layout: the reference engine is engines::DcpReferenceEngine, each rank
+/// attending its own rows. Another engine has no decode-context-parallel form: in one process it is
+/// returned as make_engine makes it (the replay shards its state, and its attention reads every row),
+/// and with a group it is an InputError, since each rank would hold every row.
+[[nodiscard]] ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceModelShape& shape,
+                                       const Dcp& dcp);
 
 }  // namespace pfx::cli
