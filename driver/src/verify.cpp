@@ -74,6 +74,15 @@ std::string difference(const Vouched& resumed, const Vouched& cold) {
   return "";
 }
 
+std::string describe_mismatches(std::size_t mismatches, const VerifyMismatch& first) {
+  std::string where;
+  if (first.line != 0) where = "line " + std::to_string(first.line);
+  if (!first.label.empty()) where += (where.empty() ? "" : ", ") + first.label;
+  return std::to_string(mismatches) + (mismatches == 1 ? " response differs from its" : " responses differ from their") +
+         " cold run; the first is request " + std::to_string(first.request) + (where.empty() ? "" : " (" + where + ")") +
+         ": " + first.what;
+}
+
 VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const LaneOptions& options,
                     Engine* cold_engine) {
   VerifyReport report;
@@ -83,6 +92,7 @@ VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const L
     Lane lane(engine, options);
     for (std::size_t i = 0; i < trace.size(); ++i) {
       Served& s = served[i];
+      if (trace[i].clear_first) lane.clear();
       try {
         Response r = lane.serve(trace[i].prompt, trace[i].max_new_tokens);
         report.reused_tokens += r.decision.offset;
@@ -113,7 +123,9 @@ VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const L
     }
     if (!what.empty()) {
       ++report.mismatches;
-      if (!report.first_mismatch) report.first_mismatch = VerifyMismatch{.request = i, .what = what};
+      if (!report.first_mismatch) {
+        report.first_mismatch = VerifyMismatch{.request = i + 1, .line = trace[i].line, .label = trace[i].label, .what = what};
+      }
     }
   }
   return report;

@@ -22,6 +22,41 @@ namespace {
 
 const char* plane_name(driver::Plane plane) { return plane == driver::Plane::key ? "key" : "value"; }
 
+/// A long run's `progress` argument: None, a bar on standard error when it is a terminal (pfx._progress)
+/// and nothing otherwise; False, nothing; or a callable, called with (done, total). The bar is erased
+/// when the run ends, however it ends.
+class ProgressArgument {
+ public:
+  ProgressArgument(const py::object& progress, const char* unit, const std::string& caller) {
+    if (progress.is_none()) {
+      bar_ = py::module_::import("pfx._progress").attr("on_terminal")(unit);
+      callback = bar_;
+    } else if (py::isinstance<py::bool_>(progress) && !progress.cast<bool>()) {
+      callback = py::none();
+    } else if (PyCallable_Check(progress.ptr()) != 0 && !py::isinstance<py::bool_>(progress)) {
+      callback = progress;
+    } else {
+      throw py::type_error(caller + ": progress must be None (a bar on a terminal), False (none) or a callable "
+                           "(done, total), not " + std::string(Py_TYPE(progress.ptr())->tp_name));
+    }
+  }
+  ~ProgressArgument() {
+    if (bar_.is_none()) return;
+    try {
+      bar_.attr("close")();
+    } catch (py::error_already_set& e) {
+      e.discard_as_unraisable("erasing pfx's progress bar");
+    }
+  }
+  ProgressArgument(const ProgressArgument&) = delete;
+  ProgressArgument& operator=(const ProgressArgument&) = delete;
+
+  py::object callback = py::none();
+
+ private:
+  py::object bar_ = py::none();
+};
+
 }  // namespace
 
 void add_conform(py::module_& m) {
@@ -106,8 +141,11 @@ void add_conform(py::module_& m) {
       "conform",
       [](py::object engine, std::optional<std::size_t> chunk, std::optional<std::size_t> rule_chunk,
          const std::string& budget, std::optional<std::uint64_t> seed, std::optional<std::size_t> max_grid,
-         std::optional<std::size_t> prompts, const std::string& name) {
+         std::optional<std::size_t> prompts, const std::string& name, py::object progress) {
         if (chunk && *chunk == 0) throw py::value_error("pfx.conform: chunk must be at least 1");
+        if (rule_chunk && *rule_chunk == 0) {  // one meaning everywhere: None is the engine's chunk (pfx.Lane, pfx.verify)
+          throw py::value_error("pfx.conform: rule_chunk must be at least 1 (None: the engine's chunk), not 0");
+        }
         conform::CheckOptions options;
         try {
           options.budget = conform::Budget::named(budget);
@@ -119,12 +157,16 @@ void add_conform(py::module_& m) {
         if (prompts) options.budget.prompts = *prompts;
         options.rule_chunk = rule_chunk;
         options.engine_name = name.empty() ? std::string(py::str(py::type::of(engine).attr("__name__"))) : name;
+        const ProgressArgument told(progress, "prompts", "pfx.conform");
+        if (!told.callback.is_none()) {
+          options.progress = [&told](std::size_t done, std::size_t total) { told.callback(done, total); };
+        }
         PythonEngine wrapped(std::move(engine), chunk, "pfx.conform");
         return conform::check(wrapped, options);
       },
       py::arg("engine"), py::kw_only(), py::arg("chunk") = py::none(), py::arg("rule_chunk") = py::none(),
       py::arg("budget") = "default", py::arg("seed") = py::none(), py::arg("max_grid") = py::none(),
-      py::arg("prompts") = py::none(), py::arg("name") = "",
+      py::arg("prompts") = py::none(), py::arg("name") = "", py::arg("progress") = py::none(),
       "Checks a Python engine (docs/python.md, \"Checking an engine\"): on which chunk grid a resume equals a "
       "cold run bit for bit. Returns a ConformReport.");
 }

@@ -42,13 +42,25 @@ struct Vouched {
 struct TraceRequest {
   std::vector<token> prompt;
   std::size_t max_new_tokens = 0;
+  /// Forget the lane's record before serving it: the trace has a clear ({"op": "clear"}) just before.
+  bool clear_first = false;
+  std::size_t line = 0;  ///< where the trace has it, from 1 (0: not said), as `pfx replay` names lines
+  std::string label{};   ///< the trace's "label", if any: shown with the line
 };
 
-/// The first request whose response differs from its cold run (or failed), and how.
+/// The first request whose response differs from its cold run (or failed), and how: the fields of
+/// `pfx replay`'s first mismatch.
 struct VerifyMismatch {
-  std::size_t request = 0;  ///< its index in the trace
+  std::size_t request = 0;  ///< its number among the trace's requests, from 1 (clears are not counted)
+  std::size_t line = 0;     ///< TraceRequest::line (0: not said)
+  std::string label;
   std::string what;         ///< "generated token 3: 17 vs 12", "logit 5: ...", "KV row 9 differs", "failed: ..."
 };
+
+/// "N responses differ from their cold run; the first is request R (line L, label): what": how `pfx
+/// replay` and pfx.verify tell their mismatches, in one wording (`label` as it is: escape it first
+/// where it reaches a terminal).
+[[nodiscard]] std::string describe_mismatches(std::size_t mismatches, const VerifyMismatch& first);
 
 struct VerifyReport {
   std::size_t requests = 0;       ///< requests in the trace
