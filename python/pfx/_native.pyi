@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import array
 import enum
-from typing import Iterable, Iterator, Literal, Protocol, SupportsIndex, Union, overload
+from typing import Callable, Iterable, Iterator, Literal, Protocol, SupportsIndex, Union, overload
 
 from ._write import Write
 
@@ -228,7 +228,8 @@ class ConformReport:
 
 def conform(engine: AnyEngine, *, chunk: int | None = None, rule_chunk: int | None = None,
             budget: Literal["quick", "default", "thorough"] = "default", seed: int | None = None,
-            max_grid: int | None = None, prompts: int | None = None, name: str = "") -> ConformReport: ...
+            max_grid: int | None = None, prompts: int | None = None, name: str = "",
+            progress: None | Literal[False] | Callable[[int, int], object] = None) -> ConformReport: ...
 
 # pfx.Lane and pfx.verify (python/src/serving.cpp; docs/python.md, "Serving with pfx.Lane").
 class Response:
@@ -242,7 +243,7 @@ class Response:
     def prefilled(self) -> int: ...
 
 class Lane:
-    def __init__(self, engine: AnyEngine, *, keep_min: int = 64, capacity: int = 4096, enabled: bool = True,
+    def __init__(self, engine: AnyEngine, *, keep_min: int = 64, capacity: int | None = None, enabled: bool = True,
                  chunk: int | None = None, rule_chunk: int | None = None, poison: bool = True) -> None: ...
     def serve(self, prompt: Tokens, max_new_tokens: int = 0) -> Response: ...
     def clear(self) -> None: ...
@@ -260,6 +261,10 @@ class Lane:
 class VerifyMismatch:
     @property
     def request(self) -> int: ...
+    @property
+    def line(self) -> int: ...
+    @property
+    def label(self) -> str: ...
     @property
     def what(self) -> str: ...
 
@@ -282,7 +287,7 @@ class VerifyReport:
 
 TraceItem = Tokens | tuple[Tokens, int] | dict[str, object]
 
-def verify(engine: AnyEngine, trace: Iterable[TraceItem], *, keep_min: int = 64, capacity: int = 4096,
+def verify(engine: AnyEngine, trace: Iterable[TraceItem], *, keep_min: int = 64, capacity: int | None = None,
            enabled: bool = True, max_new_tokens: int = 0, chunk: int | None = None, rule_chunk: int | None = None,
            poison: bool = True) -> VerifyReport: ...
 
