@@ -84,9 +84,13 @@ std::string describe_mismatches(std::size_t mismatches, const VerifyMismatch& fi
 }
 
 VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const LaneOptions& options,
-                    Engine* cold_engine) {
+                    Engine* cold_engine, const VerifyProgress& progress) {
   VerifyReport report;
   report.requests = trace.size();
+  std::size_t runs = 0;
+  const auto ran = [&runs, &progress, total = 2 * trace.size()] {
+    if (progress) progress(++runs, total);
+  };
   std::vector<Served> served(trace.size());
   {
     Lane lane(engine, options);
@@ -103,6 +107,7 @@ VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const L
       } catch (const std::exception& e) {
         s.failure = e.what();
       }
+      ran();
     }
   }
 
@@ -110,7 +115,10 @@ VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const L
   std::unique_ptr<KvState> cold_kv;
   for (std::size_t i = 0; i < trace.size(); ++i) {
     const Served& s = served[i];
-    if (s.refused) continue;
+    if (s.refused) {
+      ran();
+      continue;
+    }
     std::string what = s.failure.empty() ? std::string() : "failed: " + s.failure;
     if (what.empty()) {
       if (cold_kv == nullptr) cold_kv = cold_side.make_kv_state(options.capacity);  // once, reused by every cold run
@@ -127,6 +135,7 @@ VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const L
         report.first_mismatch = VerifyMismatch{.request = i + 1, .line = trace[i].line, .label = trace[i].label, .what = what};
       }
     }
+    ran();
   }
   return report;
 }

@@ -305,6 +305,34 @@ class TraceAsTheProgramReadsIt(unittest.TestCase):
             pfx.verify(OwnedCache(4), [{"prompt": [1], "label": 3}])
 
     @verifies("DRV-9")
+    def test_a_trace_file_is_read_as_pfx_replay_reads_it(self):
+        import json
+        import tempfile
+        lines = ["", json.dumps({"op": "clear"})] + [json.dumps(t) for t in self.turns()]  # a blank line first
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "chats.jsonl")
+            with open(path, "w", encoding="utf-8") as out:
+                out.write("\n".join(lines) + "\n")
+            for trace in (path, __import__("pathlib").Path(path)):
+                report = pfx.verify(OwnedCache(4), trace, keep_min=1, capacity=64, rule_chunk=1)
+                first = report.first_mismatch
+                self.assertEqual((report.requests, first.request, first.line, first.label), (2, 2, 4, "turn"))
+            with open(path, "a", encoding="utf-8") as out:
+                out.write('{"prompt": [1, 2\n')
+            with self.assertRaisesRegex(ValueError, r"pfx.verify: .*chats.jsonl:5: .*"):
+                pfx.verify(OwnedCache(4), path)
+
+    @verifies("DRV-9")
+    def test_progress_is_told_run_by_run(self):
+        told = []
+        report = pfx.verify(OwnedCache(4), self.turns(), keep_min=1, capacity=64,
+                            progress=lambda done, total: told.append((done, total)))
+        self.assertTrue(report.ok)
+        self.assertEqual(told, [(1, 4), (2, 4), (3, 4), (4, 4)])  # the lane's two responses, then two cold runs
+        with self.assertRaisesRegex(TypeError, "pfx.verify: progress must be None"):
+            pfx.verify(OwnedCache(4), self.turns(), progress=True)
+
+    @verifies("DRV-9")
     def test_counts_of_one_are_in_the_singular(self):
         text = str(pfx.verify(OwnedCache(4), [[1, 2, 3]], capacity=64, max_new_tokens=2))
         self.assertIn("pfx.verify: 1 request, 1 response compared with a cold run, 0 mismatches, 4 KV rows compared", text)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import array
+import os
 import enum
 from typing import Callable, Iterable, Iterator, Literal, Protocol, SupportsIndex, Union, overload
 
@@ -287,9 +288,10 @@ class VerifyReport:
 
 TraceItem = Tokens | tuple[Tokens, int] | dict[str, object]
 
-def verify(engine: AnyEngine, trace: Iterable[TraceItem], *, keep_min: int = 64, capacity: int | None = None,
-           enabled: bool = True, max_new_tokens: int = 0, chunk: int | None = None, rule_chunk: int | None = None,
-           poison: bool = True) -> VerifyReport: ...
+def verify(engine: AnyEngine, trace: Iterable[TraceItem] | str | os.PathLike[str], *, keep_min: int = 64,
+           capacity: int | None = None, enabled: bool = True, max_new_tokens: int = 0, chunk: int | None = None,
+           rule_chunk: int | None = None, poison: bool = True,
+           progress: None | Literal[False] | Callable[[int, int], object] = None) -> VerifyReport: ...
 
 # pfx::llama's parse of llama_state_seq_get_data, for pfx.integrations.llama_cpp (ValueError on a
 # format it does not know, or a position it does not hold).

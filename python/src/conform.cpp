@@ -2,6 +2,7 @@
 // pfx::conform::check.
 
 #include "conform.hpp"
+#include "progress.hpp"
 #include "python_engine.hpp"
 
 #include <pfx/conform/check.hpp>
@@ -21,41 +22,6 @@ namespace pfx::python {
 namespace {
 
 const char* plane_name(driver::Plane plane) { return plane == driver::Plane::key ? "key" : "value"; }
-
-/// A long run's `progress` argument: None, a bar on standard error when it is a terminal (pfx._progress)
-/// and nothing otherwise; False, nothing; or a callable, called with (done, total). The bar is erased
-/// when the run ends, however it ends.
-class ProgressArgument {
- public:
-  ProgressArgument(const py::object& progress, const char* unit, const std::string& caller) {
-    if (progress.is_none()) {
-      bar_ = py::module_::import("pfx._progress").attr("on_terminal")(unit);
-      callback = bar_;
-    } else if (py::isinstance<py::bool_>(progress) && !progress.cast<bool>()) {
-      callback = py::none();
-    } else if (PyCallable_Check(progress.ptr()) != 0 && !py::isinstance<py::bool_>(progress)) {
-      callback = progress;
-    } else {
-      throw py::type_error(caller + ": progress must be None (a bar on a terminal), False (none) or a callable "
-                           "(done, total), not " + std::string(Py_TYPE(progress.ptr())->tp_name));
-    }
-  }
-  ~ProgressArgument() {
-    if (bar_.is_none()) return;
-    try {
-      bar_.attr("close")();
-    } catch (py::error_already_set& e) {
-      e.discard_as_unraisable("erasing pfx's progress bar");
-    }
-  }
-  ProgressArgument(const ProgressArgument&) = delete;
-  ProgressArgument& operator=(const ProgressArgument&) = delete;
-
-  py::object callback = py::none();
-
- private:
-  py::object bar_ = py::none();
-};
 
 }  // namespace
 
@@ -158,9 +124,7 @@ void add_conform(py::module_& m) {
         options.rule_chunk = rule_chunk;
         options.engine_name = name.empty() ? std::string(py::str(py::type::of(engine).attr("__name__"))) : name;
         const ProgressArgument told(progress, "prompts", "pfx.conform");
-        if (!told.callback.is_none()) {
-          options.progress = [&told](std::size_t done, std::size_t total) { told.callback(done, total); };
-        }
+        options.progress = told.callback();
         PythonEngine wrapped(std::move(engine), chunk, "pfx.conform");
         return conform::check(wrapped, options);
       },

@@ -212,11 +212,11 @@ void PythonEngine::host_call(driver::KvState& kv, const py::object& method, cons
       {2 * capacity * width * f, capacity * width * f, width * f, f}, false);
   const py::object result = method(first, position, view);
   // The rows are pfx's: no view of them may outlive the call. A buffer taken from kv (numpy.asarray)
-  // is an export of kv; a memoryview made from it (cast, a slice) is another view of kv's managed
-  // buffer; an object that holds kv itself (torch.frombuffer's tensor: it keeps kv and the address,
-  // not the export) is another reference to it. Any of them, still alive, is refused.
+  // holds a reference to kv, as does an object that keeps kv itself (torch.frombuffer's tensor keeps
+  // kv and the rows' address, not an export); a memoryview made from kv (cast, a slice) shares kv's
+  // managed buffer instead. Any of them, still alive, is refused.
   const auto* memory = reinterpret_cast<PyMemoryViewObject*>(view.ptr());
-  if (memory->exports > 0 || memory->mbuf->exports > 1 || Py_REFCNT(view.ptr()) > 1) {
+  if (Py_REFCNT(view.ptr()) > 1 || memory->mbuf->exports > 1) {
     throw py::value_error(caller_ + ": engine." + name + " kept a view of kv after it returned (a numpy array, "
                           "tensor or memoryview made from it): make such views inside " + name + " only");
   }

@@ -3,6 +3,7 @@
 #include "serving.hpp"
 
 #include "convert.hpp"
+#include "progress.hpp"
 #include "python_engine.hpp"
 
 #include <pfx/driver/lane.hpp>
@@ -93,14 +94,14 @@ class ServingLane {
 
 /// One item of a trace, as `pfx replay` reads a line: a request (a sequence of token ids, served with
 /// the call's max_new_tokens; a pair (prompt, max_new_tokens); a mapping with "prompt" and optionally
-/// "max_new_tokens" and "label") or a clear ({"op": "clear"}). Item `index` is line index + 1.
+/// "max_new_tokens" and "label") or a clear ({"op": "clear"}), at `line`. `element` names it in the
+/// errors of its ids ("trace[3]"), `name` in the others ("pfx.verify: trace[3] (line 4)").
 /// Returns the request, or none for a clear.
-std::optional<driver::TraceRequest> trace_item(py::handle item, std::size_t index, std::size_t max_new_tokens) {
-  const std::string element = "trace[" + std::to_string(index) + "]";  // how its ids' errors name it
-  const std::string name = "pfx.verify: " + element + " (line " + std::to_string(index + 1) + ")";
+std::optional<driver::TraceRequest> trace_item(py::handle item, const std::string& element, const std::string& name,
+                                               std::size_t line, std::size_t max_new_tokens) {
   driver::TraceRequest request;
   request.max_new_tokens = max_new_tokens;
-  request.line = index + 1;
+  request.line = line;
   py::object prompt;
   py::object count_new;
   if (py::isinstance<py::dict>(item)) {
@@ -142,19 +143,59 @@ std::optional<driver::TraceRequest> trace_item(py::handle item, std::size_t inde
   return request;
 }
 
-/// The trace's requests, each clear marked on the request after it.
-std::vector<driver::TraceRequest> trace_requests(const py::iterable& trace, std::size_t max_new_tokens) {
+/// The items of a JSON Lines file, as `pfx replay` reads one: (line, item) for each line that is not
+/// blank, in order; ValueError naming the line for one that is not a JSON object.
+std::vector<std::pair<std::size_t, py::object>> trace_file(const py::object& path) {
+  const std::string file = py::str(py::module_::import("os").attr("fspath")(path));
+  const py::object text = py::module_::import("pathlib").attr("Path")(path).attr("read_text")(py::arg("encoding") = "utf-8");
+  const py::object loads = py::module_::import("json").attr("loads");
+  std::vector<std::pair<std::size_t, py::object>> items;
+  std::size_t line = 0;
+  for (const py::handle text_line : text.attr("splitlines")()) {
+    ++line;
+    if (py::str(text_line).attr("strip")().cast<std::string>().empty()) continue;  // blank, as the program skips it
+    py::object item;
+    try {
+      item = loads(text_line);
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_ValueError)) throw;  // json.JSONDecodeError is a ValueError
+      throw py::value_error("pfx.verify: " + file + ":" + std::to_string(line) + ": " + std::string(py::str(e.value())));
+    }
+    if (!py::isinstance<py::dict>(item)) {
+      throw py::value_error("pfx.verify: " + file + ":" + std::to_string(line) + ": expected a JSON object");
+    }
+    items.emplace_back(line, std::move(item));
+  }
+  return items;
+}
+
+/// The trace's requests, each clear marked on the request after it. A str or path is a JSON Lines
+/// file of `pfx replay`'s format; anything else an iterable of items, item i being line i + 1.
+std::vector<driver::TraceRequest> trace_requests(const py::object& trace, std::size_t max_new_tokens) {
   std::vector<driver::TraceRequest> requests;
-  std::size_t index = 0;
   bool clear = false;
-  for (const py::handle item : trace) {
-    std::optional<driver::TraceRequest> request = trace_item(item, index++, max_new_tokens);
+  const auto add = [&](py::handle item, const std::string& element, const std::string& name, std::size_t line) {
+    std::optional<driver::TraceRequest> request = trace_item(item, element, name, line, max_new_tokens);
     if (!request) {
       clear = true;
-      continue;
+      return;
     }
     request->clear_first = std::exchange(clear, false);
     requests.push_back(std::move(*request));
+  };
+  if (py::isinstance<py::str>(trace) || py::hasattr(trace, "__fspath__")) {
+    const std::string file = py::str(py::module_::import("os").attr("fspath")(trace));
+    for (const auto& [line, item] : trace_file(trace)) {
+      const std::string where = file + ":" + std::to_string(line);
+      add(item, where, "pfx.verify: " + where, line);
+    }
+    return requests;
+  }
+  std::size_t index = 0;
+  for (const py::handle item : py::iter(trace)) {
+    const std::string element = "trace[" + std::to_string(index) + "]";
+    add(item, element, "pfx.verify: " + element + " (line " + std::to_string(index + 1) + ")", index + 1);
+    ++index;
   }
   return requests;
 }
@@ -239,18 +280,20 @@ void add_serving(py::module_& m) {
 
   m.def(
       "verify",
-      [](py::object engine, const py::iterable& trace, py::handle keep_min, py::handle capacity, py::handle enabled,
-         py::handle max_new_tokens, py::handle chunk, py::handle rule_chunk, py::handle poison) {
+      [](py::object engine, const py::object& trace, py::handle keep_min, py::handle capacity, py::handle enabled,
+         py::handle max_new_tokens, py::handle chunk, py::handle rule_chunk, py::handle poison,
+         const py::object& progress) {
         const LaneArguments arguments("pfx.verify", keep_min, capacity, enabled, chunk, rule_chunk, poison);
         const std::vector<driver::TraceRequest> requests =
             trace_requests(trace, count(max_new_tokens, "pfx.verify: max_new_tokens"));
         PythonEngine wrapped(std::move(engine), arguments.chunk, "pfx.verify");
-        return driver::verify(wrapped, requests, arguments.on(wrapped));
+        const ProgressArgument told(progress, "runs", "pfx.verify");
+        return driver::verify(wrapped, requests, arguments.on(wrapped), nullptr, told.callback());
       },
       py::arg("engine"), py::arg("trace"), py::kw_only(), py::arg("keep_min") = defaults.config.keep_min,
       py::arg("capacity") = py::none(), py::arg("enabled") = defaults.config.enabled,
       py::arg("max_new_tokens") = 0, py::arg("chunk") = py::none(),
-      py::arg("rule_chunk") = py::none(), py::arg("poison") = true,
+      py::arg("rule_chunk") = py::none(), py::arg("poison") = true, py::arg("progress") = py::none(),
       "Serves `trace` through a pfx.Lane on `engine`, then each request cold, and compares every response "
       "(generated tokens, logits, KV rows where the engine can read them). Returns a VerifyReport; ok is False "
       "when anything differs or nothing was compared.");

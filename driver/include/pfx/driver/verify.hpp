@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -74,16 +75,20 @@ struct VerifyReport {
   [[nodiscard]] bool ok() const noexcept { return compared > 0 && mismatches == 0; }
 };
 
+/// Told (runs done, runs in all) after each run, for a progress bar: the lane's responses, then the
+/// cold runs, so twice the trace's requests in all.
+using VerifyProgress = std::function<void(std::size_t, std::size_t)>;
+
 /// Serves `trace` in order through one Lane on `engine` (`options`, the rule chunk and poisoning
 /// included), keeping each response and the bytes of its rows, then serves each request cold
 /// (run_cold, on one KV state made once) and compares. The cold runs come after the lane is done, so
 /// an engine whose states all view its one cache (llama.cpp, transformers) serves both sides; pass
 /// `cold_engine` to run the cold side on another instance. A request the lane fails (StaleRowRead, an
 /// engine's exception) counts as a mismatch and is not compared; a request the lane refuses
-/// (RequestError) is neither.
+/// (RequestError) is neither. `progress`, if given, is told of each run.
 /// Effect: on a Lane and a cold KV state, both made here.
 /// Throws: what the Lane's constructor throws, and what a cold run throws.
 [[nodiscard]] VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const LaneOptions& options,
-                                  Engine* cold_engine = nullptr);
+                                  Engine* cold_engine = nullptr, const VerifyProgress& progress = {});
 
 }  // namespace pfx::driver
