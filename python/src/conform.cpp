@@ -107,7 +107,7 @@ void add_conform(py::module_& m) {
       "conform",
       [](py::object engine, std::optional<std::size_t> chunk, std::optional<std::size_t> rule_chunk,
          const std::string& budget, std::optional<std::uint64_t> seed, std::optional<std::size_t> max_grid,
-         std::optional<std::size_t> prompts, const std::string& name, py::object progress) {
+         std::optional<std::size_t> prompts, const std::string& name, const py::object& progress) {
         if (chunk && *chunk == 0) throw py::value_error("pfx.conform: chunk must be at least 1");
         if (rule_chunk && *rule_chunk == 0) {  // one meaning everywhere: None is the engine's chunk (pfx.Lane, pfx.verify)
           throw py::value_error("pfx.conform: rule_chunk must be at least 1 (None: the engine's chunk), not 0");
