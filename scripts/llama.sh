@@ -96,16 +96,18 @@ if [ "$python" = 1 ]; then
     fi
     # llama_cpp loads its libraries from its own lib/ folder: link the ones built above there, so that
     # `import llama_cpp` works in any shell with no variable set (their RPATH finds their neighbours in
-    # the prefix). Done on every call: also for a package an earlier run installed without them.
+    # the prefix). Checked on every call: also a package an earlier run installed without them.
     package="$(python3 -c "import importlib.util as u; print(u.find_spec('llama_cpp').submodule_search_locations[0])")"
-    mkdir -p "$package/lib"
-    for library in "$prefix"/lib/lib*.so*; do
-        ln -sfn "$library" "$package/lib/$(basename "$library")"
-    done
-    if ! (unset LLAMA_CPP_LIB_PATH; python3 -c "import llama_cpp") > "$root/python-import.log" 2>&1; then
-        tail -n 30 "$root/python-import.log" >&2
-        echo "scripts/llama.sh: llama_cpp does not import with the libraries linked into $package/lib" >&2
-        exit 1
+    if [ "$(readlink -f "$package/lib/libllama.so")" != "$(readlink -f "$prefix/lib/libllama.so")" ]; then
+        mkdir -p "$package/lib"
+        for library in "$prefix"/lib/lib*.so*; do
+            ln -sfn "$library" "$package/lib/$(basename "$library")"
+        done
+        if ! (unset LLAMA_CPP_LIB_PATH; python3 -c "import llama_cpp") > "$root/python-import.log" 2>&1; then
+            tail -n 30 "$root/python-import.log" >&2
+            echo "scripts/llama.sh: llama_cpp does not import with the libraries linked into $package/lib" >&2
+            exit 1
+        fi
     fi
 fi
 
