@@ -8,7 +8,8 @@
 #   scripts/llama.sh [--python] [--print-prefix]
 #
 #   --python        also installs llama-cpp-python itself (for pfx.integrations.llama_cpp), from the
-#                   same sdist, without building llama.cpp again: it loads the library built here
+#                   same sdist, without building llama.cpp again: the libraries built here are linked
+#                   into its lib/ folder, where `import llama_cpp` looks for them
 #   --print-prefix  prints the install prefix and exits (nothing is built)
 #
 # The prefix is ${PFX_LLAMA_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/pfx}/llama.cpp-<version>/install.
@@ -83,15 +84,31 @@ if [ ! -f "$prefix/.complete" ]; then
     touch "$prefix/.complete"
 fi
 
-installed_python() { # whether llama-cpp-python of this version is installed (it imports only with the library)
+installed_python() { # whether llama-cpp-python of this version is installed
     python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('llama-cpp-python') != '$version')" 2> /dev/null
 }
-if [ "$python" = 1 ] && ! installed_python; then
-    fetch_sdist
-    # The Python package alone (LLAMA_BUILD=OFF: no second build of llama.cpp, seconds instead of
-    # minutes): pfx.integrations.llama_cpp points it at the library built above, of the same
-    # version, through LLAMA_CPP_LIB_PATH.
-    CMAKE_ARGS="-DLLAMA_BUILD=OFF" quietly python-install python3 -m pip install "$sdist"
+if [ "$python" = 1 ]; then
+    if ! installed_python; then
+        fetch_sdist
+        # The Python package alone (LLAMA_BUILD=OFF: no second build of llama.cpp, seconds instead of
+        # minutes); it gets the library built above, of the same version, just below.
+        CMAKE_ARGS="-DLLAMA_BUILD=OFF" quietly python-install python3 -m pip install "$sdist"
+    fi
+    # llama_cpp loads its libraries from its own lib/ folder: link the ones built above there, so that
+    # `import llama_cpp` works in any shell with no variable set (their RPATH finds their neighbours in
+    # the prefix). Checked on every call: also a package an earlier run installed without them.
+    package="$(python3 -c "import importlib.util as u; print(u.find_spec('llama_cpp').submodule_search_locations[0])")"
+    if [ "$(readlink -f "$package/lib/libllama.so")" != "$(readlink -f "$prefix/lib/libllama.so")" ]; then
+        mkdir -p "$package/lib"
+        for library in "$prefix"/lib/lib*.so*; do
+            ln -sfn "$library" "$package/lib/$(basename "$library")"
+        done
+        if ! (unset LLAMA_CPP_LIB_PATH; python3 -c "import llama_cpp") > "$root/python-import.log" 2>&1; then
+            tail -n 30 "$root/python-import.log" >&2
+            echo "scripts/llama.sh: llama_cpp does not import with the libraries linked into $package/lib" >&2
+            exit 1
+        fi
+    fi
 fi
 
 echo "$prefix"

@@ -83,15 +83,29 @@ std::string difference(const Vouched& resumed, const Vouched& cold) {
   return "";
 }
 
+std::string describe_mismatches(std::size_t mismatches, const VerifyMismatch& first) {
+  std::string where;
+  if (first.line != 0) where = "line " + std::to_string(first.line);
+  if (!first.label.empty()) where += (where.empty() ? "" : ", ") + first.label;
+  return std::to_string(mismatches) + (mismatches == 1 ? " response differs from its" : " responses differ from their") +
+         " cold run; the first is request " + std::to_string(first.request) + (where.empty() ? "" : " (" + where + ")") +
+         ": " + first.what;
+}
+
 VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const LaneOptions& options,
-                    Engine* cold_engine) {
+                    Engine* cold_engine, const VerifyProgress& progress) {
   VerifyReport report;
   report.requests = trace.size();
+  std::size_t runs = 0;
+  const auto ran = [&runs, &progress, total = 2 * trace.size()] {
+    if (progress) progress(++runs, total);
+  };
   std::vector<Served> served(trace.size());
   {
     Lane lane(engine, options);
     for (std::size_t i = 0; i < trace.size(); ++i) {
       Served& s = served[i];
+      if (trace[i].clear_first) lane.clear();
       try {
         Response r = lane.serve(trace[i].prompt, trace[i].max_new_tokens);
         report.reused_tokens += r.decision.offset;
@@ -102,6 +116,7 @@ VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const L
       } catch (const std::exception& e) {
         s.failure = e.what();
       }
+      ran();
     }
   }
 
@@ -109,7 +124,10 @@ VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const L
   std::unique_ptr<KvState> cold_kv;
   for (std::size_t i = 0; i < trace.size(); ++i) {
     const Served& s = served[i];
-    if (s.refused) continue;
+    if (s.refused) {
+      ran();
+      continue;
+    }
     std::string what = s.failure.empty() ? std::string() : "failed: " + s.failure;
     if (what.empty()) {
       if (cold_kv == nullptr) cold_kv = cold_side.make_kv_state(options.capacity);  // once, reused by every cold run
@@ -123,8 +141,11 @@ VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const L
     }
     if (!what.empty()) {
       ++report.mismatches;
-      if (!report.first_mismatch) report.first_mismatch = VerifyMismatch{.request = i, .what = what};
+      if (!report.first_mismatch) {
+        report.first_mismatch = VerifyMismatch{.request = i + 1, .line = trace[i].line, .label = trace[i].label, .what = what};
+      }
     }
+    ran();
   }
   return report;
 }

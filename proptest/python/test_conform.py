@@ -133,6 +133,84 @@ class ConformProtocol(unittest.TestCase):
             pfx.conform(Keeper(4), budget="quick")
 
 
+class Recording(ChunkShaped):
+    """Keeps the tokens of every call: what the check chose to run."""
+
+    def __init__(self, chunk):
+        super().__init__(chunk)
+        self.calls = []
+
+    def prefill(self, tokens, start, kv):
+        self.calls.append((tuple(tokens), start))
+        return super().prefill(tokens, start, kv)
+
+
+class ConformRun(unittest.TestCase):
+    """What a run shows besides its verdict: the seed it used, its progress, and the program's text."""
+
+    def run_with(self, seed):
+        engine = Recording(4)
+        report = pfx.conform(engine, budget="quick", seed=seed)
+        return engine.calls, report
+
+    @verifies("CONF-3")
+    def test_the_seed_chooses_the_prompts(self):
+        first, report = self.run_with(7)
+        self.assertIn(", seed 7\n", str(report))
+        self.assertEqual(self.run_with(7)[0], first)  # the same seed: the same runs
+        self.assertNotEqual(self.run_with(8)[0], first)
+        self.assertNotEqual(self.run_with(None)[0], first)  # the budget's own seed, 1
+
+    @verifies("CONF-3")
+    def test_progress_is_told_prompt_by_prompt(self):
+        told = []
+        report = pfx.conform(ChunkShaped(4), budget="quick", progress=lambda done, total: told.append((done, total)))
+        self.assertEqual(report.verdict, "safe")
+        total = told[0][1]
+        self.assertEqual(told, [(done, total) for done in range(1, total + 1)])
+        with self.assertRaisesRegex(TypeError, "progress must be None .*, False .* or a callable"):
+            pfx.conform(ChunkShaped(4), budget="quick", progress="bar")
+
+        def stop(done, total):
+            raise KeyboardInterrupt
+        with self.assertRaises(KeyboardInterrupt):  # the caller's callback may end the run
+            pfx.conform(ChunkShaped(4), budget="quick", progress=stop)
+
+    @verifies("CONF-3")
+    def test_a_bar_is_drawn_on_a_terminal_and_erased_and_nothing_is_drawn_elsewhere(self):
+        import io
+        import sys
+        from pfx import _progress
+
+        class Terminal(io.StringIO):
+            def isatty(self):
+                return True
+        saved = sys.stderr
+        try:
+            sys.stderr = io.StringIO()
+            self.assertIsNone(_progress.on_terminal("prompts"))
+            pfx.conform(ChunkShaped(4), budget="quick")
+            self.assertEqual(sys.stderr.getvalue(), "")  # not a terminal: no bar
+            sys.stderr = Terminal()
+            self.assertIsInstance(_progress.on_terminal("prompts"), _progress.Bar)
+        finally:
+            sys.stderr = saved
+        shown = Terminal()
+        bar = _progress.Bar("prompts", shown, delay=0)
+        bar(3, 12)
+        bar.close()
+        self.assertEqual(shown.getvalue(), "\r\033[K[#######" + " " * 23 + "] 3/12 prompts, 0 s\r\033[K")
+
+    @verifies("CONF-3")
+    def test_the_text_is_the_programs_with_what_was_compared(self):
+        import json
+        report = pfx.conform(ChunkShaped(4), budget="quick")
+        compared = json.loads(report.to_json())["comparisons"]
+        self.assertGreater(compared, 0)
+        self.assertTrue(str(report).endswith(f"compared: {compared} runs with their cold run, bit for bit\n"),
+                        str(report))
+
+
 class ConformDocs(unittest.TestCase):
     @verifies("CONF-3")
     def test_the_numpy_engine_of_python_md_is_the_one_the_suite_checks(self):

@@ -32,5 +32,23 @@ class NumpyConform(unittest.TestCase):
                 self.assertEqual(replayed["mismatches"], 0, str(report))
 
 
+    @verifies("CONF-3 PY-4")
+    def test_an_engine_that_keeps_a_numpy_view_of_kv_is_told_so(self):
+        import numpy as np
+        kept = []
+        # Views of pfx's rows that outlive the call: np.frombuffer takes kv's buffer itself, np.asarray
+        # a memoryview of it.
+        for view in (lambda kv: np.frombuffer(kv, dtype=np.float32), lambda kv: np.asarray(kv)[0]):
+            class Keeper(NumpyEngine):
+                def prefill(self, tokens, start, kv):
+                    kept.append(view(kv))
+                    return super().prefill(tokens, start, kv)
+            for run in (lambda: pfx.conform(Keeper(4), budget="quick"),
+                        lambda: pfx.Lane(Keeper(4), capacity=64).serve([1, 2])):
+                with self.assertRaisesRegex(ValueError, "engine.prefill kept a view of kv after it returned"):
+                    run()
+                kept.clear()
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -93,5 +93,20 @@ class TorchConform(unittest.TestCase):
         self.assertGreater(reproduced, 0, "no grid was unsafe on PyTorch at any chunk: nothing was reproduced")
 
 
+    @verifies("CONF-3 PY-4")
+    def test_an_engine_that_keeps_a_tensor_of_kv_is_told_so(self):
+        kept = []
+
+        class Keeper(TorchTransformer):
+            def prefill(self, tokens, start, kv):
+                # torch.frombuffer's tensor keeps kv and its address, not a buffer export of it
+                kept.append(torch.frombuffer(kv, dtype=torch.float32))
+                return super().prefill(tokens, start, kv)
+        for run in (lambda: pfx.conform(Keeper(4), budget="quick"), lambda: pfx.Lane(Keeper(4), capacity=64).serve([1, 2])):
+            with self.assertRaisesRegex(ValueError, "engine.prefill kept a view of kv after it returned"):
+                run()
+            kept.clear()
+
+
 if __name__ == "__main__":
     unittest.main()

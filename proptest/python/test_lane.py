@@ -259,10 +259,127 @@ class VerifyPythonEngines(unittest.TestCase):
                             keep_min=2, capacity=64, max_new_tokens=1)
         self.assertEqual(report.compared, 3)
         self.assertTrue(report.ok)
-        with self.assertRaisesRegex(ValueError, r"trace\[0\] has no \"prompt\""):
+        # Each item's own max_new_tokens is served (the call's is for items without one): the rows a
+        # response vouches for are its prompt's and its decoded tokens' but the last.
+        self.assertEqual(report.rows_compared, 3 + (5 + 1) + 6)
+        with self.assertRaisesRegex(ValueError, r"trace\[0\] \(line 1\) has no \"prompt\""):
             pfx.verify(OwnedCache(2), [{"tokens": [1]}])
         with self.assertRaisesRegex(ValueError, r"trace\[1\]\[0\]"):
             pfx.verify(OwnedCache(2), [[1], [-1]])
+
+
+class TraceAsTheProgramReadsIt(unittest.TestCase):
+    """pfx.verify reads a trace as `pfx replay` does: the same items ({"op": "clear"} included), requests
+    numbered from 1, lines from 1, and the first mismatch told in the program's words."""
+
+    def turns(self):
+        """A request, then one that resumes at 5, off the engine's grid of 4 under rule chunk 1."""
+        return [{"prompt": [1, 2, 3, 4, 5], "max_new_tokens": 0, "label": "first"},
+                {"prompt": [1, 2, 3, 4, 5, 6, 7], "max_new_tokens": 0, "label": "turn"}]
+
+    @verifies("DRV-9")
+    def test_the_first_mismatch_is_numbered_and_worded_as_pfx_replay_does(self):
+        trace = [{"op": "clear"}] + self.turns()
+        report = pfx.verify(OwnedCache(4), trace, keep_min=1, capacity=64, rule_chunk=1)
+        self.assertEqual((report.requests, report.compared, report.mismatches), (2, 2, 1))
+        first = report.first_mismatch
+        self.assertEqual((first.request, first.line, first.label), (2, 3, "turn"))
+        self.assertIn("MISMATCH: 1 response differs from its cold run; the first is request 2 (line 3, turn): ",
+                      str(report))
+        self.assertTrue(str(first).startswith("1 response differs from its cold run; the first is request 2 "
+                                              "(line 3, turn): "), str(first))
+
+    @verifies("DRV-9")
+    def test_a_clear_forgets_the_record_before_the_next_request(self):
+        kept = pfx.verify(OwnedCache(4), self.turns(), keep_min=1, capacity=64)
+        cleared = pfx.verify(OwnedCache(4), [self.turns()[0], {"op": "clear"}, self.turns()[1]], keep_min=1,
+                             capacity=64, rule_chunk=1)
+        self.assertEqual(kept.reused_tokens, 4)
+        self.assertTrue(cleared.ok, str(cleared))  # served cold: nothing resumed off the grid
+        self.assertEqual(cleared.reused_tokens, 0)
+        with self.assertRaisesRegex(ValueError, r'trace\[1\] \(line 2\): "op": expected "clear", got \'reset\''):
+            pfx.verify(OwnedCache(4), [[1, 2], {"op": "reset"}])
+        with self.assertRaisesRegex(ValueError, r'trace\[0\] \(line 1\): "prompt": a clear takes no request fields'):
+            pfx.verify(OwnedCache(4), [{"op": "clear", "prompt": [1]}])
+        with self.assertRaisesRegex(TypeError, r'trace\[0\] \(line 1\): "label" must be a str, not int'):
+            pfx.verify(OwnedCache(4), [{"prompt": [1], "label": 3}])
+
+    @verifies("DRV-9")
+    def test_a_trace_file_is_read_as_pfx_replay_reads_it(self):
+        import json
+        import tempfile
+        lines = ["", json.dumps({"op": "clear"})] + [json.dumps(t) for t in self.turns()]  # a blank line first
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "chats.jsonl")
+            with open(path, "w", encoding="utf-8") as out:
+                out.write("\n".join(lines) + "\n")
+            for trace in (path, __import__("pathlib").Path(path)):
+                report = pfx.verify(OwnedCache(4), trace, keep_min=1, capacity=64, rule_chunk=1)
+                first = report.first_mismatch
+                self.assertEqual((report.requests, first.request, first.line, first.label), (2, 2, 4, "turn"))
+            with open(path, "a", encoding="utf-8") as out:
+                out.write('{"prompt": [1, 2\n')
+            with self.assertRaisesRegex(ValueError, r"pfx.verify: .*chats.jsonl:5: .*"):
+                pfx.verify(OwnedCache(4), path)
+
+    @verifies("DRV-9")
+    def test_progress_is_told_run_by_run(self):
+        told = []
+        report = pfx.verify(OwnedCache(4), self.turns(), keep_min=1, capacity=64,
+                            progress=lambda done, total: told.append((done, total)))
+        self.assertTrue(report.ok)
+        self.assertEqual(told, [(1, 4), (2, 4), (3, 4), (4, 4)])  # the lane's two responses, then two cold runs
+        with self.assertRaisesRegex(TypeError, "pfx.verify: progress must be None"):
+            pfx.verify(OwnedCache(4), self.turns(), progress=True)
+
+    @verifies("DRV-9")
+    def test_counts_of_one_are_in_the_singular(self):
+        text = str(pfx.verify(OwnedCache(4), [[1, 2, 3]], capacity=64, max_new_tokens=2))
+        self.assertIn("pfx.verify: 1 request, 1 response compared with a cold run, 0 mismatches, 4 KV rows compared", text)
+        self.assertNotIn("1 requests", text)
+        self.assertNotIn("1 responses", text)
+
+
+class Arguments(unittest.TestCase):
+    """pfx.Lane's and pfx.verify's arguments: defaults the engine gives, and errors that name the argument."""
+
+    @verifies("PY-4")
+    def test_without_a_capacity_a_lane_takes_the_engines_own(self):
+        engine = OwnedCache(4)
+        engine.capacity = 100
+        self.assertEqual(pfx.Lane(engine).capacity, 100)
+        report = pfx.verify(engine, [list(range(1, 16)) * 6])  # 90 tokens: more than 64, fewer than 100
+        self.assertTrue(report.ok, str(report))
+        self.assertEqual(pfx.Lane(OwnedCache(4)).capacity, 4096)  # an engine that does not say: the default
+        self.assertEqual(pfx.Lane(HostRows(4)).capacity, 4096)
+        self.assertEqual(pfx.Lane(engine, capacity=50).capacity, 50)
+
+    @verifies("PY-4")
+    def test_rule_chunk_0_is_refused_as_pfx_conform_and_pfx_replay_refuse_it(self):
+        for run in (lambda **kw: pfx.Lane(OwnedCache(4), **kw), lambda **kw: pfx.verify(OwnedCache(4), [[1]], **kw),
+                    lambda **kw: pfx.conform(OwnedCache(4), **kw)):
+            with self.assertRaisesRegex(ValueError, "rule_chunk must be at least 1"):
+                run(rule_chunk=0)
+        self.assertEqual(pfx.Lane(OwnedCache(4), rule_chunk=None).chunk, 4)
+
+    @verifies("PY-4")
+    def test_a_bad_argument_is_named_with_what_was_expected(self):
+        lane = pfx.Lane(OwnedCache(4), capacity=64)
+        with self.assertRaisesRegex(TypeError, r"pfx.Lane.serve: max_new_tokens must be an integer, not float \(2.5\)"):
+            lane.serve([1, 2, 3], 2.5)
+        with self.assertRaisesRegex(ValueError, "pfx.Lane: keep_min must be >= 0, not -1"):
+            pfx.Lane(OwnedCache(4), keep_min=-1)
+        with self.assertRaisesRegex(TypeError, "pfx.Lane: enabled must be True or False, not str"):
+            pfx.Lane(OwnedCache(4), enabled="yes")
+        with self.assertRaisesRegex(ValueError, r"pfx.Lane: chunk must be at least 1 \(None: the engine's chunk\)"):
+            pfx.Lane(OwnedCache(4), chunk=0)
+        with self.assertRaisesRegex(TypeError, "pfx.verify: capacity must be an integer, not str"):
+            pfx.verify(OwnedCache(4), [[1]], capacity="64")
+        with self.assertRaisesRegex(ValueError, "pfx.verify: max_new_tokens must be >= 0, not -2"):
+            pfx.verify(OwnedCache(4), [[1]], max_new_tokens=-2)
+        with self.assertRaisesRegex(ValueError, r"trace\[0\] \(line 1\): max_new_tokens must be >= 0, not -1"):
+            pfx.verify(OwnedCache(4), [([1], -1)])
+        self.assertEqual(len(lane.serve([1, 2, 3], 2).generated), 2)  # the lane is unharmed
 
 
 class Degenerate(OwnedCache):

@@ -146,5 +146,34 @@ class Transformers(unittest.TestCase):
             TransformersEngine(self.model, chunk=0)
 
 
+    @verifies("PY-4")
+    def test_without_a_capacity_a_lane_and_verify_take_the_models_context(self):
+        # The docs' model: a default LlamaConfig's context is 2048 positions, less than pfx's 4096.
+        torch.manual_seed(2)
+        config = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                          num_attention_heads=4, num_key_value_heads=2)
+        model = transformers.LlamaForCausalLM(config).eval()
+        engine = TransformersEngine(model, chunk=CHUNK)
+        self.assertEqual(engine.capacity, config.max_position_embeddings)
+        lane = pfx.Lane(engine, keep_min=16)
+        self.assertEqual(lane.capacity, config.max_position_embeddings)
+        self.assertEqual(len(lane.serve(list(range(40)), 2).generated), 2)
+        report = pfx.verify(TransformersEngine(model, chunk=CHUNK), [list(range(40)), list(range(60))], keep_min=16)
+        self.assertTrue(report.ok, str(report))
+
+    @verifies("PY-4")
+    def test_what_is_not_a_causal_lm_is_refused_naming_the_model(self):
+        config = self.model.config
+        with self.assertRaisesRegex(ValueError, "LlamaModel has no language-model head, so it returns no logits: "
+                                                "pass its causal LM"):
+            TransformersEngine(transformers.LlamaModel(config), chunk=CHUNK)
+        with self.assertRaisesRegex(TypeError, "model must be a transformers causal LM .*, got object"):
+            TransformersEngine(object(), chunk=CHUNK)
+        with self.assertRaisesRegex(TypeError, r"chunk must be an int >= 1, got str \('16'\)"):
+            TransformersEngine(self.model, chunk="16")
+        with self.assertRaisesRegex(ValueError, "capacity must be an int >= 1, got 0"):
+            TransformersEngine(self.model, chunk=CHUNK, capacity=0)
+
+
 if __name__ == "__main__":
     unittest.main()

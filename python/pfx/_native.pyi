@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import array
+import os
 import enum
-from typing import Iterable, Iterator, Literal, Protocol, SupportsIndex, Union, overload
+from typing import Callable, Iterable, Iterator, Literal, Protocol, SupportsIndex, Union, overload
 
 from ._write import Write
 
@@ -242,7 +243,8 @@ class ConformReport:
 
 def conform(engine: AnyEngine, *, chunk: int | None = None, rule_chunk: int | None = None,
             budget: Literal["quick", "default", "thorough"] = "default", seed: int | None = None,
-            max_grid: int | None = None, prompts: int | None = None, name: str = "") -> ConformReport: ...
+            max_grid: int | None = None, prompts: int | None = None, name: str = "",
+            progress: None | Literal[False] | Callable[[int, int], object] = None) -> ConformReport: ...
 
 # A report from what a check written in Python observed (python/src/conform_observed.cpp; used by
 # pfx.integrations.vllm_conform): judged and written by the same C++ code as pfx conform's.
@@ -266,7 +268,7 @@ class Response:
     def prefilled(self) -> int: ...
 
 class Lane:
-    def __init__(self, engine: AnyEngine, *, keep_min: int = 64, capacity: int = 4096, enabled: bool = True,
+    def __init__(self, engine: AnyEngine, *, keep_min: int = 64, capacity: int | None = None, enabled: bool = True,
                  chunk: int | None = None, rule_chunk: int | None = None, poison: bool = True) -> None: ...
     def serve(self, prompt: Tokens, max_new_tokens: int = 0) -> Response: ...
     def clear(self) -> None: ...
@@ -284,6 +286,10 @@ class Lane:
 class VerifyMismatch:
     @property
     def request(self) -> int: ...
+    @property
+    def line(self) -> int: ...
+    @property
+    def label(self) -> str: ...
     @property
     def what(self) -> str: ...
 
@@ -306,9 +312,10 @@ class VerifyReport:
 
 TraceItem = Tokens | tuple[Tokens, int] | dict[str, object]
 
-def verify(engine: AnyEngine, trace: Iterable[TraceItem], *, keep_min: int = 64, capacity: int = 4096,
-           enabled: bool = True, max_new_tokens: int = 0, chunk: int | None = None, rule_chunk: int | None = None,
-           poison: bool = True) -> VerifyReport: ...
+def verify(engine: AnyEngine, trace: Iterable[TraceItem] | str | os.PathLike[str], *, keep_min: int = 64,
+           capacity: int | None = None, enabled: bool = True, max_new_tokens: int = 0, chunk: int | None = None,
+           rule_chunk: int | None = None, poison: bool = True,
+           progress: None | Literal[False] | Callable[[int, int], object] = None) -> VerifyReport: ...
 
 # pfx::llama's parse of llama_state_seq_get_data, for pfx.integrations.llama_cpp (ValueError on a
 # format it does not know, or a position it does not hold).

@@ -2,6 +2,7 @@
 // pfx::conform::check.
 
 #include "conform.hpp"
+#include "progress.hpp"
 #include "python_engine.hpp"
 
 #include <pfx/conform/check.hpp>
@@ -104,8 +105,11 @@ void add_conform(py::module_& m) {
       "conform",
       [](py::object engine, std::optional<std::size_t> chunk, std::optional<std::size_t> rule_chunk,
          const std::string& budget, std::optional<std::uint64_t> seed, std::optional<std::size_t> max_grid,
-         std::optional<std::size_t> prompts, const std::string& name) {
+         std::optional<std::size_t> prompts, const std::string& name, const py::object& progress) {
         if (chunk && *chunk == 0) throw py::value_error("pfx.conform: chunk must be at least 1");
+        if (rule_chunk && *rule_chunk == 0) {  // one meaning everywhere: None is the engine's chunk (pfx.Lane, pfx.verify)
+          throw py::value_error("pfx.conform: rule_chunk must be at least 1 (None: the engine's chunk), not 0");
+        }
         conform::CheckOptions options;
         try {
           options.budget = conform::Budget::named(budget);
@@ -117,12 +121,14 @@ void add_conform(py::module_& m) {
         if (prompts) options.budget.prompts = *prompts;
         options.rule_chunk = rule_chunk;
         options.engine_name = name.empty() ? std::string(py::str(py::type::of(engine).attr("__name__"))) : name;
+        const ProgressArgument told(progress, "prompts", "pfx.conform");
+        options.progress = told.callback();
         PythonEngine wrapped(std::move(engine), chunk, "pfx.conform");
         return conform::check(wrapped, options);
       },
       py::arg("engine"), py::kw_only(), py::arg("chunk") = py::none(), py::arg("rule_chunk") = py::none(),
       py::arg("budget") = "default", py::arg("seed") = py::none(), py::arg("max_grid") = py::none(),
-      py::arg("prompts") = py::none(), py::arg("name") = "",
+      py::arg("prompts") = py::none(), py::arg("name") = "", py::arg("progress") = py::none(),
       "Checks a Python engine (docs/python.md, \"Checking an engine\"): on which chunk grid a resume equals a "
       "cold run bit for bit. Returns a ConformReport.");
 }

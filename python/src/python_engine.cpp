@@ -158,14 +158,18 @@ PythonEngine::PythonEngine(py::object engine, std::optional<std::size_t> chunk, 
 
 PythonEngine::~PythonEngine() = default;
 
+std::optional<std::size_t> PythonEngine::capacity() const {
+  if (!owns_cache_ || !py::hasattr(engine_, "capacity") || engine_.attr("capacity").is_none()) return std::nullopt;
+  return positive_attribute(engine_, "capacity", caller_);
+}
+
 std::unique_ptr<driver::KvState> PythonEngine::make_kv_state(std::size_t capacity) const {
   if (!owns_cache_) {
     return std::make_unique<driver::HostKvState>(driver::KvShape{.capacity = capacity, .layers = layers_, .width = width_});
   }
-  if (py::hasattr(engine_, "capacity") && !engine_.attr("capacity").is_none()) {
-    const std::size_t rows = positive_attribute(engine_, "capacity", caller_);
-    if (rows < capacity) {
-      throw std::length_error(caller_ + ": the engine's cache holds " + std::to_string(rows) + " rows (engine.capacity), "
+  if (const std::optional<std::size_t> rows = this->capacity()) {
+    if (*rows < capacity) {
+      throw std::length_error(caller_ + ": the engine's cache holds " + std::to_string(*rows) + " rows (engine.capacity), "
                               "fewer than the " + std::to_string(capacity) + " asked for");
     }
   }
@@ -207,11 +211,12 @@ void PythonEngine::host_call(driver::KvState& kv, const py::object& method, cons
       {static_cast<py::ssize_t>(shape.layers), py::ssize_t{2}, capacity, width},
       {2 * capacity * width * f, capacity * width * f, width * f, f}, false);
   const py::object result = method(first, position, view);
-  // The rows are pfx's: no view of them may outlive the call. A buffer taken from kv (numpy.asarray,
-  // torch.frombuffer) is an export of kv; a memoryview made from it (cast, a slice) is another view of
-  // kv's managed buffer. Either, still alive, is refused.
+  // The rows are pfx's: no view of them may outlive the call. A buffer taken from kv (numpy.asarray)
+  // holds a reference to kv, as does an object that keeps kv itself (torch.frombuffer's tensor keeps
+  // kv and the rows' address, not an export); a memoryview made from kv (cast, a slice) shares kv's
+  // managed buffer instead. Any of them, still alive, is refused.
   const auto* memory = reinterpret_cast<PyMemoryViewObject*>(view.ptr());
-  if (memory->exports > 0 || memory->mbuf->exports > 1) {
+  if (Py_REFCNT(view.ptr()) > 1 || memory->mbuf->exports > 1) {
     throw py::value_error(caller_ + ": engine." + name + " kept a view of kv after it returned (a numpy array, "
                           "tensor or memoryview made from it): make such views inside " + name + " only");
   }

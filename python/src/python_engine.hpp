@@ -37,6 +37,9 @@ class PythonEngine final : public driver::Engine {
   [[nodiscard]] std::size_t vocab() const noexcept override { return vocab_; }
   /// Whether the engine owns its cache (it has forget).
   [[nodiscard]] bool owns_cache() const noexcept { return owns_cache_; }
+  /// The rows the engine's own cache holds (engine.capacity), when it owns its cache and says so:
+  /// what a lane or check on it takes when it is given no capacity.
+  [[nodiscard]] std::optional<std::size_t> capacity() const;
   /// pfx's host KV state; or, for an engine that owns its cache, a view of that one cache (every
   /// view of the same Python object shares it, whichever wrapper made it: a view takes the cache over
   /// by forgetting it from 0, and a view whose cache was taken over refuses to be used,

@@ -3,6 +3,7 @@
 #include "serving.hpp"
 
 #include "convert.hpp"
+#include "progress.hpp"
 #include "python_engine.hpp"
 
 #include <pfx/driver/lane.hpp>
@@ -30,24 +31,57 @@ py::object float32_buffer(const std::vector<float>& values) {
   return buffer;
 }
 
-driver::LaneOptions lane_options(std::size_t keep_min, std::size_t capacity, bool enabled,
-                                 std::optional<std::size_t> rule_chunk, bool poison) {
-  return {.capacity = capacity, .config = {.enabled = enabled, .keep_min = keep_min}, .rule_chunk = rule_chunk.value_or(0),
-          .poison = poison};
-}
+/// The keyword arguments' defaults: the C++ Lane's, written once (driver/lane.hpp, core's config.hpp).
+const driver::LaneOptions defaults{};
+
+/// The knobs of pfx.Lane and pfx.verify, each read as its argument names it (`caller`: "pfx.Lane").
+struct LaneArguments {
+  std::optional<std::size_t> chunk;     ///< None: the engine's
+  std::optional<std::size_t> capacity;  ///< None: the engine's capacity, else the C++ lane's default
+  driver::LaneOptions options;
+
+  LaneArguments(const std::string& caller, py::handle keep_min, py::handle capacity_rows, py::handle enabled,
+                py::handle chunk_size, py::handle rule_chunk, py::handle poison) {
+    chunk = positive_or_none(chunk_size, caller + ": chunk", "the engine's chunk");
+    capacity = positive_or_none(capacity_rows, caller + ": capacity", "the engine's capacity");
+    options.config.keep_min = count(keep_min, (caller + ": keep_min").c_str());
+    options.config.enabled = flag(enabled, (caller + ": enabled").c_str());
+    // One meaning everywhere (`pfx replay --rule-chunk`, pfx.conform): None is the engine's chunk, 0 is refused.
+    options.rule_chunk = positive_or_none(rule_chunk, caller + ": rule_chunk", "the engine's chunk").value_or(0);
+    options.poison = flag(poison, (caller + ": poison").c_str());
+  }
+
+  /// The options on `engine`: without a capacity, the rows its own cache holds, else the default.
+  [[nodiscard]] driver::LaneOptions on(const PythonEngine& engine) const {
+    driver::LaneOptions chosen = options;
+    chosen.capacity = capacity.value_or(engine.capacity().value_or(defaults.capacity));
+    return chosen;
+  }
+
+  /// None, or an integer >= 1; TypeError or ValueError naming `argument` otherwise.
+  static std::optional<std::size_t> positive_or_none(py::handle value, const std::string& argument,
+                                                     const char* none_means) {
+    if (value.is_none()) return std::nullopt;
+    const std::size_t n = count(value, argument.c_str());
+    if (n == 0) throw py::value_error(argument + " must be at least 1 (None: " + none_means + "), not 0");
+    return n;
+  }
+};
 
 /// A C++ Lane over a Python engine. The members are destroyed in reverse order: the lane (and its
 /// KV state, a view of the engine's cache) before the wrapper it refers to.
 class ServingLane {
  public:
-  ServingLane(py::object engine, const driver::LaneOptions& options, std::optional<std::size_t> chunk)
-      : engine_(std::move(engine), chunk, "pfx.Lane"), lane_(std::make_unique<driver::Lane>(engine_, options)) {}
+  ServingLane(py::object engine, const LaneArguments& arguments)
+      : engine_(std::move(engine), arguments.chunk, "pfx.Lane"),
+        lane_(std::make_unique<driver::Lane>(engine_, arguments.on(engine_))) {}
 
-  driver::Response serve(py::handle prompt, std::size_t max_new_tokens) {
+  driver::Response serve(py::handle prompt, py::handle max_new_tokens) {
+    const std::size_t count_new = count(max_new_tokens, "pfx.Lane.serve: max_new_tokens");
     Tokens tokens(prompt, "prompt");
     const std::span<const token> ids = tokens.all();
     const std::vector<token> copy(ids.begin(), ids.end());  // the engine's Python code may run the allocator
-    return lane_->serve(copy, max_new_tokens);
+    return lane_->serve(copy, count_new);
   }
   void clear() { lane_->clear(); }
   [[nodiscard]] const driver::Lane& lane() const noexcept { return *lane_; }
@@ -58,53 +92,129 @@ class ServingLane {
   std::unique_ptr<driver::Lane> lane_;
 };
 
-/// One item of a trace: a sequence of token ids (a prompt, with the call's max_new_tokens), a
-/// mapping with "prompt" and optionally "max_new_tokens", or a pair (prompt, max_new_tokens).
-driver::TraceRequest trace_request(py::handle item, std::size_t index, std::size_t max_new_tokens) {
-  const std::string name = "trace[" + std::to_string(index) + "]";
+/// One item of a trace, as `pfx replay` reads a line: a request (a sequence of token ids, served with
+/// the call's max_new_tokens; a pair (prompt, max_new_tokens); a mapping with "prompt" and optionally
+/// "max_new_tokens" and "label") or a clear ({"op": "clear"}), at `line`. `element` names it in the
+/// errors of its ids ("trace[3]"), `name` in the others ("pfx.verify: trace[3] (line 4)").
+/// Returns the request, or none for a clear.
+std::optional<driver::TraceRequest> trace_item(py::handle item, const std::string& element, const std::string& name,
+                                               std::size_t line, std::size_t max_new_tokens) {
+  driver::TraceRequest request;
+  request.max_new_tokens = max_new_tokens;
+  request.line = line;
   py::object prompt;
-  py::object count;
+  py::object count_new;
   if (py::isinstance<py::dict>(item)) {
     const auto mapping = py::reinterpret_borrow<py::dict>(item);
-    if (!mapping.contains("prompt")) throw py::value_error("pfx.verify: " + name + " has no \"prompt\"");
+    if (mapping.contains("op")) {
+      const py::object op = mapping["op"];
+      if (!py::isinstance<py::str>(op) || op.cast<std::string>() != "clear") {
+        throw py::value_error(name + ": \"op\": expected \"clear\", got " + py::repr(op).cast<std::string>());
+      }
+      for (const char* field : {"prompt", "max_new_tokens"}) {
+        if (mapping.contains(field)) {
+          throw py::value_error(name + ": \"" + field + "\": a clear takes no request fields (an item is a request or "
+                                "{\"op\": \"clear\"})");
+        }
+      }
+      return std::nullopt;
+    }
+    if (!mapping.contains("prompt")) throw py::value_error(name + " has no \"prompt\"");
     prompt = mapping["prompt"];
-    if (mapping.contains("max_new_tokens")) count = mapping["max_new_tokens"];
+    if (mapping.contains("max_new_tokens")) count_new = mapping["max_new_tokens"];
+    if (mapping.contains("label")) {
+      const py::object label = mapping["label"];
+      if (!py::isinstance<py::str>(label)) {
+        throw py::type_error(name + ": \"label\" must be a str, not " + std::string(Py_TYPE(label.ptr())->tp_name));
+      }
+      request.label = label.cast<std::string>();
+    }
   } else if (py::isinstance<py::tuple>(item) && py::len(item) == 2 &&
              !py::isinstance<py::int_>(py::reinterpret_borrow<py::tuple>(item)[0])) {
     prompt = py::reinterpret_borrow<py::tuple>(item)[0];
-    count = py::reinterpret_borrow<py::tuple>(item)[1];
+    count_new = py::reinterpret_borrow<py::tuple>(item)[1];
   } else {
     prompt = py::reinterpret_borrow<py::object>(item);
   }
-  driver::TraceRequest request;
-  Tokens tokens(prompt, name.c_str());
+  Tokens tokens(prompt, element.c_str());
   const std::span<const token> ids = tokens.all();
   request.prompt.assign(ids.begin(), ids.end());
-  request.max_new_tokens = max_new_tokens;
-  if (count && !count.is_none()) {
-    if (!py::isinstance<py::int_>(count) || py::isinstance<py::bool_>(count) || count.cast<long long>() < 0) {
-      throw py::value_error("pfx.verify: " + name + "'s max_new_tokens must be an integer >= 0");
-    }
-    request.max_new_tokens = count.cast<std::size_t>();
-  }
+  if (count_new && !count_new.is_none()) request.max_new_tokens = count(count_new, (name + ": max_new_tokens").c_str());
   return request;
 }
 
-std::string describe(const driver::VerifyReport& r) {
-  std::string text = "pfx.verify: " + std::to_string(r.compared) + " of " + std::to_string(r.requests) +
-                     " responses compared with a cold run, " + std::to_string(r.mismatches) + " mismatches, " +
-                     std::to_string(r.rows_compared) + " KV rows compared, " + std::to_string(r.reused_tokens) +
-                     " prompt tokens reused";
-  if (r.first_mismatch) {
-    text += "; first mismatch: request " + std::to_string(r.first_mismatch->request) + ": " + r.first_mismatch->what;
+/// The items of a JSON Lines file, as `pfx replay` reads one: (line, item) for each line that is not
+/// blank, in order; ValueError naming the line for one that is not a JSON object.
+std::vector<std::pair<std::size_t, py::object>> trace_file(const py::object& path) {
+  const std::string file = py::str(py::module_::import("os").attr("fspath")(path));
+  const py::object text = py::module_::import("pathlib").attr("Path")(path).attr("read_text")(py::arg("encoding") = "utf-8");
+  const py::object loads = py::module_::import("json").attr("loads");
+  std::vector<std::pair<std::size_t, py::object>> items;
+  std::size_t line = 0;
+  for (const py::handle text_line : text.attr("splitlines")()) {
+    ++line;
+    if (py::str(text_line).attr("strip")().cast<std::string>().empty()) continue;  // blank, as the program skips it
+    py::object item;
+    try {
+      item = loads(text_line);
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_ValueError)) throw;  // json.JSONDecodeError is a ValueError
+      throw py::value_error("pfx.verify: " + file + ":" + std::to_string(line) + ": " + std::string(py::str(e.value())));
+    }
+    if (!py::isinstance<py::dict>(item)) {
+      throw py::value_error("pfx.verify: " + file + ":" + std::to_string(line) + ": expected a JSON object");
+    }
+    items.emplace_back(line, std::move(item));
   }
+  return items;
+}
+
+/// The trace's requests, each clear marked on the request after it. A str or path is a JSON Lines
+/// file of `pfx replay`'s format; anything else an iterable of items, item i being line i + 1.
+std::vector<driver::TraceRequest> trace_requests(const py::object& trace, std::size_t max_new_tokens) {
+  std::vector<driver::TraceRequest> requests;
+  bool clear = false;
+  const auto add = [&](py::handle item, const std::string& element, const std::string& name, std::size_t line) {
+    std::optional<driver::TraceRequest> request = trace_item(item, element, name, line, max_new_tokens);
+    if (!request) {
+      clear = true;
+      return;
+    }
+    request->clear_first = std::exchange(clear, false);
+    requests.push_back(std::move(*request));
+  };
+  if (py::isinstance<py::str>(trace) || py::hasattr(trace, "__fspath__")) {
+    const std::string file = py::str(py::module_::import("os").attr("fspath")(trace));
+    for (const auto& [line, item] : trace_file(trace)) {
+      const std::string where = file + ":" + std::to_string(line);
+      add(item, where, "pfx.verify: " + where, line);
+    }
+    return requests;
+  }
+  std::size_t index = 0;
+  for (const py::handle item : py::iter(trace)) {
+    const std::string element = "trace[" + std::to_string(index) + "]";
+    add(item, element, "pfx.verify: " + element + " (line " + std::to_string(index + 1) + ")", index + 1);
+    ++index;
+  }
+  return requests;
+}
+
+/// "N" and the noun, in the singular for one: "1 request", "2 requests".
+std::string counted(std::size_t n, const std::string& noun, const std::string& plural = "") {
+  return std::to_string(n) + " " + (n == 1 ? noun : plural.empty() ? noun + "s" : plural);
+}
+
+/// The report in one line, in `pfx replay --verify`'s words (driver::describe_mismatches).
+std::string describe(const driver::VerifyReport& r) {
+  std::string text = "pfx.verify: " + counted(r.requests, "request") + ", " + counted(r.compared, "response") +
+                     " compared with a cold run, " + counted(r.mismatches, "mismatch", "mismatches") + ", " + counted(r.rows_compared, "KV row") + " compared, " +
+                     counted(r.reused_tokens, "prompt token") + " reused";
+  if (r.first_mismatch) text += "; MISMATCH: " + driver::describe_mismatches(r.mismatches, *r.first_mismatch);
   if (r.compared == 0) text += "; FAILED: nothing was compared";
   text += r.ok() ? " (ok)" : " (NOT ok)";
   return text;
 }
-
-/// The keyword arguments' defaults: the C++ Lane's, written once (driver/lane.hpp, core's config.hpp).
-const driver::LaneOptions defaults{};
 
 }  // namespace
 
@@ -123,14 +233,13 @@ void add_serving(py::module_& m) {
   py::class_<ServingLane>(m, "Lane",
                           "The C++ Lane over an engine written in Python (docs/python.md, \"Serving with pfx.Lane\"): "
                           "serves one request at a time, reusing what the rule allows.")
-      .def(py::init([](py::object engine, std::size_t keep_min, std::size_t capacity, bool enabled,
-                       std::optional<std::size_t> chunk, std::optional<std::size_t> rule_chunk, bool poison) {
-             if (chunk && *chunk == 0) throw py::value_error("pfx.Lane: chunk must be at least 1");
-             return std::make_unique<ServingLane>(std::move(engine),
-                                                  lane_options(keep_min, capacity, enabled, rule_chunk, poison), chunk);
+      .def(py::init([](py::object engine, py::handle keep_min, py::handle capacity, py::handle enabled,
+                       py::handle chunk, py::handle rule_chunk, py::handle poison) {
+             return std::make_unique<ServingLane>(
+                 std::move(engine), LaneArguments("pfx.Lane", keep_min, capacity, enabled, chunk, rule_chunk, poison));
            }),
            py::arg("engine"), py::kw_only(), py::arg("keep_min") = defaults.config.keep_min,
-           py::arg("capacity") = defaults.capacity, py::arg("enabled") = defaults.config.enabled,
+           py::arg("capacity") = py::none(), py::arg("enabled") = defaults.config.enabled,
            py::arg("chunk") = py::none(), py::arg("rule_chunk") = py::none(),
            py::arg("poison") = true)
       .def("serve", &ServingLane::serve, py::arg("prompt"), py::arg("max_new_tokens") = 0,
@@ -147,11 +256,14 @@ void add_serving(py::module_& m) {
       }, "the record's token ids (a copy)");
 
   py::class_<driver::VerifyMismatch>(m, "VerifyMismatch", "The first response that differs from its cold run.")
-      .def_readonly("request", &driver::VerifyMismatch::request)
+      .def_readonly("request", &driver::VerifyMismatch::request, "its number among the trace's requests, from 1")
+      .def_readonly("line", &driver::VerifyMismatch::line, "its item's place in the trace, from 1, clears counted")
+      .def_readonly("label", &driver::VerifyMismatch::label, "its item's \"label\", or \"\"")
       .def_readonly("what", &driver::VerifyMismatch::what)
-      .def("__str__", [](const driver::VerifyMismatch& v) { return "request " + std::to_string(v.request) + ": " + v.what; })
+      .def("__str__", [](const driver::VerifyMismatch& v) { return driver::describe_mismatches(1, v); })
       .def("__repr__", [](const driver::VerifyMismatch& v) {
-        return "<VerifyMismatch request " + std::to_string(v.request) + ": " + v.what + ">";
+        return "<VerifyMismatch request " + std::to_string(v.request) + " (line " + std::to_string(v.line) + "): " +
+               v.what + ">";
       });
   py::class_<driver::VerifyReport>(m, "VerifyReport", "What pfx.verify found.")
       .def_readonly("requests", &driver::VerifyReport::requests)
@@ -168,20 +280,20 @@ void add_serving(py::module_& m) {
 
   m.def(
       "verify",
-      [](py::object engine, const py::iterable& trace, std::size_t keep_min, std::size_t capacity, bool enabled,
-         std::size_t max_new_tokens, std::optional<std::size_t> chunk, std::optional<std::size_t> rule_chunk,
-         bool poison) {
-        if (chunk && *chunk == 0) throw py::value_error("pfx.verify: chunk must be at least 1");
-        std::vector<driver::TraceRequest> requests;
-        std::size_t index = 0;
-        for (const py::handle item : trace) requests.push_back(trace_request(item, index++, max_new_tokens));
-        PythonEngine wrapped(std::move(engine), chunk, "pfx.verify");
-        return driver::verify(wrapped, requests, lane_options(keep_min, capacity, enabled, rule_chunk, poison));
+      [](py::object engine, const py::object& trace, py::handle keep_min, py::handle capacity, py::handle enabled,
+         py::handle max_new_tokens, py::handle chunk, py::handle rule_chunk, py::handle poison,
+         const py::object& progress) {
+        const LaneArguments arguments("pfx.verify", keep_min, capacity, enabled, chunk, rule_chunk, poison);
+        const std::vector<driver::TraceRequest> requests =
+            trace_requests(trace, count(max_new_tokens, "pfx.verify: max_new_tokens"));
+        PythonEngine wrapped(std::move(engine), arguments.chunk, "pfx.verify");
+        const ProgressArgument told(progress, "runs", "pfx.verify");
+        return driver::verify(wrapped, requests, arguments.on(wrapped), nullptr, told.callback());
       },
       py::arg("engine"), py::arg("trace"), py::kw_only(), py::arg("keep_min") = defaults.config.keep_min,
-      py::arg("capacity") = defaults.capacity, py::arg("enabled") = defaults.config.enabled,
+      py::arg("capacity") = py::none(), py::arg("enabled") = defaults.config.enabled,
       py::arg("max_new_tokens") = 0, py::arg("chunk") = py::none(),
-      py::arg("rule_chunk") = py::none(), py::arg("poison") = true,
+      py::arg("rule_chunk") = py::none(), py::arg("poison") = true, py::arg("progress") = py::none(),
       "Serves `trace` through a pfx.Lane on `engine`, then each request cold, and compares every response "
       "(generated tokens, logits, KV rows where the engine can read them). Returns a VerifyReport; ok is False "
       "when anything differs or nothing was compared.");

@@ -9,7 +9,10 @@ llama_cpp cannot be imported or no model is given.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import subprocess
+import sys
 import unittest
 
 import pfx  # the build's python/ folder is on PYTHONPATH (CTest puts it there)
@@ -20,15 +23,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.environ.get("PFX_LLAMA_MODEL", "")
 
 
+def installed() -> bool:
+    """Whether llama-cpp-python is installed (found without importing it: an import may fail, and
+    that is what a test here checks)."""
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
 def why_not() -> str:
     """Why the suite cannot run here, or ""."""
     if not MODEL:
         return ("no model: PFX_LLAMA_MODEL names the GGUF file pfx.integrations.tiny_gguf writes, which the build's "
                 "fixture writes where llama.cpp was found (scripts/llama.sh)")
-    try:
-        llama_cpp_module._llama_cpp()
-    except Exception as e:  # noqa: BLE001
-        return f"llama_cpp cannot be imported ({type(e).__name__}: {e}); scripts/llama.sh --python installs it"
+    if not installed():
+        return "llama-cpp-python is not installed; scripts/llama.sh --python installs it"
     return ""
 
 
@@ -55,6 +62,25 @@ def resumed(engine, held, prompt, offset):
         logits = engine.prefill(prompt[start:end], start)
         start = end
     return logits.tobytes(), engine.read_rows(0, len(prompt))
+
+
+@unittest.skipIf(not installed(), "llama-cpp-python is not installed; scripts/llama.sh --python installs it")
+class InstalledPackage(unittest.TestCase):
+    """llama-cpp-python as scripts/llama.sh --python installs it: usable on its own, and left alone by pfx."""
+
+    @verifies("PY-4")
+    def test_llama_cpp_imports_on_its_own_in_a_new_interpreter(self):
+        environment = {k: v for k, v in os.environ.items() if k != "LLAMA_CPP_LIB_PATH"}
+        run = subprocess.run([sys.executable, "-c", "import llama_cpp"], env=environment, capture_output=True,
+                             text=True, check=False)
+        self.assertEqual(run.returncode, 0, run.stderr[-2000:])
+
+    @unittest.skipIf(WHY_NOT, WHY_NOT)
+    @verifies("PY-4")
+    def test_making_an_engine_changes_no_environment_variable(self):
+        before = dict(os.environ)
+        llama_cpp_module.LlamaCppEngine(MODEL, chunk=16, capacity=64)
+        self.assertEqual(dict(os.environ), before)
 
 
 @unittest.skipIf(WHY_NOT, WHY_NOT)
@@ -122,6 +148,65 @@ class LlamaCppEngineTest(unittest.TestCase):
             llama_cpp_module.LlamaCppEngine(MODEL, chunk=16, ubatch=32)
         with self.assertRaisesRegex(ValueError, "expected 1 to the chunk"):
             self.engine.prefill(list(range(3, 3 + 17)), 0)
+        with self.assertRaisesRegex(TypeError, r"LlamaCppEngine: chunk must be an int >= 1, got str \('16'\)"):
+            llama_cpp_module.LlamaCppEngine(MODEL, chunk="16")
+        with self.assertRaisesRegex(ValueError, "LlamaCppEngine: threads must be an int >= 1, got 0"):
+            llama_cpp_module.LlamaCppEngine(MODEL, chunk=16, threads=0)
+        with self.assertRaisesRegex(ValueError, "LlamaCppEngine: capacity must be an int >= 1, got -5"):
+            llama_cpp_module.LlamaCppEngine(MODEL, chunk=16, capacity=-5)
+        with self.assertRaisesRegex(TypeError, "LlamaCppEngine: model_path must be a path"):
+            llama_cpp_module.LlamaCppEngine(None, chunk=16)
+
+    @verifies("PY-4")
+    def test_a_file_that_is_not_a_model_is_refused_in_pfxs_words_alone(self):
+        import io
+        import tempfile
+        with tempfile.NamedTemporaryFile(suffix=".gguf") as garbage:
+            garbage.write(b"not a model" * 10)
+            garbage.flush()
+            saved, sys.stderr = sys.stderr, io.StringIO()
+            try:
+                with self.assertRaisesRegex(OSError, "cannot load the model .*: llama.cpp does not read it as a GGUF "
+                                                     r"model \(llama.cpp: .*gguf"):
+                    llama_cpp_module.LlamaCppEngine(garbage.name, chunk=16)
+                shown = sys.stderr.getvalue()
+            finally:
+                sys.stderr = saved
+        self.assertEqual(shown, "")  # llama.cpp's own lines are in the error, not before it
+
+    @verifies("PY-4")
+    def test_the_context_is_the_models_trained_one_unless_a_capacity_lowers_it(self):
+        trained = 8192  # pfx.integrations.tiny_gguf's --ctx
+        engine = llama_cpp_module.LlamaCppEngine(MODEL, chunk=16)
+        self.assertEqual((engine.trained_context, engine.capacity), (trained, trained))
+        self.assertEqual(pfx.Lane(engine).capacity, trained)  # a lane without a capacity takes the engine's
+        self.assertEqual(llama_cpp_module.LlamaCppEngine(MODEL, chunk=16, capacity=1 << 20).capacity, trained)
+        small = llama_cpp_module.LlamaCppEngine(MODEL, chunk=16, capacity=40)
+        self.assertEqual(small.capacity, 40)
+        small.prefill(list(range(3, 19)), 0)
+        with self.assertRaisesRegex(ValueError, r"positions 32..47 are past the context of 40 rows \(the model's "
+                                                r"trained context is 8192\)"):
+            small.prefill(list(range(3, 19)), 32)
+        with self.assertRaisesRegex(ValueError, "41 prompt tokens \\+ 0 new tokens do not fit the KV state's 40 rows"):
+            pfx.Lane(small).serve(list(range(3, 44)), 0)
+
+    @verifies("PY-4")
+    def test_the_logits_are_llama_cpps_own_for_the_last_token_of_each_call(self):
+        import llama_cpp
+        import numpy as np
+        r = rng(self)
+        prompt = [r.randrange(3, 512) for _ in range(45)]  # three calls: 16, 16 and 13 tokens
+        model = llama_cpp.Llama(MODEL, n_ctx=512, n_batch=16, n_ubatch=16, n_threads=1, n_threads_batch=1,
+                                logits_all=True, flash_attn=True, verbose=False)
+        model.eval(prompt + [7])
+        own = np.asarray(model.scores[:len(prompt) + 1], dtype=np.float32)
+        engine = self.engine
+        engine.forget(0)
+        for start in range(0, len(prompt), 16):
+            logits = engine.prefill(prompt[start:start + 16], start)
+            last = min(start + 16, len(prompt)) - 1
+            np.testing.assert_allclose(logits, own[last], rtol=1e-3, atol=1e-3, err_msg=f"the call from {start}")
+        np.testing.assert_allclose(engine.decode(7, len(prompt)), own[len(prompt)], rtol=1e-3, atol=1e-3)
 
 
 @unittest.skipIf(WHY_NOT, WHY_NOT)

@@ -9,9 +9,10 @@ those positions (f16 or f32), parsed from llama_state_seq_get_data by pfx::llama
 (compiled into pfx's module), for comparison as bytes; read_each_row(start, end) the same rows
 apart, from one read.
 
-llama-cpp-python must match the llama.cpp it loads. `scripts/llama.sh --python` installs the Python
-package of the same version as the llama.cpp it builds, without building llama.cpp a second time:
-this module then points llama_cpp at that build (LLAMA_CPP_LIB_PATH) unless the variable is set.
+llama-cpp-python must match the llama.cpp it loads: `scripts/llama.sh --python` installs the Python
+package of the same version as the llama.cpp it builds, without building llama.cpp a second time, and
+links that build's libraries where the package looks for them. This module changes no environment
+variable: `import llama_cpp` works on its own.
 """
 
 from __future__ import annotations
@@ -25,38 +26,38 @@ from .. import _native
 __all__ = ["LlamaCppEngine", "each_row_of_sequence_state", "rows_of_sequence_state"]
 
 
-def _point_at_shared_build() -> None:
-    """Sets LLAMA_CPP_LIB_PATH to scripts/llama.sh's build of this llama-cpp-python's version, when
-    the package has no library of its own and the variable is not set."""
-    if "LLAMA_CPP_LIB_PATH" in os.environ:
-        return
-    try:
-        from importlib import metadata, util
-
-        version = metadata.version("llama-cpp-python")
-        spec = util.find_spec("llama_cpp")
-    except Exception:  # not installed: the import below says so
-        return
-    if spec is not None and spec.origin is not None:
-        own = os.path.join(os.path.dirname(spec.origin), "lib", "libllama.so")
-        if os.path.exists(own):
-            return
-    home = os.environ.get("PFX_LLAMA_HOME") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "pfx")
-    lib = os.path.join(home, f"llama.cpp-{version}", "install", "lib")
-    if os.path.exists(os.path.join(lib, "libllama.so")):
-        os.environ["LLAMA_CPP_LIB_PATH"] = lib
-
-
 def _llama_cpp():
-    _point_at_shared_build()
-    import llama_cpp  # noqa: PLC0415  (imported when an engine is made: pfx works without it)
-
+    try:
+        import llama_cpp  # noqa: PLC0415  (imported when an engine is made: pfx works without it)
+    except (ImportError, OSError, RuntimeError) as e:  # FileNotFoundError: the package without its library
+        raise ImportError(f"LlamaCppEngine needs llama-cpp-python, which does not import here ({type(e).__name__}: "
+                          f"{e}); scripts/llama.sh --python installs it with its library") from e
     return llama_cpp
 
 
 _initialized = False
-_QUIET = None  # llama.cpp's log callback, kept alive for as long as llama.cpp may call it
+_LOG = None  # llama.cpp's log callback, kept alive for as long as llama.cpp may call it
+_verbose = False  # whether llama.cpp's log lines go to standard error (an engine made with verbose=True)
+_errors: list = []  # llama.cpp's error lines since the last engine began loading: told in pfx's error
+
+
+def _log(level, text, user_data):  # llama.cpp's log callback
+    line = text.decode(errors="replace")
+    if _verbose:
+        import sys
+
+        sys.stderr.write(line)
+    elif level == 4 and len(_errors) < 20:  # GGML_LOG_LEVEL_ERROR, kept for the error pfx raises
+        _errors.append(line.strip())
+
+
+def _integer(value, name: str, least: int = 1) -> int:
+    """value as an int >= least; TypeError or ValueError naming the argument otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"LlamaCppEngine: {name} must be an int >= {least}, got {type(value).__name__} ({value!r})")
+    if value < least:
+        raise ValueError(f"LlamaCppEngine: {name} must be an int >= {least}, got {value}")
+    return value
 
 
 def rows_of_sequence_state(state: bytes, start: int, end: int) -> bytes:
@@ -77,46 +78,62 @@ class LlamaCppEngine:
     """A llama.cpp model on one context, for pfx's engine protocol (an engine that owns its cache).
 
     LlamaCppEngine(model_path, chunk, ubatch=None, threads=None, flash_attn="auto", kv_type="f16",
-                   capacity=4096)
+                   capacity=None, verbose=False)
 
     chunk is n_batch, the tokens of one prefill call and the rule's chunk; ubatch is n_ubatch (at
-    most chunk; default: chunk); flash_attn is "on", "off" or "auto"; kv_type "f16" or "f32".
-    A missing or unreadable model raises FileNotFoundError / OSError naming the file."""
+    most chunk; default: chunk); flash_attn is "on", "off" or "auto"; kv_type "f16" or "f32";
+    capacity the rows of the context: the model's trained context (n_ctx_train), or fewer when given
+    (a position past it is refused). verbose sends llama.cpp's own log to standard error; without it
+    llama.cpp's error lines are told in the error pfx raises. A missing or unreadable model raises
+    FileNotFoundError / OSError naming the file; a bad argument TypeError / ValueError naming it."""
 
-    def __init__(self, model_path: str, chunk: int, ubatch: Optional[int] = None, threads: Optional[int] = None,
-                 flash_attn: str = "auto", kv_type: str = "f16", capacity: int = 4096) -> None:
-        global _initialized, _QUIET
-        if chunk < 1:
-            raise ValueError(f"chunk must be at least 1, got {chunk}")
-        ubatch = chunk if ubatch is None else ubatch
-        if not 1 <= ubatch <= chunk:
-            raise ValueError(f"ubatch {ubatch} must be 1 to the chunk {chunk} (llama.cpp's n_ubatch <= n_batch)")
+    def __init__(self, model_path, chunk: int, ubatch: Optional[int] = None, threads: Optional[int] = None,
+                 flash_attn: str = "auto", kv_type: str = "f16", capacity: Optional[int] = None,
+                 verbose: bool = False) -> None:
+        global _initialized, _LOG, _verbose
+        if not isinstance(model_path, (str, os.PathLike)):
+            raise TypeError(f"LlamaCppEngine: model_path must be a path (str or os.PathLike), "
+                            f"got {type(model_path).__name__}")
+        model_path = os.fspath(model_path)
+        chunk = _integer(chunk, "chunk")
+        ubatch = chunk if ubatch is None else _integer(ubatch, "ubatch")
+        if ubatch > chunk:
+            raise ValueError(f"LlamaCppEngine: ubatch {ubatch} must be 1 to the chunk {chunk} "
+                             "(llama.cpp's n_ubatch <= n_batch)")
+        threads = 1 if threads is None else _integer(threads, "threads")  # as pfx::llama: ggml's barriers spin
+        if capacity is not None:
+            capacity = _integer(capacity, "capacity")
         if flash_attn not in ("on", "off", "auto"):
-            raise ValueError(f"flash_attn {flash_attn!r}: expected 'on', 'off' or 'auto'")
+            raise ValueError(f"LlamaCppEngine: flash_attn {flash_attn!r}: expected 'on', 'off' or 'auto'")
         if kv_type not in ("f16", "f32"):
-            raise ValueError(f"kv_type {kv_type!r}: expected 'f16' or 'f32'")
+            raise ValueError(f"LlamaCppEngine: kv_type {kv_type!r}: expected 'f16' or 'f32'")
         if os.path.isdir(model_path):
             raise IsADirectoryError(f"cannot read the model {model_path}: it is a directory")
         with open(model_path, "rb"):  # FileNotFoundError / PermissionError name the file
             pass
         ll = self._ll = _llama_cpp()
         if not _initialized:
-            _QUIET = ll.llama_log_callback(_quiet)
-            ll.llama_log_set(_QUIET, ctypes.c_void_p())
+            _LOG = ll.llama_log_callback(_log)
+            ll.llama_log_set(_LOG, ctypes.c_void_p())
             ll.llama_backend_init()
             _initialized = True
+        _verbose = bool(verbose)
+        _errors.clear()
         self.chunk = chunk
         self.ubatch = ubatch
-        self.capacity = capacity
-        self.threads = threads or 1  # as pfx::llama: ggml's barriers spin on a busy machine
+        self.threads = threads
         model_params = ll.llama_model_default_params()
         model_params.n_gpu_layers = 0
         self._model = ll.llama_model_load_from_file(model_path.encode(), model_params)
         if not self._model:
-            raise OSError(f"cannot load the model {model_path}: llama.cpp does not read it as a GGUF model")
+            said = f" (llama.cpp: {'; '.join(_errors)})" if _errors else ""
+            raise OSError(f"cannot load the model {model_path}: llama.cpp does not read it as a GGUF model{said}")
         self.vocab = ll.llama_vocab_n_tokens(ll.llama_model_get_vocab(self._model))
+        # The model's trained context bounds every position; a capacity asked for may only lower it.
+        self.trained_context = ll.llama_model_n_ctx_train(self._model)
+        self.capacity = self.trained_context if capacity is None else min(capacity, self.trained_context)
         params = ll.llama_context_default_params()
-        params.n_ctx = capacity
+        params.n_ctx = self.capacity
         params.n_batch = chunk
         params.n_ubatch = ubatch
         params.n_seq_max = 1
@@ -132,7 +149,7 @@ class LlamaCppEngine:
         self._context = ll.llama_init_from_model(self._model, params)
         if not self._context:
             ll.llama_model_free(self._model)
-            raise RuntimeError(f"llama.cpp could not make a context of {capacity} rows")
+            raise RuntimeError(f"llama.cpp could not make a context of {self.capacity} rows")
         self._batch = ll.llama_batch_init(chunk, 0, 1)
 
     def __del__(self) -> None:
@@ -149,6 +166,10 @@ class LlamaCppEngine:
     def _run(self, tokens, start: int):
         import numpy as np
 
+        end = start + len(tokens)
+        if not 0 <= start < end <= self.capacity:
+            raise ValueError(f"LlamaCppEngine: positions {start}..{end - 1} are past the context of {self.capacity} "
+                             f"rows (the model's trained context is {self.trained_context})")
         batch = self._batch
         for i, t in enumerate(tokens):
             if not 0 <= int(t) < self.vocab:
@@ -194,11 +215,4 @@ class LlamaCppEngine:
         """Each row apart from one serialization: a read per row would serialize the whole sequence
         once a row."""
         return each_row_of_sequence_state(self._sequence_state(), start, end)
-
-
-def _quiet(level, text, user_data):  # llama.cpp's log: errors only (GGML_LOG_LEVEL_ERROR = 4)
-    if level == 4:
-        import sys
-
-        sys.stderr.write(text.decode(errors="replace"))
 

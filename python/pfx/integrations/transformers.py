@@ -22,6 +22,15 @@ import torch
 __all__ = ["TransformersEngine"]
 
 
+def _positive(value, name: str) -> int:
+    """value as an int >= 1; TypeError or ValueError naming the argument otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"TransformersEngine: {name} must be an int >= 1, got {type(value).__name__} ({value!r})")
+    if value < 1:
+        raise ValueError(f"TransformersEngine: {name} must be an int >= 1, got {value}")
+    return value
+
+
 class TransformersEngine:
     """``model``: a transformers causal LM (``model(input_ids, ...).logits`` of shape
     ``(1, tokens, vocab)``), in eval mode. ``chunk``: the tokens of one prefill call, the grid the lane
@@ -29,15 +38,23 @@ class TransformersEngine:
     cache may hold, to ``model.config.max_position_embeddings`` when the config has it."""
 
     def __init__(self, model, chunk: int, *, vocab: int | None = None, capacity: int | None = None):
-        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-            raise ValueError(f"TransformersEngine: chunk must be an int >= 1, got {chunk!r}")
+        chunk = _positive(chunk, "chunk")
+        config = getattr(model, "config", None)
+        if config is None or not callable(model) or not hasattr(model, "parameters"):
+            raise TypeError(f"TransformersEngine: model must be a transformers causal LM (a PreTrainedModel such as "
+                            f"LlamaForCausalLM), got {type(model).__name__}")
+        heads = getattr(model, "get_output_embeddings", None)
+        if heads is not None and heads() is None:  # a base model: its output is hidden states, not logits
+            raise ValueError(f"TransformersEngine: {type(model).__name__} has no language-model head, so it returns no "
+                             "logits: pass its causal LM (LlamaForCausalLM, AutoModelForCausalLM, ...)")
         from transformers import DynamicCache  # the caller's transformers, not this module's name
         self.model = model
         self.chunk = chunk
-        config = getattr(model, "config", None)
-        self.vocab = int(vocab if vocab is not None else config.vocab_size)
+        if vocab is None and getattr(config, "vocab_size", None) is None:
+            raise ValueError(f"TransformersEngine: {type(config).__name__} has no vocab_size: pass vocab=")
+        self.vocab = _positive(vocab if vocab is not None else config.vocab_size, "vocab")
         limit = capacity if capacity is not None else getattr(config, "max_position_embeddings", None)
-        self.capacity = int(limit) if limit is not None else None
+        self.capacity = _positive(limit, "capacity") if limit is not None else None
         self.device = next(model.parameters()).device
         # transformers 5.x names the argument `cache` (`past_key_values` is deprecated there); 4.x knows
         # only `past_key_values`.

@@ -83,10 +83,7 @@ int run_conform(const ConformOptions& o, const Streams& streams) {
     return report_interruption(o, streams, done, prompts);
   }
   progress.erase();
-  streams.out << (o.json ? conform::to_json(*report) + "\n"
-                         : conform::to_text(*report) + fmt::format("compared: {} runs with their cold run, bit for "
-                                                                   "bit\n", report->comparisons()))
-              << std::flush;
+  streams.out << (o.json ? conform::to_json(*report) + "\n" : conform::to_text(*report)) << std::flush;
   // A verdict that compared nothing vouches for nothing (conform::check never gives one: defence in depth).
   if (report->comparisons() == 0 && conform::exit_status(report->verdict) == exit_ok) {
     streams.err << "pfx conform: FAILED: no run was compared with a cold run: the check compared nothing\n";

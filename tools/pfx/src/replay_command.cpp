@@ -11,6 +11,7 @@
 #include <pfx/driver/cuda.hpp>
 #include <pfx/driver/environment.hpp>
 #include <pfx/driver/errors.hpp>
+#include <pfx/driver/verify.hpp>
 #include <pfx/replay/replay.hpp>
 #include <pfx/replay/soak.hpp>
 #include <pfx/replay/workload.hpp>
@@ -407,12 +408,9 @@ struct ReplayResult {
     text += kv_bytes_text(s);
     if (s.divergences > 0) text += fmt::format("{} requests served cold because the ranks' records differed\n", s.divergences);
     if (s.mismatches > 0) {
-      const FirstMismatch& first = s.first_mismatch;
-      text += fmt::format("MISMATCH: {} from {} cold run; the first is request {} (line {}{}): {} "
-                          "(exit status 1)\n",
-                          s.mismatches == 1 ? "1 response differs" : fmt::format("{} responses differ", s.mismatches),
-                          s.mismatches == 1 ? "its" : "their", first.request, first.line, first.label.empty() ? "" : ", " + escaped(first.label),
-                          first.what);
+      FirstMismatch first = s.first_mismatch;
+      first.label = escaped(first.label);  // the trace's text, shown on a terminal
+      text += "MISMATCH: " + driver::describe_mismatches(s.mismatches, first) + " (exit status 1)\n";
     }
     if (s.stale_reads > 0) text += "FAILED: the engine read poisoned KV rows (exit status 1)\n";
     // An interrupted run is judged by its own line (exit 130/143); it did not get to compare the rest.

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -44,13 +45,25 @@ struct Vouched {
 struct TraceRequest {
   std::vector<token> prompt;
   std::size_t max_new_tokens = 0;
+  /// Forget the lane's record before serving it: the trace has a clear ({"op": "clear"}) just before.
+  bool clear_first = false;
+  std::size_t line = 0;  ///< where the trace has it, from 1 (0: not said), as `pfx replay` names lines
+  std::string label{};   ///< the trace's "label", if any: shown with the line
 };
 
-/// The first request whose response differs from its cold run (or failed), and how.
+/// The first request whose response differs from its cold run (or failed), and how: the fields of
+/// `pfx replay`'s first mismatch.
 struct VerifyMismatch {
-  std::size_t request = 0;  ///< its index in the trace
+  std::size_t request = 0;  ///< its number among the trace's requests, from 1 (clears are not counted)
+  std::size_t line = 0;     ///< TraceRequest::line (0: not said)
+  std::string label;
   std::string what;         ///< "generated token 3: 17 vs 12", "logit 5: ...", "KV row 9 differs", "failed: ..."
 };
+
+/// "N responses differ from their cold run; the first is request R (line L, label): what": how `pfx
+/// replay` and pfx.verify tell their mismatches, in one wording (`label` as it is: escape it first
+/// where it reaches a terminal).
+[[nodiscard]] std::string describe_mismatches(std::size_t mismatches, const VerifyMismatch& first);
 
 struct VerifyReport {
   std::size_t requests = 0;       ///< requests in the trace
@@ -64,16 +77,20 @@ struct VerifyReport {
   [[nodiscard]] bool ok() const noexcept { return compared > 0 && mismatches == 0; }
 };
 
+/// Told (runs done, runs in all) after each run, for a progress bar: the lane's responses, then the
+/// cold runs, so twice the trace's requests in all.
+using VerifyProgress = std::function<void(std::size_t, std::size_t)>;
+
 /// Serves `trace` in order through one Lane on `engine` (`options`, the rule chunk and poisoning
 /// included), keeping each response and the bytes of its rows, then serves each request cold
 /// (run_cold, on one KV state made once) and compares. The cold runs come after the lane is done, so
 /// an engine whose states all view its one cache (llama.cpp, transformers) serves both sides; pass
 /// `cold_engine` to run the cold side on another instance. A request the lane fails (StaleRowRead, an
 /// engine's exception) counts as a mismatch and is not compared; a request the lane refuses
-/// (RequestError) is neither.
+/// (RequestError) is neither. `progress`, if given, is told of each run.
 /// Effect: on a Lane and a cold KV state, both made here.
 /// Throws: what the Lane's constructor throws, and what a cold run throws.
 [[nodiscard]] VerifyReport verify(Engine& engine, std::span<const TraceRequest> trace, const LaneOptions& options,
-                                  Engine* cold_engine = nullptr);
+                                  Engine* cold_engine = nullptr, const VerifyProgress& progress = {});
 
 }  // namespace pfx::driver

@@ -10,6 +10,7 @@
 #include <pfx/driver/collective.hpp>
 #include <pfx/driver/engine.hpp>
 #include <pfx/driver/lane.hpp>
+#include <pfx/driver/verify.hpp>
 #include <pfx/replay/item.hpp>
 
 #include <cstddef>
@@ -70,13 +71,9 @@ struct RequestReport {
   bool injected = false;
 };
 
-/// The first request whose response differed from its cold run.
-struct FirstMismatch {
-  std::size_t request = 0;  ///< 1-based; 0: none
-  std::size_t line = 0;
-  std::string label;
-  std::string what;         ///< what differed
-};
+/// The first request whose response differed from its cold run: pfx::driver::verify's, so that both
+/// name it alike (request 0: none).
+using FirstMismatch = driver::VerifyMismatch;
 
 /// The totals of a replay.
 struct ReplaySummary {
