@@ -232,8 +232,7 @@ class OnVllm(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        if os.environ.get("PFX_VLLM") or os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "0":
-            raise RuntimeError("this suite runs without PFX_VLLM, with VLLM_ENABLE_V1_MULTIPROCESSING=0 (its ctest)")
+        vllm_lane.expect_mode(plugin_on=False, in_process=True)
         cls.model = vllm_lane.tiny_model()
         cls.llm = vllm_conform.start(cls.model, block_size=vllm_lane.BLOCK,
                                      max_num_batched_tokens=vllm_lane.MAX_NUM_BATCHED_TOKENS, enforce_eager=True,

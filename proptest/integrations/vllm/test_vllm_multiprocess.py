@@ -17,14 +17,12 @@ from support import SEED, verifies
 
 import vllm_lane
 
-WHY_NOT = ""
-try:
-    import vllm  # noqa: F401
+WHY_NOT = vllm_lane.WHY_NOT
+if not WHY_NOT:
+    import vllm
 
     import pfx
     import pfx.integrations.vllm as plugin
-except ImportError as error:
-    WHY_NOT = f"vLLM cannot be imported ({error}): scripts/vllm.sh makes its environment"
 
 CHUNK = 2 * vllm_lane.BLOCK
 KEEP_MIN = 3 * vllm_lane.BLOCK
@@ -55,8 +53,7 @@ class PluginMultiprocess(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        if os.environ.get("PFX_VLLM") or os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0":
-            raise RuntimeError("this suite runs without PFX_VLLM, in vLLM's multiprocess mode (its ctest)")
+        vllm_lane.expect_mode(plugin_on=False, in_process=False)
         plugin.enable(chunk=CHUNK, keep_min=KEEP_MIN)
         cls.llm = vllm_lane.start(vllm_lane.tiny_model())
 

@@ -6,22 +6,18 @@ requests (vllm_lane.CacheModel), never more. The worker computes with two thread
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import unittest
 
 from support import SEED, verifies
 
 import vllm_lane
 
-WHY_NOT = ""
-try:
+WHY_NOT = vllm_lane.WHY_NOT
+if not WHY_NOT:
     import torch
-    import vllm  # noqa: F401
     from vllm.v1.core.kv_cache_manager import KVCacheManager
 
     import pfx.integrations.vllm as plugin
-except ImportError as error:
-    WHY_NOT = f"vLLM cannot be imported ({error}): scripts/vllm.sh makes its environment"
 
 STEPS = 14
 WORKLOADS = 3
@@ -33,8 +29,7 @@ class PluginInProcess(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        if os.environ.get("PFX_VLLM") != "1" or os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "0":
-            raise RuntimeError("this suite runs with PFX_VLLM=1 and VLLM_ENABLE_V1_MULTIPROCESSING=0 (its ctest)")
+        vllm_lane.expect_mode(plugin_on=True, in_process=True)
         cls.llm = vllm_lane.start(vllm_lane.tiny_model())
 
     @verifies("VLLM-3")

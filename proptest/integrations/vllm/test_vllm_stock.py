@@ -3,23 +3,19 @@ is unchanged (its own KV cache manager, its own reuse, rows decode wrote include
 workloads the plugin's suite passes differ from their cold runs, so that suite can fail."""
 from __future__ import annotations
 
-import os
 import unittest
 
 from support import SEED, verifies
 
 import vllm_lane
 
-WHY_NOT = ""
-try:
+WHY_NOT = vllm_lane.WHY_NOT
+if not WHY_NOT:
     import torch
-    import vllm  # noqa: F401
     from vllm.v1.core.kv_cache_coordinator import KVCacheCoordinator
     from vllm.v1.core.kv_cache_manager import KVCacheManager
 
     import pfx.integrations.vllm as plugin
-except ImportError as error:
-    WHY_NOT = f"vLLM cannot be imported ({error}): scripts/vllm.sh makes its environment"
 
 STEPS = 14
 WORKLOADS = 3
@@ -31,8 +27,7 @@ class StockInProcess(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        if os.environ.get("PFX_VLLM") or os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "0":
-            raise RuntimeError("this suite runs without PFX_VLLM, with VLLM_ENABLE_V1_MULTIPROCESSING=0 (its ctest)")
+        vllm_lane.expect_mode(plugin_on=False, in_process=True)
         cls.llm = vllm_lane.start(vllm_lane.tiny_model())
 
     @verifies("VLLM-3")

@@ -16,12 +16,28 @@ from pfx.integrations import vllm_conform
 from pfx.integrations.vllm_conform import Served
 from pfx.integrations.workloads import chat_workload
 
+try:
+    import vllm  # noqa: F401
+    WHY_NOT = ""
+except ImportError as error:
+    WHY_NOT = f"vLLM cannot be imported ({error}): scripts/vllm.sh makes its environment"
+
 BLOCK = 32  # vLLM's CPU attention takes block sizes that are multiples of 32
 MAX_NEW_TOKENS = 12
 MAX_NUM_BATCHED_TOKENS = 256
 
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "0-1")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+
+def expect_mode(plugin_on: bool, in_process: bool) -> None:
+    """Raises unless the suite's ctest set what the suite needs: PFX_VLLM=1 or unset, and vLLM's
+    in-process or multiprocess mode (proptest/integrations/vllm/CMakeLists.txt)."""
+    if bool(os.environ.get("PFX_VLLM")) != plugin_on or \
+            (os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0") != in_process:
+        raise RuntimeError(f"this suite runs {'with PFX_VLLM=1' if plugin_on else 'without PFX_VLLM'}, in vLLM's "
+                           f"{'in-process' if in_process else 'multiprocess'} mode (VLLM_ENABLE_V1_MULTIPROCESSING="
+                           f"{0 if in_process else 1}): its ctest sets them")
 
 
 def tiny_model(dtype: str = "float32", seed: int = 0) -> str:
