@@ -182,7 +182,7 @@ TEST(Verify, ComparesTheDecodeRowsOfAResumedResponse) {
   EXPECT_EQ(r.compared, 2U);
   EXPECT_EQ(r.mismatches, 1U);
   ASSERT_TRUE(r.first_mismatch.has_value());
-  EXPECT_EQ(r.first_mismatch->request, 1U);
+  EXPECT_EQ(r.first_mismatch->request, 2U);  // numbered from 1, as the program numbers them
   EXPECT_EQ(r.first_mismatch->what, "KV row 13 differs from the cold run's");
 }
 
