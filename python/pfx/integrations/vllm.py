@@ -31,7 +31,8 @@ In code, ``enable(chunk=..., keep_min=...)`` before ``vllm.LLM(...)`` does the s
 three variables for the processes vLLM starts, and patches this one. ``decisions()`` counts this
 process's decisions by reason; each is logged at debug level on the logger ``vllm.pfx``.
 
-The plugin patches two methods and refuses a vLLM version it was not tested with
+The plugin patches three methods (the scheduler's constructor, the hit lookup, the block caching) and
+refuses a vLLM version it was not tested with
 (``TESTED_VERSIONS``) rather than patch code it does not know.
 """
 from __future__ import annotations
