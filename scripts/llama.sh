@@ -34,16 +34,8 @@ if command -v ccache > /dev/null; then
 fi
 jobs="${PFX_LLAMA_JOBS:-$(nproc)}"
 
-# Runs a step with its output in a log under $root; on failure, says so and shows the log's end.
-quietly() {
-    local log="$root/$1.log"
-    shift
-    if ! "$@" > "$log" 2>&1; then
-        tail -n 30 "$log" >&2
-        echo "scripts/llama.sh: '$*' failed; the whole log is $log" >&2
-        exit 1
-    fi
-}
+# quietly NAME COMMAND...: a step with its output in a log under $root.
+source "$(dirname "$0")/lib/quietly.sh"
 
 sdist="$root/llama_cpp_python-$version.tar.gz"
 fetch_sdist() {

