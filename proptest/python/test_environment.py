@@ -134,3 +134,25 @@ for read in (lambda: pfx.KEEP_MIN, pfx.PromptPrefix):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PyVllmSwitch(unittest.TestCase):
+    """PFX_VLLM is read as every pfx switch is: the vLLM plugin's settings need no vLLM to be read."""
+
+    @verifies("VLLM-3 DRV-5")
+    def test_pfx_vllm_means_what_each_spelling_means_for_every_pfx_switch(self):
+        from pfx.integrations import vllm as plugin
+        self.assertIsNone(plugin.settings_from_environment({}))  # unset: off
+        spellings = ["", " ", "1", "true", "On", " yes\n", "0", "false", "OFF", "no", "2", "enabled", "1 1", "\t"]
+        for value in spellings:
+            try:
+                on = pfx._native.read_environment_flag("TF_GLM53_PREFIX_CACHE", value)
+            except pfx.ConfigError:
+                with self.assertRaises(pfx.ConfigError, msg=repr(value)) as refused:
+                    plugin.settings_from_environment({"PFX_VLLM": value})
+                self.assertIn("PFX_VLLM=", str(refused.exception))
+                self.assertIn("empty (on)", str(refused.exception))  # the message lists what empty means
+                continue
+            settings = plugin.settings_from_environment({"PFX_VLLM": value})
+            self.assertEqual(settings is not None, on, repr(value))
+        self.assertIsNotNone(plugin.settings_from_environment({"PFX_VLLM": ""}))  # the one spelling that differed

@@ -19,7 +19,7 @@ prefills a single token otherwise than a step of several (one unit in the last p
 run does: where the rule's offset would break that, it is lowered by whole chunks.
 
 It is loaded in every vLLM process through the ``vllm.general_plugins`` entry point (``register``),
-the engine-core process included, and is off unless ``PFX_VLLM=1``. Its knobs, read by pfx's one
+the engine-core process included, and is off unless ``PFX_VLLM`` turns it on (``PFX_VLLM=1``). Its knobs, read by pfx's one
 environment parser (a malformed value stops vLLM's start with a ``pfx.ConfigError`` naming it):
 
 - ``PFX_VLLM_CHUNK``: the chunk grid, a multiple of vLLM's block size; unset: the block size, the
@@ -64,11 +64,13 @@ class Settings:
 
 def settings_from_environment(environ=None) -> Optional[Settings]:
     """The settings PFX_VLLM, PFX_VLLM_CHUNK and PFX_VLLM_KEEP_MIN of ``environ`` (default: os.environ)
-    ask for; None when the plugin is off (PFX_VLLM unset, empty or off). A malformed value raises
-    pfx.ConfigError naming its variable."""
+    ask for; None when the plugin is off (PFX_VLLM unset or off). PFX_VLLM is read as every pfx switch
+    is (driver/src/environment.cpp: 1, true, on, yes or empty mean on), so that one spelling means one
+    thing everywhere and the error for a malformed value lists what each spelling means. A malformed
+    value raises pfx.ConfigError naming its variable."""
     environ = os.environ if environ is None else environ
-    flag = environ.get(ENABLE_VARIABLE, "")
-    if not flag.strip() or not _native.read_environment_flag(ENABLE_VARIABLE, flag):
+    flag = environ.get(ENABLE_VARIABLE)
+    if flag is None or not _native.read_environment_flag(ENABLE_VARIABLE, flag):
         return None
     chunk = environ.get(CHUNK_VARIABLE)
     keep_min = environ.get(KEEP_MIN_VARIABLE)
