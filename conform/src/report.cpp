@@ -210,7 +210,9 @@ std::string to_text(const Report& r) {
     text += "premises: FAILED: " + std::string(to_string(r.premise_failure->premise)) + ": " + r.premise_failure->detail +
             "\n";
   } else {
-    text += "premises: rows written, finite logits, logits depend on tokens\n";
+    std::string checked;
+    for (const Premise premise : r.premises_checked) checked += (checked.empty() ? "" : ", ") + std::string(to_string(premise));
+    text += "premises: " + (checked.empty() ? std::string("none checked") : checked) + "\n";
   }
   if (r.premise_failure) {
     text += "cold runs and grids: not run (a premise failed)\n";

@@ -89,12 +89,13 @@ std::optional<Mismatch> optional_mismatch(py::handle object, const std::string& 
   return mismatch_of(value, what + "['mismatch']");
 }
 
-conform::Premise premise_of(const std::string& name) {
+/// The premise `name` names (`what` says where it came from in the error).
+conform::Premise premise_of(const std::string& name, const std::string& what) {
   for (const conform::Premise p : {conform::Premise::rows_written, conform::Premise::finite_logits,
                                    conform::Premise::logits_depend_on_tokens}) {
     if (name == conform::to_string(p)) return p;
   }
-  raise(PyExc_ValueError, std::string(who) + ": premise_failure names '" + name +
+  raise(PyExc_ValueError, std::string(who) + ": " + what + " names '" + name +
                               "': expected 'rows written', 'finite logits' or 'logits depend on tokens'");
 }
 
@@ -170,8 +171,8 @@ void add_conform_observed(py::module_& m) {
       "conform_observed",
       [](const std::string& engine, py::handle budget, py::handle chunk, py::handle rule_chunk, py::handle vocab,
          py::handle lengths, py::handle prompts, py::handle cold_runs, py::handle prefilled_tokens,
-         py::handle premise_failure, py::handle cold_disagreement, py::handle grids, py::handle decode_rows,
-         double elapsed_s) {
+         py::handle premises_checked, py::handle premise_failure, py::handle cold_disagreement, py::handle grids,
+         py::handle decode_rows, double elapsed_s) {
         conform::Report r;
         r.engine = engine;
         r.budget = budget_of(budget);
@@ -184,9 +185,13 @@ void add_conform_observed(py::module_& m) {
         r.prompts = count(prompts, "prompts");
         r.cold_runs = count(cold_runs, "cold_runs");
         r.prefilled_tokens = count(prefilled_tokens, "prefilled_tokens");
+        r.premises_checked.clear();
+        for (const py::handle name : py::iter(premises_checked)) {
+          r.premises_checked.push_back(premise_of(name.cast<std::string>(), "premises_checked"));
+        }
         if (!premise_failure.is_none()) {
           const auto [premise, detail] = premise_failure.cast<std::pair<std::string, std::string>>();
-          r.premise_failure = conform::PremiseFailure{.premise = premise_of(premise), .detail = detail};
+          r.premise_failure = conform::PremiseFailure{.premise = premise_of(premise, "premise_failure"), .detail = detail};
         }
         if (!cold_disagreement.is_none()) {
           const std::string what = "cold_disagreement";
@@ -217,8 +222,8 @@ void add_conform_observed(py::module_& m) {
       },
       py::kw_only(), py::arg("engine"), py::arg("budget"), py::arg("chunk"), py::arg("rule_chunk"), py::arg("vocab"),
       py::arg("lengths"), py::arg("prompts"), py::arg("cold_runs"), py::arg("prefilled_tokens"),
-      py::arg("premise_failure"), py::arg("cold_disagreement"), py::arg("grids"), py::arg("decode_rows"),
-      py::arg("elapsed_s"),
+      py::arg("premises_checked"), py::arg("premise_failure"), py::arg("cold_disagreement"), py::arg("grids"),
+      py::arg("decode_rows"), py::arg("elapsed_s"),
       "A ConformReport from what a check of an engine's output saw (pfx.integrations.vllm_conform), its "
       "verdict decided by pfx::conform::decide.");
 }

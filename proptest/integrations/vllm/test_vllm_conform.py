@@ -152,6 +152,8 @@ class FakeVerdicts(unittest.TestCase):
         self.assertEqual(decode.mismatch.held[:decode.mismatch.offset], decode.mismatch.prompt[:decode.mismatch.offset])
         self.assertIn("decode rows: DIFFER at resume 1", str(report))
         self.assertIn("pfx's rule never reuses them", str(report))
+        # It says only what it checked: vLLM's rows cannot be read, so "rows written" is not claimed.
+        self.assertIn("\npremises: finite logits, logits depend on tokens\n", str(report))
         reusable = fake_check(FakeVllm(), budget="default")
         self.assertIn(f"decode rows: reusable as measured ({reusable.decode_rows.resumes} resumes", str(reusable))
 
@@ -193,7 +195,7 @@ class FakeVerdicts(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"\['where'\] is 'row'"):
             _native.conform_observed(engine="x", budget=_native.conform_budget("quick"), chunk=4, rule_chunk=4,
                                      vocab=4, lengths=[2], prompts=1, cold_runs=2, prefilled_tokens=0,
-                                     premise_failure=None, cold_disagreement=None,
+                                     premises_checked=vllm_conform.PREMISES_CHECKED, premise_failure=None, cold_disagreement=None,
                                      grids=[{"grid": 4, "resumes": 1, "mismatch": observed}], decode_rows=None,
                                      elapsed_s=0.0)
 

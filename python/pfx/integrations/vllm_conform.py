@@ -41,6 +41,8 @@ GENERATED = 4
 """Tokens generated for each served prompt: the first one's logprob reads the prompt's last row, the
 next ones every row again, through decode."""
 
+# vLLM's rows cannot be read from outside its cache: "rows written" is not among them.
+PREMISES_CHECKED = ("finite logits", "logits depend on tokens")
 PREMISE_SEED_MASK = 0x9E3779B97F4A7C15  # the premises' prompts are drawn apart from the check's own
 
 
@@ -237,7 +239,7 @@ class _Check:
         return _native.conform_observed(
             engine=self.name, budget=self.budget, chunk=self.block, rule_chunk=self.rule_chunk, vocab=self.vocab,
             lengths=self.lengths, prompts=self.prompts, cold_runs=self.cold_runs, prefilled_tokens=self.prefilled,
-            premise_failure=premise_failure, cold_disagreement=self.cold_disagreement, grids=self.grids,
+            premises_checked=PREMISES_CHECKED, premise_failure=premise_failure, cold_disagreement=self.cold_disagreement, grids=self.grids,
             decode_rows=decode_rows, elapsed_s=time.monotonic() - start)
 
     def tokens(self, n, draw=None):

@@ -120,6 +120,11 @@ struct Report {
   std::size_t prompts = 0;     ///< prompts run
   std::size_t cold_runs = 0;   ///< cold runs, all prompts together
   std::size_t prefilled_tokens = 0;  ///< tokens handed to the engine's prefill, everything included
+  /// The premises the check established (in this order when it failed none). An engine whose rows the
+  /// check cannot read (vLLM, checked through its own cache) leaves rows_written out, and the text
+  /// says only what was checked.
+  std::vector<Premise> premises_checked{Premise::rows_written, Premise::finite_logits,
+                                        Premise::logits_depend_on_tokens};
   std::optional<PremiseFailure> premise_failure;  ///< set: the verdict is degenerate and no grid was run
   std::optional<ColdDisagreement> cold_disagreement;
   std::vector<GridResult> grids;  ///< ascending
