@@ -246,7 +246,7 @@ struct DcpReferenceEngineOnDevice::Impl {
                                   "layout and rank, with its rows on the device (use make_kv_state)");
     }
     for (const driver::cuda::KvStateOnDevice* shard : shards) {
-      if (shard == nullptr) continue;
+      if (shard == nullptr || shard->device_data() == nullptr) continue;  // no rows: nothing to place
       cudaPointerAttributes where{};
       check(cudaPointerGetAttributes(&where, shard->device_data()), "cudaPointerGetAttributes");
       if (where.device != device) {
