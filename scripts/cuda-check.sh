@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The CUDA checks, for a machine with a GPU: builds the `device` preset, runs the CUDA tests (which
-# must run, not skip) and the whole suite, `pfx replay --engine cuda --verify`, `pfx conform --engine
-# cuda` (on which grid a resume on the device equals its cold run), then the driver benchmarks. Prints what it measured.
+# The CUDA checks, for a machine with a GPU: builds the `device` preset, runs the CUDA tests and the
+# DCP engine's on the device (which must run, not skip) and the whole suite, `pfx replay --engine
+# cuda --verify` and `pfx conform --engine cuda` (on which grid a resume on the device equals its
+# cold run), each also with `--dcp 4 --interleave 4`, then the driver benchmarks. Prints what it measured.
 #
 #   scripts/cuda-check.sh              builds the device preset here, then checks
 #   scripts/cuda-check.sh --prebuilt   checks the programs already in build/device (built on a machine
 #                                      with the packages, for a GPU machine that has none): the CUDA
-#                                      tests, the sharded lane on devices, replay, conform, benchmarks;
+#                                      tests, the DCP engine's on the device, the sharded lane on
+#                                      devices, replay, conform, benchmarks;
 #                                      not the whole suite, which needs the build tree
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +28,13 @@ if grep -q "SKIPPED \]" build/device/cuda-tests.log; then
   echo "cuda-check: CUDA tests were skipped on a machine that should have a device" >&2
   exit 1
 fi
+# The DCP reference engine on the device (SHARD-4 SHARD-5 THM-1): ranks as threads and the single
+# controller, resumes against cold runs bit for bit. A skip here is a failure too.
+build/device/proptest/driver_dcp_cuda_test --gtest_brief=0 2>&1 | tee build/device/dcp-cuda-tests.log
+if grep -q "SKIPPED \]" build/device/dcp-cuda-tests.log || ! grep -q "PASSED .* 3 tests" build/device/dcp-cuda-tests.log; then
+  echo "cuda-check: the DCP engine's tests on the device did not all run and pass" >&2
+  exit 1
+fi
 if [ $prebuilt -eq 0 ]; then
   ctest --preset device -j "$(nproc)"
 else
@@ -41,9 +50,14 @@ fi
 # The main job on the device: the embedded workload, each response checked against a cold run.
 build/device/bin/pfx replay --engine cuda --verify --no-progress | tail -3
 
+# The same with the DCP engine on the device, 4 ranks of interleave 4 in this process.
+build/device/bin/pfx replay --engine cuda --dcp 4 --interleave 4 --verify --no-progress | tail -3
+
 # The conformance check on the CUDA reference engine (docs/conform.md): deterministic, exact on the
-# multiples of its chunk, and the configured chunk safe (exit status 0), or this script fails.
+# multiples of its chunk, and the configured chunk safe (exit status 0), or this script fails; then
+# on its DCP form, whose grid is its chunk's whatever the layout.
 build/device/bin/pfx conform --engine cuda --no-progress
+build/device/bin/pfx conform --engine cuda --dcp 4 --interleave 4 --no-progress
 
 # The NCCL collective across every visible device (built when NCCL was found).
 

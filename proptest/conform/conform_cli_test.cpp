@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <string>
+
 namespace {
 
 using pfx::test::run_pfx;
@@ -39,6 +41,21 @@ TEST(ConformCli, TheDcpEngineFindsItsChunkGrid) {
   EXPECT_NE(ran.out.find("grid 8 (prefill chunk, rule chunk): exact"), std::string::npos) << ran.out;
   EXPECT_NE(ran.out.find("recommended rule chunk: 8"), std::string::npos) << ran.out;
   EXPECT_EQ(run_pfx("conform --budget quick --engine blocked-attention --dcp 2").status, 2);
+}
+
+TEST(ConformCli, TheDcpEngineOnTheDeviceFindsItsChunkGridOrSaysWhyItCannotRun) {
+  pfx::test::verifies("CONF-2 SHARD-5 DRV-6");
+  const pfx::test::PfxRun ran = run_pfx("conform --budget quick --engine cuda --chunk 8 --dcp 4 --interleave 4");
+  const std::string why_not = pfx::driver::cuda::unavailable_reason();
+  if (!why_not.empty()) {  // refused for want of a device, not for want of a DCP form
+    EXPECT_EQ(ran.status, 2) << ran.out << ran.err;
+    EXPECT_NE(ran.err.find("--engine cuda: " + why_not), std::string::npos) << ran.err;
+    return;
+  }
+  EXPECT_EQ(ran.status, 0) << ran.out << ran.err;
+  EXPECT_NE(ran.out.find("CUDA reference engine"), std::string::npos) << ran.out;
+  EXPECT_NE(ran.out.find("decode context parallel over 4 ranks, interleave 4"), std::string::npos) << ran.out;
+  EXPECT_NE(ran.out.find("grid 8 (prefill chunk, rule chunk): exact"), std::string::npos) << ran.out;
 }
 
 TEST(ConformCli, TheNondeterministicEngineHasNoExactGrid) {

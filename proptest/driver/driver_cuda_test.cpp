@@ -2,6 +2,7 @@
 // a device. Each test that needs one skips, with the reason, when there is none; the first test runs
 // everywhere and checks that the backend says why it cannot run.
 
+#include "support/cuda_device.hpp"
 #include "support/lanes.hpp"
 #include "support/requirement.hpp"
 
@@ -26,12 +27,6 @@ using pfx::driver::cuda::KvStateOnDevice;
 using pfx::engines::cuda::ReferenceEngineOnDevice;
 
 constexpr std::size_t capacity = 256;
-
-#define PFX_REQUIRE_CUDA_DEVICE()                                            \
-  do {                                                                       \
-    const std::string reason = pfx::driver::cuda::unavailable_reason();      \
-    if (!reason.empty()) GTEST_SKIP() << "CUDA tests need a device: " << reason; \
-  } while (false)
 
 TEST(Cuda, TheBackendSaysWhyItCannotRunWhenItCannot) {
   pfx::test::verifies("DRV-6");

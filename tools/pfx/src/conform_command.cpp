@@ -117,7 +117,7 @@ void add_conform_command(CLI::App& app, const Streams& streams, int& status) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 12));
   command->add_option("--dcp", options->dcp,
                       "Check the engine's decode-context-parallel form over this many ranks, in one process "
-                      "(--engine reference)")
+                      "(--engine reference or cuda)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1024}))->capture_default_str();
   command->add_option("--interleave", options->interleave, "With --dcp: consecutive positions per rank")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))->capture_default_str();
@@ -128,8 +128,9 @@ void add_conform_command(CLI::App& app, const Streams& streams, int& status) {
     if (options->engine.name == "none") {
       throw InputError("--engine none computes no KV row and no logit: conform compares them, so it needs a model");
     }
-    if (options->dcp > 1 && options->engine.name != "reference") {
-      throw InputError(fmt::format("--dcp {}: --engine {} has no decode-context-parallel form (--engine reference has)",
+    if (options->dcp > 1 && !has_dcp_form(options->engine.name)) {
+      throw InputError(fmt::format("--dcp {}: --engine {} has no decode-context-parallel form (--engine reference "
+                                   "and --engine cuda have)",
                                    options->dcp, options->engine.name));
     }
     status = run_conform(*options, streams);

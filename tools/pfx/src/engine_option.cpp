@@ -4,6 +4,7 @@
 #include <pfx/driver/cuda.hpp>
 #include <pfx/engines/blocked_attention_engine.hpp>
 #include <pfx/engines/dcp_reference_engine.hpp>
+#include <pfx/engines/dcp_reference_engine_on_device.hpp>
 #include <pfx/engines/decisions_only_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
 #include <pfx/engines/nondeterministic_engine.hpp>
@@ -44,6 +45,12 @@ ChosenEngine llama_engine(const EngineChoice::Llama& options, std::size_t chunk)
   throw InputError("--engine llama: this pfx was built without llama.cpp (run scripts/llama.sh, or point CMake at "
                    "your own with -Dllama_DIR=, then configure and build again; docs/integration.md)");
 #endif
+}
+
+/// InputError with CUDA's reason when `--engine cuda` cannot run here.
+void require_cuda() {
+  const std::string why_not = driver::cuda::unavailable_reason();
+  if (!why_not.empty()) throw InputError(fmt::format("--engine cuda: {}", why_not));
 }
 
 /// "reference engine (vocab V, width W, L layers, chunk C)".
@@ -103,8 +110,7 @@ ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceMod
       return {std::make_unique<engines::NondeterministicEngine>(shape), "host nondeterministic " + model};
     }
     if (name == "cuda") {
-      const std::string why_not = driver::cuda::unavailable_reason();
-      if (!why_not.empty()) throw InputError(fmt::format("--engine cuda: {}", why_not));
+      require_cuda();
       return {std::make_unique<engines::cuda::ReferenceEngineOnDevice>(shape), "CUDA " + model};
     }
   } catch (const std::invalid_argument& e) {  // a shape the engine refuses
@@ -113,19 +119,26 @@ ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceMod
   throw InputError(fmt::format("--engine {}: unknown engine; the engines are {}", name, fmt::join(engine_names(), ", ")));
 }
 
+bool has_dcp_form(const std::string& engine) { return engine == "reference" || engine == "cuda"; }
+
 ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceModelShape& shape, const Dcp& dcp) {
   const std::string layout = fmt::format("decode context parallel over {} ranks, interleave {}", dcp.layout.ranks,
                                          dcp.layout.interleave);
-  if (choice.name != "reference") {
+  if (!has_dcp_form(choice.name)) {
     if (dcp.ranks != nullptr) {
       throw InputError(fmt::format("--engine {} has no decode-context-parallel form: under mpirun each rank holds "
-                                   "its own KV rows alone, which only --engine reference attends to (run it in one "
-                                   "process with --dcp N to shard its state there)",
+                                   "its own KV rows alone, which only --engine reference and --engine cuda attend "
+                                   "to (run it in one process with --dcp N to shard its state there)",
                                    choice.name));
     }
     return make_engine(choice, shape);
   }
   try {
+    if (choice.name == "cuda") {
+      require_cuda();
+      return {std::make_unique<engines::cuda::DcpReferenceEngineOnDevice>(shape, dcp.layout, dcp.ranks),
+              fmt::format("CUDA {}, {}", describe_model(shape), layout)};
+    }
     return {std::make_unique<engines::DcpReferenceEngine>(shape, dcp.layout, dcp.ranks),
             fmt::format("host {}, {}", describe_model(shape), layout)};
   } catch (const std::invalid_argument& e) {

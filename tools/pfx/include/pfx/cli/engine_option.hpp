@@ -81,8 +81,12 @@ struct Dcp {
   driver::Collective* ranks = nullptr;
 };
 
-/// make_engine for `dcp`'s layout: the reference engine is engines::DcpReferenceEngine, each rank
-/// attending its own rows. Another engine has no decode-context-parallel form: in one process it is
+/// Whether `--engine NAME` has a decode-context-parallel form: reference and cuda.
+[[nodiscard]] bool has_dcp_form(const std::string& engine);
+
+/// make_engine for `dcp`'s layout: the reference engine is engines::DcpReferenceEngine and the CUDA
+/// one engines::cuda::DcpReferenceEngineOnDevice (its device rank mod the visible devices under
+/// mpirun), each rank attending its own rows. Another engine has no decode-context-parallel form: in one process it is
 /// returned as make_engine makes it (the replay shards its state, and its attention reads every row),
 /// and with a group it is an InputError, since each rank would hold every row.
 [[nodiscard]] ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceModelShape& shape,
