@@ -14,7 +14,7 @@ import tempfile
 
 from pfx.integrations import vllm_conform
 from pfx.integrations.vllm_conform import Served
-from pfx.integrations.workloads import chat_workload
+from pfx.integrations.workloads import Step, chat_workload
 
 try:
     import vllm  # noqa: F401
@@ -138,14 +138,30 @@ class Outcome:
                 f"reused; differing from cold: {self.differing[:5]}; num_cached_tokens off: {self.wrong_counts[:5]}")
 
 
-def run_workload(llm, seed, steps: int, model: CacheModel, expected_cached) -> Outcome:
-    """Serves the workload of `seed`: each step warm (from what the cache holds), then cold after a
-    reset, compared token for token and logprob for logprob. `expected_cached(hit, prompt_length)` is
-    the independent model's num_cached_tokens for vLLM's own hit."""
+def long_turns(r: random.Random, vocab: int = 512):
+    """A workload whose every step resumes: a session of 160 to 250 tokens, then turns that hold it and
+    each response (with a hit of at least 160 tokens, any chunk and keep_min up to 128 reuse rows).
+    The random chat workloads may, by chance, never resume at a coarse chunk and a high keep_min;
+    this one makes sure a suite compared resumed responses."""
+    state = {"prompt": tuple(r.randrange(vocab) for _ in range(r.randrange(160, 251)))}
+
+    def next_step(last_response) -> Step:
+        if last_response:
+            state["prompt"] += tuple(last_response) + tuple(r.randrange(vocab) for _ in range(r.randrange(1, 40)))
+        return Step("turn" if last_response else "new session", state["prompt"])
+
+    return next_step
+
+
+def run_workload(llm, seed, steps: int, model: CacheModel, expected_cached, workload=chat_workload) -> Outcome:
+    """Serves the workload of `seed` (`workload(random.Random(seed))` gives its steps: by default a
+    random chat): each step warm (from what the cache holds), then cold after a reset, compared token
+    for token and logprob for logprob. `expected_cached(hit, prompt_length)` is the independent
+    model's num_cached_tokens for vLLM's own hit."""
     cold_start = llm.reset_prefix_cache()
     if not cold_start:
         raise RuntimeError("vLLM did not reset its prefix cache")
-    next_step = chat_workload(random.Random(seed))
+    next_step = workload(random.Random(seed))
     outcome = Outcome()
     response = ()
     for number in range(steps):
