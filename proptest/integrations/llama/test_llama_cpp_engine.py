@@ -198,7 +198,11 @@ class LlamaCppEngineTest(unittest.TestCase):
         prompt = [r.randrange(3, 512) for _ in range(45)]  # three calls: 16, 16 and 13 tokens
         model = llama_cpp.Llama(MODEL, n_ctx=512, n_batch=16, n_ubatch=16, n_threads=1, n_threads_batch=1,
                                 logits_all=True, flash_attn=True, verbose=False)
-        model.eval(prompt + [7])
+        # The same calls as the engine's: the prompt in calls of 16, then the decoded token alone. A token
+        # computed in another call shape may differ by more than the tolerance (one call of 14 rows where
+        # the engine decodes one came out 1.3e-3 away).
+        model.eval(prompt)
+        model.eval([7])
         own = np.asarray(model.scores[:len(prompt) + 1], dtype=np.float32)
         engine = self.engine
         engine.forget(0)
