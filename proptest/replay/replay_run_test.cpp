@@ -249,7 +249,7 @@ TEST(Replay, RanksAsThreadsEachHoldAQuarterAndThroughFaultsOnOneRankEveryRespons
     });
   }
   for (std::thread& t : threads) t.join();
-  const std::size_t whole = 1024 * 2 * 2 * 16 * sizeof(float);
+  const std::size_t whole = std::size_t{1024} * 2 * 2 * 16 * sizeof(float);
   for (std::size_t r = 0; r < ranks; ++r) {
     const ReplaySummary& s = summaries[r];
     EXPECT_TRUE(s.passed(true)) << "rank " << r;
@@ -259,7 +259,7 @@ TEST(Replay, RanksAsThreadsEachHoldAQuarterAndThroughFaultsOnOneRankEveryRespons
     EXPECT_EQ(s.reused_tokens, summaries[0].reused_tokens);
     ASSERT_EQ(s.kv_bytes_by_rank.size(), ranks);
     EXPECT_EQ(s.kv_bytes_per_rank, s.kv_bytes_by_rank[r]);
-    EXPECT_LE(s.kv_bytes_per_rank, whole / ranks + 3 * 2 * 2 * 16 * sizeof(float)) << "rank " << r << " holds more than its rows";
+    EXPECT_LE(s.kv_bytes_per_rank, whole / ranks + std::size_t{3} * 2 * 2 * 16 * sizeof(float)) << "rank " << r << " holds more than its rows";
     EXPECT_EQ(s.kv_bytes_total, s.kv_bytes_by_rank[0] + s.kv_bytes_by_rank[1] + s.kv_bytes_by_rank[2] + s.kv_bytes_by_rank[3]);
   }
   EXPECT_GT(summaries[0].failures, 0U) << "no fault was injected: the run checked no recovery";

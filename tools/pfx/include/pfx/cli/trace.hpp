@@ -27,7 +27,9 @@ namespace pfx::cli {
 struct TraceLimits {
   std::size_t vocab = 0;
   std::size_t capacity = 0;
-  std::string capacity_source = "--capacity";  ///< what set the capacity, as messages name it
+  /// What set the capacity, as messages name it: a string literal (a view, so that the limits stay a
+  /// literal type and tables of them can be constexpr).
+  std::string_view capacity_source = "--capacity";
 };
 
 /// One bad line: where, which field ("" when the line as a whole is bad), and what is wrong.
