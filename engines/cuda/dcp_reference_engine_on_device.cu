@@ -10,6 +10,7 @@
 // is taken by one thread in a fixed order, and there are no atomics.
 
 #include <pfx/engines/dcp_reference_engine_on_device.hpp>
+#include <pfx/engines/dcp_shards.hpp>
 
 #include <pfx/driver/cuda.hpp>
 #include <pfx/driver/cuda/check.cuh>
@@ -185,13 +186,7 @@ void use_device(int device) { check(cudaSetDevice(device), "cudaSetDevice"); }
 /// The device of the engine: the current one, or for one rank of a group, rank mod the visible
 /// devices. Checks the layout first, so a bad one is std::invalid_argument before any CUDA call.
 int engine_device(const driver::ShardLayout& layout, const driver::Collective* ranks) {
-  if (layout.ranks == 0 || layout.interleave == 0) {
-    throw std::invalid_argument(std::string(engine_name) + ": ranks and interleave must both be at least 1");
-  }
-  if (ranks != nullptr && ranks->size() != layout.ranks) {
-    throw std::invalid_argument(std::string(engine_name) + ": a group of " + std::to_string(ranks->size()) +
-                                " ranks cannot hold a layout of " + std::to_string(layout.ranks));
-  }
+  check_dcp_layout(engine_name, layout, ranks);
   const std::string why_not = driver::cuda::unavailable_reason();
   if (!why_not.empty()) throw driver::CudaError(why_not);
   int device = 0;
@@ -228,23 +223,8 @@ struct DcpReferenceEngineOnDevice::Impl {
   /// The shards of `kv` this process holds, by rank (null for the others' in a group), after
   /// checking that `kv` is one this engine made for its layout and rank, on its device.
   std::vector<driver::cuda::KvStateOnDevice*> shards_of(driver::KvState& kv) const {
-    std::vector<driver::cuda::KvStateOnDevice*> shards(layout.ranks, nullptr);
-    bool usable = false;
-    if (auto* sharded = dynamic_cast<driver::ShardedKvState*>(&kv); sharded != nullptr && ranks == nullptr) {
-      usable = sharded->layout() == layout;
-      for (std::size_t r = 0; usable && r < layout.ranks; ++r) {
-        shards[r] = dynamic_cast<driver::cuda::KvStateOnDevice*>(&sharded->shard(r));
-        usable = shards[r] != nullptr;
-      }
-    } else if (auto* mine_rows = dynamic_cast<driver::RankKvState*>(&kv); mine_rows != nullptr && ranks != nullptr) {
-      usable = mine_rows->layout() == layout && mine_rows->rank() == ranks->rank();
-      shards[ranks->rank()] = dynamic_cast<driver::cuda::KvStateOnDevice*>(&mine_rows->rows());
-      usable = usable && shards[ranks->rank()] != nullptr;
-    }
-    if (!usable) {
-      throw std::invalid_argument(std::string(engine_name) + ": the KV state is not one this engine made for its " +
-                                  "layout and rank, with its rows on the device (use make_kv_state)");
-    }
+    std::vector<driver::cuda::KvStateOnDevice*> shards =
+        held_shards<driver::cuda::KvStateOnDevice>(engine_name, kv, layout, ranks);
     for (const driver::cuda::KvStateOnDevice* shard : shards) {
       if (shard == nullptr || shard->device_data() == nullptr) continue;  // no rows: nothing to place
       cudaPointerAttributes where{};

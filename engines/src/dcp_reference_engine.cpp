@@ -1,4 +1,5 @@
 #include <pfx/engines/dcp_reference_engine.hpp>
+#include <pfx/engines/dcp_shards.hpp>
 
 #include <pfx/driver/host_kv_state.hpp>
 #include <pfx/driver/rank_kv_state.hpp>
@@ -73,13 +74,7 @@ void merge(std::span<const float* const> parts, std::size_t width, float* out) {
 DcpReferenceEngine::DcpReferenceEngine(const ReferenceModelShape& shape, const driver::ShardLayout& layout,
                                        driver::Collective* ranks)
     : shape_(shape), weights_(ReferenceWeights::generate(shape)), layout_(layout), ranks_(ranks) {
-  if (layout.ranks == 0 || layout.interleave == 0) {
-    throw std::invalid_argument("DcpReferenceEngine: ranks and interleave must both be at least 1");
-  }
-  if (ranks != nullptr && ranks->size() != layout.ranks) {
-    throw std::invalid_argument("DcpReferenceEngine: a group of " + std::to_string(ranks->size()) +
-                                " ranks cannot hold a layout of " + std::to_string(layout.ranks));
-  }
+  check_dcp_layout(engine_name, layout, ranks);
 }
 
 std::unique_ptr<driver::KvState> DcpReferenceEngine::make_kv_state(std::size_t capacity) const {
@@ -97,23 +92,7 @@ std::unique_ptr<driver::KvState> DcpReferenceEngine::make_kv_state(std::size_t c
 void DcpReferenceEngine::prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                                  std::span<float> logits) {
   // The rows this process holds, by rank.
-  std::vector<driver::HostKvState*> shards(layout_.ranks, nullptr);
-  bool usable = false;
-  if (auto* sharded = dynamic_cast<driver::ShardedKvState*>(&kv); sharded != nullptr && ranks_ == nullptr) {
-    usable = sharded->layout() == layout_;
-    for (std::size_t r = 0; usable && r < layout_.ranks; ++r) {
-      shards[r] = dynamic_cast<driver::HostKvState*>(&sharded->shard(r));
-      usable = shards[r] != nullptr;
-    }
-  } else if (auto* mine = dynamic_cast<driver::RankKvState*>(&kv); mine != nullptr && ranks_ != nullptr) {
-    usable = mine->layout() == layout_ && mine->rank() == ranks_->rank();
-    shards[ranks_->rank()] = dynamic_cast<driver::HostKvState*>(&mine->rows());
-    usable = usable && shards[ranks_->rank()] != nullptr;
-  }
-  if (!usable) {
-    throw std::invalid_argument(std::string(engine_name) + ": the KV state is not one this engine made for its layout " +
-                                "and rank (use make_kv_state)");
-  }
+  const std::vector<driver::HostKvState*> shards = held_shards<driver::HostKvState>(engine_name, kv, layout_, ranks_);
   check_call(engine_name, shape_, kv.shape(), tokens, position, logits);
 
   const std::size_t n = tokens.size();
