@@ -9,7 +9,7 @@ alignment").
                                      [--seed 5] [--work DIR] [--json OUT]
 
 It writes, from --seed, a tiny random-weight llama GGUF model (proptest/integrations/llama/
-pfx.integrations.tiny_gguf: 2 layers, 4 query heads over 2 KV heads, f16) and a trace of chats, one per
+pfx.fixtures.tiny_gguf: 2 layers, 4 query heads over 2 KV heads, f16) and a trace of chats, one per
 --chats entry, each growing turn by turn from --start tokens to that entry's length (each turn the
 previous prompt plus new tokens, 8 generated). It serves the trace twice with
 `pfx replay --engine llama --verify --json`, n_batch = n_ubatch = --chunk:
@@ -39,8 +39,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-WRITE_MODEL = os.path.join(ROOT, "python", "pfx", "integrations", "tiny_gguf.py")
-VOCAB = 512      # pfx.integrations.tiny_gguf's default vocabulary; tokens 0..2 are its <unk>, <s>, </s>
+WRITE_MODEL = os.path.join(ROOT, "python", "pfx", "fixtures", "tiny_gguf.py")
+VOCAB = 512      # pfx.fixtures.tiny_gguf's default vocabulary; tokens 0..2 are its <unk>, <s>, </s>
 GENERATED = 8    # tokens generated per request
 
 

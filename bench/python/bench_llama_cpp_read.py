@@ -5,7 +5,7 @@ sequence per row), in one run: the Python rows of docs/performance.md ("A real e
 
     python3 bench/python/bench_llama_cpp_read.py MODEL.gguf [--rows 1024,2048] [--per-row-up-to 2048]
 
-MODEL.gguf: any llama GGUF, such as the one python/pfx/integrations/tiny_gguf.py writes.
+MODEL.gguf: any llama GGUF, such as the one python/pfx/fixtures/tiny_gguf.py writes.
 Needs pfx (the build's python/ folder on PYTHONPATH, or installed) and llama-cpp-python. Each figure is
 one read of the rows a prefill wrote; a read per row is skipped past --per-row-up-to (it grows with the
 square of the rows). Exits 0 whatever the figures: a benchmark measures, it does not assert.

@@ -19,11 +19,12 @@ import sys
 import timeit
 import tracemalloc
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_ORIGINAL = os.path.join(HERE, "..", "..", "proptest", "python", "seed_prompt_prefix.py")
 
-
-def load_original(path: str):
+def load_original(path):
+    """The original class's module: pfx.fixtures' verbatim copy, or the file at `path`."""
+    if path is None:
+        from pfx.fixtures import load_original as fixture
+        return fixture()
     spec = importlib.util.spec_from_file_location("original_prompt_prefix", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -50,7 +51,8 @@ def shown(seconds: float) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=1_000_000, help="held tokens (default 1,000,000)")
-    parser.add_argument("--original", default=DEFAULT_ORIGINAL, help="the original class's file")
+    parser.add_argument("--original", default=None,
+                        help="the original class's file (default: pfx.fixtures.original_prompt_prefix)")
     args = parser.parse_args()
     for variable in ("TF_GLM53_PREFIX_CACHE", "TF_GLM53_PREFIX_CACHE_MIN"):
         os.environ.pop(variable, None)

@@ -6,8 +6,8 @@ ones (tokens or logprobs, bit for bit). docs/performance.md, "vLLM", shows its t
     "$(scripts/vllm.sh --print-python)" bench/python/vllm_chat_bench.py [--model DIR] [--steps N]
         [--workloads N] [--seed N]
 
-Without --model it writes the vLLM suites' tiny random-weight Llama (pfx.integrations.tiny_llama).
-The workload is the vLLM suites' chat workload (pfx.integrations.workloads.chat_workload): turns that
+Without --model it writes the vLLM suites' tiny random-weight Llama (pfx.fixtures.tiny_llama).
+The workload is the vLLM suites' chat workload (pfx.fixtures.workloads.chat_workload): turns that
 hold earlier responses, regenerations, edits, new sessions and shorter prompts, greedy, 12 tokens a
 response. Each configuration runs in a process of its own (the plugin is chosen when vLLM starts), in
 vLLM's in-process mode with two worker threads (VLLM_CPU_OMP_THREADS_BIND=0-1), on the same prompts:
@@ -43,7 +43,7 @@ def child(configuration: str, model: str, plan_path: str, out_path: str, steps: 
     import vllm
     from vllm.inputs import TokensPrompt
 
-    from pfx.integrations.workloads import chat_workload
+    from pfx.fixtures.workloads import chat_workload
 
     caching, _ = CONFIGURATIONS[configuration]
     llm = vllm.LLM(model=model, skip_tokenizer_init=True, dtype="float32", enable_prefix_caching=caching,
@@ -92,7 +92,7 @@ def main() -> None:
     folder = tempfile.mkdtemp(prefix="pfx-vllm-chat-bench-")
     model = args.model
     if model is None:
-        from pfx.integrations.tiny_llama import write_tiny_llama
+        from pfx.fixtures.tiny_llama import write_tiny_llama
         model = write_tiny_llama(os.path.join(folder, "tiny-llama"))
     plan = os.path.join(folder, "plan.json")
     results = {}

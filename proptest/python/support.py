@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.util
 import os
 import random
 import sys
@@ -50,12 +49,10 @@ def environment(**values):
 
 
 def fresh_seed_module():
-    """The seed's module, executed now: like the seed, it reads the environment at import."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "seed_prompt_prefix.py")
-    spec = importlib.util.spec_from_file_location("seed_prompt_prefix", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The seed's module (pfx.fixtures.original_prompt_prefix), executed now: like the seed, it reads the
+    environment at import."""
+    from pfx.fixtures import load_original
+    return load_original()
 
 
 def fresh_pfx():

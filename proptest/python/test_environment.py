@@ -69,9 +69,9 @@ for read in (lambda: pfx.KEEP_MIN, pfx.PromptPrefix):
         self.assertEqual(ours.stdout.splitlines(), ['TF_GLM53_PREFIX_CACHE_MIN="abc" is malformed: expected an '
                                                     'integer >= 0 such as 64 (Python\'s int() spellings: '
                                                     '"+64", "1_000")'] * 2)
-        # The seed cannot even be imported (run from the test's folder, where the seed's copy is).
-        seed = subprocess.run([sys.executable, "-c", "import seed_prompt_prefix"], capture_output=True, text=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__)), timeout=60,
+        # The seed cannot even be imported.
+        seed = subprocess.run([sys.executable, "-c", "import pfx.fixtures.original_prompt_prefix"],
+                              capture_output=True, text=True, timeout=60,
                               env={**os.environ, "TF_GLM53_PREFIX_CACHE_MIN": "abc"})
         self.assertNotEqual(seed.returncode, 0)
         self.assertIn("ValueError", seed.stderr)

@@ -168,6 +168,12 @@ class Integrations(unittest.TestCase):
         folder = os.path.dirname(pfx.integrations.__file__)
         self.assertEqual(os.path.dirname(folder), os.path.dirname(pfx.__file__))
         self.assertTrue(os.path.isfile(os.path.join(folder, "transformers.py")))
+        import pfx.fixtures  # the tests' and benchmarks' models and workloads ship beside them, apart
+        fixtures = os.path.dirname(pfx.fixtures.__file__)
+        self.assertEqual(os.path.dirname(fixtures), os.path.dirname(pfx.__file__))
+        for name in ("tiny_gguf.py", "tiny_llama.py", "workloads.py", "original_prompt_prefix.py"):
+            self.assertTrue(os.path.isfile(os.path.join(fixtures, name)), name)
+            self.assertFalse(os.path.exists(os.path.join(folder, name)), name)
 
 
 class VerifyPythonEngines(unittest.TestCase):

@@ -1,6 +1,6 @@
 // pfx::llama (integrations/llama): the parse of llama.cpp's sequence state into rows, as a property
 // over every layout it can take, and the engine on a model with random weights written at start-up
-// (pfx.integrations.tiny_gguf): THM-1's grid on llama.cpp found by pfx::conform, a Lane with reuse equal to
+// (pfx.fixtures.tiny_gguf): THM-1's grid on llama.cpp found by pfx::conform, a Lane with reuse equal to
 // cold runs through driver::verify, forget, and the errors that name their cause.
 
 #include <pfx/conform/check.hpp>

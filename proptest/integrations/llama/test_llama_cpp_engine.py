@@ -1,4 +1,4 @@
-"""pfx.integrations.llama_cpp.LlamaCppEngine on a model written by pfx.integrations.tiny_gguf: the engine
+"""pfx.integrations.llama_cpp.LlamaCppEngine on a model written by pfx.fixtures.tiny_gguf: the engine
 protocol of an engine that owns its cache (prefill, decode, forget, read_rows), and what THM-1 says
 of it: a resume on the grid of the chunk equals a cold run, byte for byte.
 
@@ -32,7 +32,7 @@ def installed() -> bool:
 def why_not() -> str:
     """Why the suite cannot run here, or ""."""
     if not MODEL:
-        return ("no model: PFX_LLAMA_MODEL names the GGUF file pfx.integrations.tiny_gguf writes, which the build's "
+        return ("no model: PFX_LLAMA_MODEL names the GGUF file pfx.fixtures.tiny_gguf writes, which the build's "
                 "fixture writes where llama.cpp was found (scripts/llama.sh)")
     if not installed():
         return "llama-cpp-python is not installed; scripts/llama.sh --python installs it"
@@ -176,7 +176,7 @@ class LlamaCppEngineTest(unittest.TestCase):
 
     @verifies("PY-4")
     def test_the_context_is_the_models_trained_one_unless_a_capacity_lowers_it(self):
-        trained = 8192  # pfx.integrations.tiny_gguf's --ctx
+        trained = 8192  # pfx.fixtures.tiny_gguf's --ctx
         engine = llama_cpp_module.LlamaCppEngine(MODEL, chunk=16)
         self.assertEqual((engine.trained_context, engine.capacity), (trained, trained))
         self.assertEqual(pfx.Lane(engine).capacity, trained)  # a lane without a capacity takes the engine's

@@ -25,7 +25,7 @@ import vllm_lane
 
 from pfx import _native
 from pfx.integrations import vllm_conform
-from pfx.integrations.tiny_llama import VOCAB
+from pfx.fixtures.tiny_llama import VOCAB
 from pfx.integrations.vllm_conform import Served
 
 WHY_NOT = ""

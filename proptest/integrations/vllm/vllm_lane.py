@@ -14,7 +14,7 @@ import tempfile
 
 from pfx.integrations import vllm_conform
 from pfx.integrations.vllm_conform import Served
-from pfx.integrations.workloads import Step, chat_workload
+from pfx.fixtures.workloads import Step, chat_workload
 
 try:
     import vllm  # noqa: F401
@@ -41,8 +41,8 @@ def expect_mode(plugin_on: bool, in_process: bool) -> None:
 
 
 def tiny_model(dtype: str = "float32", seed: int = 0) -> str:
-    """A directory holding a tiny random-weight Llama (pfx.integrations.tiny_llama), made once per run."""
-    from pfx.integrations.tiny_llama import write_tiny_llama
+    """A directory holding a tiny random-weight Llama (pfx.fixtures.tiny_llama), made once per run."""
+    from pfx.fixtures.tiny_llama import write_tiny_llama
     directory = os.path.join(tempfile.gettempdir(), f"pfx-vllm-tiny-llama-{dtype}-{seed}-{os.getpid()}")
     if not os.path.exists(os.path.join(directory, "config.json")):
         write_tiny_llama(directory, seed=seed, dtype=dtype)
