@@ -6,34 +6,47 @@ bit-exactness with a cold run (INV-2, canonical_end): decode computes a row with
 another order, than the prefill of a cold run does. With the plugin on, vLLM's KV cache manager does
 two things differently, and nothing else:
 
-- only rows that a prefill wrote enter the prefix cache: a request's blocks are cached up to its
-  prompt's end, never past it (canonical_end), so a block holding a row that decode wrote is never
-  offered to a later request;
-- each hit is cut by pfx's rule, decided by pfx's core (``pfx.decide``, the C++ code every other
-  integration runs): at least one token left, aligned down to the chunk grid, at least keep_min.
-  vLLM's ``num_cached_tokens`` of the request is then pfx's offset.
+- only rows that a prefill wrote enter the prefix cache: a request's blocks are cached up to the end
+  of the first prompt it was given, never past it (canonical_end), whatever path the request takes
+  afterwards (a streaming session that appends its output to its prompt, a preemption and its
+  recompute), so a block holding a row that decode wrote is never offered to a later request;
+- each hit is decided by pfx's core (``pfx.decide``, the C++ code every other integration runs): at
+  least one token left, aligned down to the chunk grid, the one-token-step premise of vLLM's scheduler
+  (``Config.prefill_step``: vLLM computes a prefill step of one token otherwise than a longer one, so a
+  resume ends its prefill with such a step exactly when the cold run does), at least keep_min. A hit
+  shorter than vLLM's is then looked up again at that length, group by group, by vLLM's own lookup:
+  a sliding-window or chunked-local group's hit is null blocks and then the blocks its window needs
+  at the hit's end, which a slice of a longer hit would not hold. vLLM's ``num_cached_tokens`` of the
+  request is pfx's offset.
 
-One premise of vLLM's own is kept on top of the rule (``step_alone``): vLLM computes a step that
-prefills a single token otherwise than a step of several (one unit in the last place, measured by
-``pfx.integrations.vllm_conform``), so a resume ends its prefill with such a step exactly when the cold
-run does: where the rule's offset would break that, it is lowered by whole chunks.
+The guarantee is for a request served alone, as vLLM's scheduler runs it (the long-prefill threshold
+dropped, each step at most ``max_num_scheduled_tokens``): batched beside other requests, vLLM's CPU
+build changes a request's answer by itself (``pfx.integrations.vllm_conform`` measures it). The plugin
+says so at start. It refuses at start, naming what it cannot vouch for, rather than serve: a model
+with layers whose hits cannot be cut exactly (Mamba and other state-space or linear-attention layers,
+layers that replay a window after a hit), speculative decoding, a KV connector, a chunk off vLLM's
+block grid: a ``Refused`` error, before the model loads wherever vLLM's configuration tells.
 
 It is loaded in every vLLM process through the ``vllm.general_plugins`` entry point (``register``),
-the engine-core process included, and is off unless ``PFX_VLLM`` turns it on (``PFX_VLLM=1``). Its knobs, read by pfx's one
-environment parser (a malformed value stops vLLM's start with a ``pfx.ConfigError`` naming it):
+the engine-core process included, and is off unless ``PFX_VLLM`` turns it on. With ``PFX_VLLM`` set,
+a vLLM that did not load it (``VLLM_PLUGINS`` naming other plugins only, or pfx failing to import)
+stops at start instead of serving without it (``pfx.integrations.vllm_guard``). Its knobs, read by
+pfx's one environment parser (a malformed value stops vLLM's start, before the model loads, with a
+``pfx.ConfigError`` naming it and what each value means for vLLM):
 
+- ``PFX_VLLM``: 1, true, on, yes or empty: the plugin on; 0, false, off or no: off (vLLM's own prefix
+  caching, unchanged).
 - ``PFX_VLLM_CHUNK``: the chunk grid, a multiple of vLLM's block size; unset: the block size, the
-  grid ``pfx.integrations.vllm_conform`` finds exact on vLLM's CPU build with the premise above
-  (docs/engines.md).
-- ``PFX_VLLM_KEEP_MIN``: the fewest tokens worth reusing; unset: 0 (any aligned hit, as vLLM).
+  grid ``pfx.integrations.vllm_conform`` finds exact on vLLM's CPU build (docs/engines.md).
+- ``PFX_VLLM_KEEP_MIN``: the fewest cached tokens worth taking; unset: 0 (any aligned hit, as vLLM).
 
 In code, ``enable(chunk=..., keep_min=...)`` before ``vllm.LLM(...)`` does the same: it sets the
 three variables for the processes vLLM starts, and patches this one. ``decisions()`` counts this
 process's decisions by reason; each is logged at debug level on the logger ``vllm.pfx``.
 
-The plugin patches three methods (the scheduler's constructor, the hit lookup, the block caching) and
-refuses a vLLM version it was not tested with
-(``TESTED_VERSIONS``) rather than patch code it does not know.
+The plugin patches four methods (the configuration's check, the scheduler's constructor, the hit
+lookup, the block caching) and refuses a vLLM version it was not tested with (``TESTED_VERSIONS``)
+rather than patch code it does not know.
 """
 from __future__ import annotations
 
@@ -51,8 +64,28 @@ ENABLE_VARIABLE = "PFX_VLLM"
 CHUNK_VARIABLE = "PFX_VLLM_CHUNK"
 KEEP_MIN_VARIABLE = "PFX_VLLM_KEEP_MIN"
 DEFAULT_KEEP_MIN = 0
+ONE_STEP = 2**64 - 1
+"""``Config.prefill_step`` of a scheduler that prefills a whole prompt in one step (no chunked
+prefill): a step longer than any prompt, so that a prefill ends with a one-token step only when it
+computes one token."""
+
+_MEANINGS = {
+    ENABLE_VARIABLE: "1, true, on, yes or empty (the plugin on: pfx's rule decides how much of each prompt vLLM "
+                     "takes from its prefix cache) or 0, false, off or no (the plugin off: vLLM's own prefix "
+                     "caching, unchanged)",
+    CHUNK_VARIABLE: "a count of tokens >= 1, a multiple of vLLM's block size (the grid vLLM may resume a prompt "
+                    "on), or leave it unset for the block size",
+    KEEP_MIN_VARIABLE: "a count of tokens >= 0 (a cached prefix shorter than this is not taken: the prompt is "
+                       "computed in full), or leave it unset for 0",
+}
 
 _logger = logging.getLogger("vllm.pfx")
+
+
+class Refused(RuntimeError):
+    """The plugin refuses a vLLM configuration it cannot vouch for (a model kind, an option, a chunk off
+    vLLM's block grid): vLLM stops at start rather than serve answers pfx's rule would not keep exact.
+    A RuntimeError, so that vLLM's configuration check (pydantic) passes it on as it is."""
 
 
 @dataclass(frozen=True)
@@ -62,24 +95,33 @@ class Settings:
     keep_min: int = DEFAULT_KEEP_MIN
 
 
+def _read(variable: str, value: str, read):
+    """`read(variable, value)` (pfx's environment parser), its ConfigError saying what the values mean
+    for vLLM rather than for a lane."""
+    try:
+        return read(variable, value)
+    except _native.ConfigError:
+        raise _native.ConfigError(f'{variable}="{value}" is malformed: expected {_MEANINGS[variable]}') from None
+
+
 def settings_from_environment(environ=None) -> Optional[Settings]:
     """The settings PFX_VLLM, PFX_VLLM_CHUNK and PFX_VLLM_KEEP_MIN of ``environ`` (default: os.environ)
     ask for; None when the plugin is off (PFX_VLLM unset or off). PFX_VLLM is read as every pfx switch
     is (driver/src/environment.cpp: 1, true, on, yes or empty mean on), so that one spelling means one
-    thing everywhere and the error for a malformed value lists what each spelling means. A malformed
-    value raises pfx.ConfigError naming its variable."""
+    thing everywhere. A malformed value raises pfx.ConfigError naming its variable and what each value
+    means for vLLM."""
     environ = os.environ if environ is None else environ
     flag = environ.get(ENABLE_VARIABLE)
-    if flag is None or not _native.read_environment_flag(ENABLE_VARIABLE, flag):
+    if flag is None or not _read(ENABLE_VARIABLE, flag, _native.read_environment_flag):
         return None
     chunk = environ.get(CHUNK_VARIABLE)
     keep_min = environ.get(KEEP_MIN_VARIABLE)
     settings = Settings(
-        chunk=None if chunk is None else _native.read_environment_count(CHUNK_VARIABLE, chunk),
-        keep_min=DEFAULT_KEEP_MIN if keep_min is None else _native.read_environment_count(KEEP_MIN_VARIABLE, keep_min))
+        chunk=None if chunk is None else _read(CHUNK_VARIABLE, chunk, _native.read_environment_count),
+        keep_min=DEFAULT_KEEP_MIN if keep_min is None else _read(KEEP_MIN_VARIABLE, keep_min,
+                                                                 _native.read_environment_count))
     if settings.chunk == 0:
-        raise _native.ConfigError(f'{CHUNK_VARIABLE}="{chunk}" is malformed: expected a chunk of at least 1 token '
-                                  f"(a multiple of vLLM's block size), or leave it unset for the block size")
+        raise _native.ConfigError(f'{CHUNK_VARIABLE}="{chunk}" is malformed: expected {_MEANINGS[CHUNK_VARIABLE]}')
     return settings
 
 
@@ -124,11 +166,30 @@ def disable() -> None:
 
 def decisions() -> collections.Counter:
     """This process's decisions so far, counted by reason ("reused", "below_keep_min", ...), plus
-    "tokens_held" (tokens vLLM's cache held for the requests) and "tokens_reused" (the offsets pfx
-    allowed). In vLLM's multiprocess mode the decisions are taken in the engine-core process: there,
-    read vLLM's own ``num_cached_tokens`` of each output, or the debug log."""
+    "tokens_held" (tokens vLLM's cache held for the requests), "tokens_reused" (the offsets pfx
+    allowed), "lowered_for_the_prefill_step" (decisions the one-token-step premise cut) and
+    "looked_up_again" (hits found again at a shorter length). In vLLM's multiprocess mode the decisions
+    are taken in the engine-core process: there, read vLLM's own ``num_cached_tokens`` of each output,
+    or the debug log."""
     with _lock:
         return collections.Counter(_decisions)
+
+
+def check_loaded() -> None:
+    """Raises pfx.ConfigError when PFX_VLLM asks for the plugin and this process's vLLM has not
+    installed it: vLLM would serve without pfx while its user believes pfx on. vLLM loads its plugins
+    only through ``load_general_plugins``, which skips a plugin ``VLLM_PLUGINS`` does not name and goes
+    on when a plugin fails to import; ``pfx.integrations.vllm_guard`` calls this after it."""
+    settings = settings_from_environment()
+    if settings is None or _originals:
+        return
+    allowed = os.environ.get("VLLM_PLUGINS")
+    why = (f'VLLM_PLUGINS="{allowed}" does not name pfx\'s plugin "pfx"' if allowed is not None
+           and "pfx" not in allowed.split(",") else "vLLM did not load pfx's plugin (see vLLM's log above: "
+           "\"Failed to load plugin pfx\")")
+    raise _native.ConfigError(f"{ENABLE_VARIABLE}={os.environ[ENABLE_VARIABLE]} asks for pfx's rule in charge of "
+                              f"vLLM's prefix cache, but {why}: vLLM would serve without it. Add pfx to "
+                              f"VLLM_PLUGINS, or unset {ENABLE_VARIABLE} to run vLLM without pfx.")
 
 
 _lock = threading.Lock()
@@ -148,9 +209,10 @@ def _check_version() -> None:
 
 
 def _install(settings: Settings) -> None:
-    """Sets the settings, and patches vLLM's KV cache manager once per process."""
+    """Sets the settings, and patches vLLM once per process."""
     global _settings
     _check_version()
+    from vllm.config import VllmConfig
     from vllm.v1.core.kv_cache_coordinator import KVCacheCoordinator
     from vllm.v1.core.kv_cache_manager import KVCacheManager
     from vllm.v1.core.sched.scheduler import Scheduler
@@ -158,89 +220,183 @@ def _install(settings: Settings) -> None:
         _settings = settings
         if _originals:
             return
+        _originals["config"] = VllmConfig.__post_init__
         _originals["init"] = Scheduler.__init__
         _originals["get_computed_blocks"] = KVCacheManager.get_computed_blocks
         _originals["cache_blocks"] = KVCacheCoordinator.cache_blocks
+        VllmConfig.__post_init__ = _config_post_init
         Scheduler.__init__ = _scheduler_init
         KVCacheManager.get_computed_blocks = _get_computed_blocks
         KVCacheCoordinator.cache_blocks = _cache_blocks
 
 
+def _config_post_init(self) -> None:
+    """vLLM's check of its configuration, then pfx's own, before any model is loaded: what the plugin
+    cannot vouch for stops the start here (refusals()), with the settings' chunk off the block grid."""
+    _originals["config"](self)
+    settings = _settings
+    model = getattr(self, "model_config", None)
+    if settings is None or model is None or getattr(model, "is_submodel_config", False):
+        return
+    cache = self.cache_config
+    if not cache.enable_prefix_caching:
+        return
+    block = cache.block_size
+    reasons = refusals(self)
+    if settings.chunk is not None and block and settings.chunk % block:
+        reasons.append(f"{CHUNK_VARIABLE}={settings.chunk} is not a multiple of vLLM's block size {block}: vLLM "
+                       f"resumes a prompt only at a block bound; use a multiple of {block}")
+    if reasons:
+        raise Refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
+
+
+def refusals(vllm_config) -> list:
+    """What the plugin cannot vouch for in `vllm_config`, known before the model loads, each with why."""
+    reasons = []
+    model = vllm_config.model_config
+    if model.is_hybrid or model.has_inner_state or model.is_attention_free:
+        reasons.append(f"{model.model}: {_state_layers(model.hf_text_config)} keep a Mamba, linear-attention or other "
+                       f"state-space state: its hit is the state at its end, computed over the earlier run's prefill "
+                       f"steps, which a cold run of a longer prompt steps otherwise, so a resume from it is not its "
+                       f"cold run")
+    if vllm_config.speculative_config is not None:
+        reasons.append("speculative decoding is on: its draft slots and padding change the prefill steps, and its "
+                       "lookups drop blocks, beyond what pfx's rule models")
+    if vllm_config.kv_transfer_config is not None:
+        connector = getattr(vllm_config.kv_transfer_config, "kv_connector", None)
+        reasons.append(f"a KV connector ({connector}) is configured: it extends a hit by tokens it loads, uncut "
+                       f"by pfx's rule, and rows a connector brings were not written by this engine's prefill")
+    return reasons
+
+
+def _layers(names) -> str:
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+
+def _state_layers(hf_config) -> str:
+    """The layers of a model's configuration that are not attention, as its configuration names them."""
+    kinds = getattr(hf_config, "layers_block_type", None) or getattr(hf_config, "layer_types", None)
+    if isinstance(kinds, (list, tuple)):
+        layers = [f"{i} ({kind})" for i, kind in enumerate(kinds)
+                  if kind not in ("attention", "full_attention", "sliding_attention")]
+        if layers:
+            return "layers " + _layers(layers)
+    return "its layers"
+
+
+def group_refusals(kv_cache_config) -> list:
+    """What the plugin cannot vouch for among the model's KV cache groups, each naming its layers: the
+    groups it cuts exactly are vLLM's full attention, sliding window and chunked local attention, whose
+    hit of any length vLLM's own lookup finds again; a group that replays a window after a hit is
+    refused too."""
+    from vllm.v1.kv_cache_interface import (ChunkedLocalAttentionSpec, FullAttentionSpec, MLAAttentionSpec,
+                                            SlidingWindowSpec)
+    exact = (FullAttentionSpec, MLAAttentionSpec, SlidingWindowSpec, ChunkedLocalAttentionSpec)
+    reasons = []
+    for group in kv_cache_config.kv_cache_groups:
+        spec = group.kv_cache_spec
+        layers = _layers(group.layer_names)
+        if type(spec) not in exact:
+            reasons.append(f"layers {layers} keep a KV cache of kind {type(spec).__name__}, whose hits pfx cannot "
+                           f"cut exactly")
+        elif getattr(spec, "prefix_replay_tokens", 0):
+            reasons.append(f"layers {layers} replay {spec.prefix_replay_tokens} tokens after a hit, steps pfx's "
+                           f"rule does not model")
+    return reasons
+
+
 def _scheduler_init(self, *args, **kwargs) -> None:
     """vLLM's scheduler, then the rule's configuration for its KV cache manager (None: the plugin was off
-    when it was made). The chunk must be a multiple of the block size: vLLM resumes only at block
-    bounds. The manager also learns the scheduler's prefill step (step_alone)."""
+    when it was made): the chunk (a multiple of the block size: vLLM resumes only at block bounds) and
+    the prefill step of a request served alone. Refuses a model whose KV cache groups it cannot cut
+    exactly, naming their layers."""
     _originals["init"](self, *args, **kwargs)
     settings = _settings
     manager = self.kv_cache_manager
     manager.pfx_config = None
-    if settings is None or not manager.enable_caching:
+    if settings is None:
         return
+    if not manager.enable_caching:
+        _logger.info("pfx: vLLM's prefix caching is off, so it reuses nothing and pfx has nothing to decide: every "
+                     "request is computed in full")
+        return
+    reasons = refusals(self.vllm_config) + group_refusals(self.kv_cache_config)
     block = manager.coordinator.scheduler_block_size
     chunk = block if settings.chunk is None else settings.chunk
     if chunk % block != 0:
-        raise _native.ConfigError(f"{CHUNK_VARIABLE}={chunk} is not a multiple of vLLM's block size {block}: vLLM "
-                                  f"resumes a prompt only at a block bound; use a multiple of {block}")
-    manager.pfx_config = _native.Config(enabled=True, keep_min=settings.keep_min, chunk=chunk)
-    manager.pfx_step = prefill_step(self.scheduler_config)
+        reasons.append(f"{CHUNK_VARIABLE}={chunk} is not a multiple of vLLM's block size {block}: vLLM resumes a "
+                       f"prompt only at a block bound; use a multiple of {block}")
+    if reasons:
+        raise Refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
+    step = prefill_step(self.vllm_config)
+    manager.pfx_config = _native.Config(enabled=True, keep_min=settings.keep_min, chunk=chunk, prefill_step=step)
     manager.coordinator.pfx_prompt_rows_only = True
-    _logger.info("pfx: vLLM's prefix cache under pfx's rule: chunk %d, keep_min %d, prefill step %s, rows decode "
-                 "wrote never cached", chunk, settings.keep_min, manager.pfx_step)
+    _logger.info("pfx: vLLM's prefix cache under pfx's rule: chunk %d, keep_min %d, prefill step %s; rows decode "
+                 "wrote are never cached. A request served alone resumes bit for bit as its cold run; batched "
+                 "beside other requests, vLLM's answer can differ by itself, with or without pfx "
+                 "(python -m pfx.integrations.vllm_conform measures it)", chunk, settings.keep_min,
+                 "whole prompt" if step == ONE_STEP else step)
 
 
-def prefill_step(scheduler_config) -> Optional[int]:
+def prefill_step(vllm_config) -> int:
     """How many prompt tokens vLLM's scheduler computes in one step of a request served alone: its
-    token budget, or its long-prefill threshold when lower; None without chunked prefill (one step)."""
-    if not scheduler_config.enable_chunked_prefill:
-        return None
-    step = scheduler_config.max_num_batched_tokens
-    threshold = scheduler_config.long_prefill_token_threshold or 0
-    return threshold if 0 < threshold < step else step
-
-
-def step_alone(tokens: int, step: Optional[int]) -> bool:
-    """Whether prefilling `tokens` (>= 1) tokens in steps of `step` (None: one step) ends with a step
-    that computes one token alone."""
-    return tokens == 1 if step is None else (tokens - 1) % step == 0
-
-
-def vllm_offset(decision_offset: int, prompt_length: int, chunk: int, keep_min: int, step: Optional[int]) -> int:
-    """The rule's offset, lowered by whole chunks until the resumed prefill ends with a one-token step
-    exactly when the cold run's does (vLLM computes such a step otherwise); 0 below keep_min."""
-    offset = decision_offset
-    alone = step_alone(prompt_length, step)
-    while offset > 0 and step_alone(prompt_length - offset, step) != alone:
-        offset -= chunk
-    return offset if offset >= keep_min else 0
+    scheduled-token budget (``max_num_scheduled_tokens``, by default ``max_num_batched_tokens``), at
+    most ``max_num_batched_tokens``; ONE_STEP without chunked prefill. vLLM drops
+    ``long_prefill_token_threshold`` when a single request is running or waiting (scheduler.py,
+    ``schedule``), so the threshold does not count. Speculative decoding, whose draft slots would count,
+    is refused (refusals())."""
+    scheduler = vllm_config.scheduler_config
+    if not scheduler.enable_chunked_prefill:
+        return ONE_STEP
+    budget = scheduler.max_num_scheduled_tokens or scheduler.max_num_batched_tokens
+    return min(budget, scheduler.max_num_batched_tokens)
 
 
 def _get_computed_blocks(self, request):
-    """vLLM's longest cache hit, cut by pfx's rule. The hit holds only rows that a prefill wrote
-    (_cache_blocks), so the record is the hit's tokens with canonical_end at its end."""
-    blocks, hit, boundary = _originals["get_computed_blocks"](self, request)
+    """The cache hit pfx's rule allows (the KV cache manager's lookup, replaced while the plugin is on).
+    vLLM's own lookup finds its longest hit; its cached rows are all rows a prefill wrote
+    (_cache_blocks), so the record is the hit's tokens with canonical_end at its end, and pfx's core
+    decides the offset. A shorter offset is looked up again at that length, as vLLM's coordinator finds
+    a hit group by group (a sliding window's hit needs the window's blocks at its end), and decided
+    again, until the two agree: the largest hit both vLLM holds and the rule allows."""
     config = getattr(self, "pfx_config", None)
     if config is None or not self.prefix_cache_lookup_enabled(request):
-        return blocks, hit, boundary
+        return _originals["get_computed_blocks"](self, request)
     tokens = request.all_token_ids
-    decision = _native.decide(config, tokens[:hit], hit, tokens)
-    offset = vllm_offset(decision.offset, len(tokens), config.chunk, config.keep_min, self.pfx_step)
-    if offset < hit:
-        blocks = self.truncate_computed_blocks(blocks, offset)
-        boundary = boundary if boundary <= offset else 0
+    limit = request.num_tokens - 1  # as vLLM: at least one token is computed, for its logits
+    first = None
+    lookups = 0
+    while True:
+        computed, hit, uncached = self.coordinator.find_longest_cache_hit(request.block_hashes, limit)
+        lookups += 1
+        decision = _native.decide(config, tokens[:hit], hit, tokens)
+        first = first or (hit, decision)
+        if decision.offset == hit:
+            break
+        limit = decision.offset  # < hit <= limit: the loop ends
+    # vLLM's own get_computed_blocks, from its lookup on.
+    if hit > 0 and self.enable_kv_cache_events and getattr(request, "kv_cache_report_mode", "incremental") == "full":
+        self.coordinator.emit_cached_block_events(request, computed)
+    boundary = hit + uncached if uncached else 0
+    held, decided = first
     _logger.debug("pfx: request %s of %d tokens: vLLM's cache holds %d, the rule allows %d (%s, bound %s), pfx "
-                  "takes %d", request.request_id, len(tokens), hit, decision.offset, decision.reason.name,
-                  decision.bound.name, offset)
+                  "takes %d", request.request_id, len(tokens), held, decided.offset, decided.reason.name,
+                  decided.bound.name, hit)
     with _lock:
-        _decisions[decision.reason.name] += 1
-        _decisions["lowered_for_a_one_token_step"] += offset < decision.offset
-        _decisions["tokens_held"] += hit
-        _decisions["tokens_reused"] += offset
-    return blocks, offset, boundary
+        _decisions[decided.reason.name] += 1
+        _decisions["lowered_for_the_prefill_step"] += decided.bound.name == "prefill_step"
+        _decisions["looked_up_again"] += lookups > 1
+        _decisions["tokens_held"] += held
+        _decisions["tokens_reused"] += hit
+    return self.create_kv_cache_blocks(computed), hit, boundary
 
 
 def _cache_blocks(self, request, num_computed_tokens: int) -> None:
-    """vLLM's caching of a request's full blocks, never past its prompt: rows from the prompt's end on
-    were written by decode (INV-2, canonical_end)."""
+    """vLLM's caching of a request's full blocks, never past the end of the first prompt it was given:
+    rows from there on were written by decode (INV-2, canonical_end). The end is kept on the request at
+    its first caching, because a streaming session later appends its output to its prompt and moves
+    ``num_prompt_tokens`` past rows decode wrote, and a preempted request recomputes its output's rows."""
     if getattr(self, "pfx_prompt_rows_only", False):
-        num_computed_tokens = min(num_computed_tokens, request.num_prompt_tokens)
+        canonical_end = request.__dict__.setdefault("pfx_canonical_end", request.num_prompt_tokens)
+        num_computed_tokens = min(num_computed_tokens, canonical_end)
     _originals["cache_blocks"](self, request, num_computed_tokens)
