@@ -7,15 +7,20 @@ short tail that does not continue it, serves the prompt (vLLM takes the k cached
 every generated token and its logprob, bit for bit with a cold run (the cache reset first). Offsets k
 are the multiples of each candidate grid: the block size, its doublings up to the budget's max grid,
 and the rule chunk; prompt lengths, offsets and repeated cold runs are conform's own (docs/conform.md).
-Like the plugin, it resumes a prompt only where the resumed prefill ends with a step of one token
-exactly when the cold run's does (vLLM computes such a step otherwise: pfx.integrations.vllm).
-It also resumes past a prompt's end, from rows that decode wrote, and reports whether those equal a
-cold run: the finding "decode rows". The verdict, its text and JSON, and the exit status are
-``pfx conform``'s, from the same C++ code (pfx::conform::decide, to_text, to_json).
+It resumes a prompt only at the offsets pfx's plugin may take: it asks pfx's core (``pfx.decide``, with
+the plugin's ``Config``: the grid as chunk, vLLM's prefill step as ``prefill_step``) whether the rule
+would resume there, and counts the offsets it skips and why (vLLM computes a prefill step of one token
+otherwise than a longer one, so the plugin never resumes where the resumed prefill's last step is one
+token and the cold run's is not, or the other way round). Two findings leave the verdict as it is:
+"decode rows", resumes past a prompt's end, from rows that decode wrote (pfx's rule never takes them);
+and "batching", each prompt served alone against the same prompt served in one batch with others,
+both cold (pfx's guarantee is for a request served alone: where they differ, batching alone changes
+vLLM's answers). The verdict, its text and JSON, and the exit status are ``pfx conform``'s, from the
+same C++ code (pfx::conform::decide, to_text, to_json).
 
     python -m pfx.integrations.vllm_conform MODEL [--dtype D] [--block-size N] [--max-num-batched-tokens N]
-        [--no-chunked-prefill] [--budget quick|default|thorough] [--seed N] [--rule-chunk N]
-        [--max-model-len N] [--json]
+        [--max-num-scheduled-tokens N] [--long-prefill-token-threshold N] [--no-chunked-prefill]
+        [--budget quick|default|thorough] [--seed N] [--rule-chunk N] [--max-model-len N] [--json]
 
 The check starts its own vLLM engine, in this process, with pfx's plugin off: it checks stock vLLM's
 cache, rows decode wrote included, and refuses to run with PFX_VLLM set. Exit status: 0 safe, 1
@@ -66,13 +71,17 @@ class Served:
 
 class Engine:
     """A vllm.LLM as the check drives it: token-id prompts served greedily with the chosen token's
-    logprob, and the prefix cache reset. A test can stand another object with serve() and reset() in."""
+    logprob, alone or several in one batch, and the prefix cache reset. A test can stand another object
+    with serve() and reset() in (and serve_batch(), for the batching finding)."""
 
     def __init__(self, llm):
         self.llm = llm
 
     def serve(self, prompt: Sequence[int], max_tokens: int) -> Served:
         return serve(self.llm, prompt, max_tokens)
+
+    def serve_batch(self, prompts: Sequence[Sequence[int]], max_tokens: int) -> list:
+        return serve_batch(self.llm, prompts, max_tokens)
 
     def reset(self) -> None:
         if not self.llm.reset_prefix_cache():
@@ -82,14 +91,23 @@ class Engine:
 def serve(llm, prompt: Sequence[int], max_tokens: int) -> Served:
     """`prompt` (token ids) served by `llm`, a vllm.LLM, greedily, `max_tokens` tokens whatever the
     end-of-sequence token, with the chosen token's logprob at each step."""
+    return serve_batch(llm, [prompt], max_tokens)[0]
+
+
+def serve_batch(llm, prompts: Sequence[Sequence[int]], max_tokens: int) -> list:
+    """`prompts` served by `llm` in one call, as vLLM batches them, each as serve() serves one."""
     import vllm
     from vllm.inputs import TokensPrompt
     params = vllm.SamplingParams(max_tokens=max_tokens, temperature=0.0, logprobs=1, detokenize=False,
                                  ignore_eos=True)
-    out = llm.generate([TokensPrompt(prompt_token_ids=list(prompt))], params, use_tqdm=False)[0]
-    completion = out.outputs[0]
-    logprobs = tuple(step[token].logprob for step, token in zip(completion.logprobs, completion.token_ids))
-    return Served(tuple(completion.token_ids), logprobs, out.num_cached_tokens or 0)
+    outputs = llm.generate([TokensPrompt(prompt_token_ids=list(prompt)) for prompt in prompts], params,
+                           use_tqdm=False)
+    served = []
+    for out in outputs:
+        completion = out.outputs[0]
+        logprobs = tuple(step[token].logprob for step, token in zip(completion.logprobs, completion.token_ids))
+        served.append(Served(tuple(completion.token_ids), logprobs, out.num_cached_tokens or 0))
+    return served
 
 
 def refuse_plugin() -> None:
@@ -119,9 +137,14 @@ def describe(llm, model: str) -> str:
     import vllm
     config = llm.llm_engine.vllm_config
     dtype = str(config.model_config.dtype).removeprefix("torch.")
-    return (f"vLLM {vllm.__version__} ({model}, {dtype}, block {config.cache_config.block_size}, "
-            f"max_num_batched_tokens {config.scheduler_config.max_num_batched_tokens}, chunked prefill "
-            f"{'on' if config.scheduler_config.enable_chunked_prefill else 'off'})")
+    scheduler = config.scheduler_config
+    options = [f"block {config.cache_config.block_size}", f"max_num_batched_tokens {scheduler.max_num_batched_tokens}"]
+    if scheduler.max_num_scheduled_tokens is not None:
+        options.append(f"max_num_scheduled_tokens {scheduler.max_num_scheduled_tokens}")
+    if scheduler.long_prefill_token_threshold:
+        options.append(f"long_prefill_token_threshold {scheduler.long_prefill_token_threshold}")
+    options.append(f"chunked prefill {'on' if scheduler.enable_chunked_prefill else 'off'}")
+    return f"vLLM {vllm.__version__} ({model}, {dtype}, {', '.join(options)})"
 
 
 def conform(model: str, *, dtype: str = "float32", block_size: int = 32, max_num_batched_tokens: Optional[int] = None,
@@ -142,16 +165,7 @@ def conform(model: str, *, dtype: str = "float32", block_size: int = 32, max_num
     return check(Engine(llm), name=describe(llm, model), vocab=config.model_config.get_vocab_size(),
                  block_size=config.cache_config.block_size, max_length=config.model_config.max_model_len,
                  budget=budget, seed=seed, rule_chunk=rule_chunk, max_grid=max_grid, prompts=prompts,
-                 progress=progress, resumable=plugin_resumes(config.scheduler_config))
-
-
-def plugin_resumes(scheduler_config) -> Callable[[int, int], bool]:
-    """Whether pfx's plugin may resume a prompt of n tokens at offset k on this scheduler: only where
-    the resumed prefill ends with a one-token step exactly when the cold run does (vLLM computes such
-    a step otherwise; pfx.integrations.vllm.vllm_offset). The check resumes only there: it judges the
-    resumes the plugin can make."""
-    step = plugin.prefill_step(scheduler_config)
-    return lambda n, k: plugin.step_alone(n - k, step) == plugin.step_alone(n, step)
+                 progress=progress, prefill_step=plugin.prefill_step(config))
 
 
 def _budget(name: str, seed: int, max_grid: Optional[int], prompts: Optional[int]) -> dict:
@@ -178,13 +192,14 @@ def _rule_chunk(rule_chunk: Optional[int], block_size: int) -> int:
 def check(engine, *, name: str, vocab: int, block_size: int, max_length: int, budget: str = "default",
           seed: int = 1, rule_chunk: Optional[int] = None, max_grid: Optional[int] = None,
           prompts: Optional[int] = None, progress: Optional[Callable[[int, int], None]] = None,
-          resumable: Optional[Callable[[int, int], bool]] = None):
-    """The check on `engine` (serve(prompt, max_tokens) -> Served, reset()), whose prefix cache has
-    blocks of `block_size` tokens and which serves prompts of up to `max_length` tokens with their
-    output; `resumable(n, k)` says at which offsets k of an n-token prompt to resume (None: all of
-    them). Returns a pfx.ConformReport."""
+          prefill_step: int = 0):
+    """The check on `engine` (serve(prompt, max_tokens) -> Served, reset(); serve_batch(prompts,
+    max_tokens) -> [Served] for the batching finding, which is left out without it), whose prefix cache
+    has blocks of `block_size` tokens and which serves prompts of up to `max_length` tokens with their
+    output. `prefill_step` is the engine's prefill step for a request served alone (pfx.Config's,
+    0: none): the check resumes only where the rule with it would. Returns a pfx.ConformReport."""
     return _Check(engine, name, vocab, block_size, max_length, _budget(budget, seed, max_grid, prompts),
-                  _rule_chunk(rule_chunk, block_size), progress, resumable).run()
+                  _rule_chunk(rule_chunk, block_size), progress, prefill_step).run()
 
 
 def first_difference(got: Served, expected: Served) -> Optional[dict]:
@@ -199,13 +214,19 @@ def first_difference(got: Served, expected: Served) -> Optional[dict]:
     return None
 
 
+BESIDE = 3
+"""Prompts batched beside each prompt of the batching finding."""
+
+
 class _Check:
-    def __init__(self, engine, name, vocab, block, max_length, budget, rule_chunk, progress, resumable=None):
+    def __init__(self, engine, name, vocab, block, max_length, budget, rule_chunk, progress, prefill_step=0):
         if vocab < 1:
             raise ValueError("the vocabulary must hold at least 1 token")
+        if isinstance(prefill_step, bool) or not isinstance(prefill_step, int) or prefill_step < 0:
+            raise ValueError(f"prefill_step must be an int >= 0 (0: none); got {prefill_step!r}")
         self.engine, self.name, self.vocab, self.block, self.max_length = engine, name, vocab, block, max_length
         self.budget, self.rule_chunk, self.progress = budget, rule_chunk, progress
-        self.resumable = resumable or (lambda n, k: True)
+        self.prefill_step = prefill_step
         # vLLM resumes only at block bounds: the grids are the block size and its doublings up to the
         # budget's max grid (at least the block), and the rule chunk.
         budget["max_grid"] = max(budget["max_grid"], block)
@@ -214,7 +235,7 @@ class _Check:
         while grid <= budget["max_grid"]:
             grids.add(grid)
             grid *= 2
-        self.grids = [{"grid": g, "resumes": 0, "mismatch": None} for g in sorted(grids)]
+        self.grids = [{"grid": g, "resumes": 0, "skipped": 0, "mismatch": None} for g in sorted(grids)]
         # A prompt and its output fit the model; a held run is at most the prompt and a block.
         room = max_length - GENERATED - block
         self.lengths = [n for n in _native.conform_prompt_lengths(sorted(grids)) if n <= room]
@@ -236,11 +257,16 @@ class _Check:
                     if self.progress:
                         self.progress(self.prompts, total)
             decode_rows = self.decode_rows()
+            batching = self.batching() if hasattr(self.engine, "serve_batch") else None
+        else:
+            batching = None
+        skipped = any(grid["skipped"] for grid in self.grids)
         return _native.conform_observed(
             engine=self.name, budget=self.budget, chunk=self.block, rule_chunk=self.rule_chunk, vocab=self.vocab,
             lengths=self.lengths, prompts=self.prompts, cold_runs=self.cold_runs, prefilled_tokens=self.prefilled,
             premises_checked=PREMISES_CHECKED, premise_failure=premise_failure, cold_disagreement=self.cold_disagreement, grids=self.grids,
-            decode_rows=decode_rows, elapsed_s=time.monotonic() - start)
+            decode_rows=decode_rows, elapsed_s=time.monotonic() - start,
+            skip_reason=self.skip_reason() if skipped else None, batching=batching)
 
     def tokens(self, n, draw=None):
         draw = draw or self.random
@@ -299,8 +325,10 @@ class _Check:
         for grid in self.grids:
             if grid["mismatch"]:
                 continue  # one counterexample per grid is enough
+            config = _native.Config(enabled=True, keep_min=0, chunk=grid["grid"], prefill_step=self.prefill_step)
             for offset in _native.conform_offsets(len(prompt), grid["grid"], self.budget, self.random.getrandbits(64)):
-                if not self.resumable(len(prompt), offset):
+                if _native.decide(config, prompt[:offset], offset, prompt).offset != offset:
+                    grid["skipped"] += 1  # the rule never resumes there: nothing the plugin serves to judge
                     continue
                 held = self.held_for(prompt, offset)
                 # The held run alone in the cache, its prefill's rows only (one token generated: no decode row).
@@ -312,6 +340,33 @@ class _Check:
                     grid["mismatch"] = {"prompt_number": number, "prompt": prompt, "held": held, "offset": offset,
                                         "difference": difference}
                     break
+
+    def skip_reason(self) -> str:
+        return (f"the prefill step ({self.prefill_step} tokens) of a request served alone: pfx's rule "
+                f"(pfx.decide, bound 'prefill step') never resumes where the resumed prefill would end with a "
+                f"step of one token and the cold run's would not, or the other way round")
+
+    def batching(self):
+        """Each of the budget's prompts served cold alone and cold in one batch with BESIDE others (each
+        of a length of the check's, tokens of its own), its output compared; the check stops at the first
+        difference. A difference is batching's alone: the rule's guarantee is for a request served alone."""
+        finding = {"batches": 0, "mismatch": None}
+        for number in range(self.budget["prompts"]):
+            prompt = self.tokens(self.random.choice(self.lengths))
+            beside = [self.tokens(self.random.choice(self.lengths)) for _ in range(BESIDE)]
+            alone = self.cold(prompt)
+            self.engine.reset()
+            where = self.random.randrange(BESIDE + 1)
+            batch = beside[:where] + [prompt] + beside[where:]
+            served = self.engine.serve_batch(batch, GENERATED)
+            self.prefilled += sum(len(p) - s.cached for p, s in zip(batch, served))
+            finding["batches"] += 1
+            difference = first_difference(served[where], alone)
+            if difference:
+                finding["mismatch"] = {"prompt_number": number, "prompt": prompt, "beside": beside,
+                                       "difference": difference}
+                break
+        return finding
 
     def decode_rows(self):
         """Resumes from rows decode wrote: a prompt of k blocks and a part, 2 blocks generated from it, then
@@ -347,6 +402,8 @@ def main(argv=None) -> int:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--block-size", type=int, default=32)
     parser.add_argument("--max-num-batched-tokens", type=int, default=None)
+    parser.add_argument("--max-num-scheduled-tokens", type=int, default=None)
+    parser.add_argument("--long-prefill-token-threshold", type=int, default=None)
     parser.add_argument("--no-chunked-prefill", action="store_true")
     parser.add_argument("--max-model-len", type=int, default=None)
     parser.add_argument("--budget", choices=("quick", "default", "thorough"), default="default")
@@ -354,7 +411,10 @@ def main(argv=None) -> int:
     parser.add_argument("--rule-chunk", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print the report as pfx conform --json does")
     arguments = parser.parse_args(argv)
-    engine_args = {} if arguments.max_model_len is None else {"max_model_len": arguments.max_model_len}
+    engine_args = {name: value for name, value in (("max_model_len", arguments.max_model_len),
+                                                   ("max_num_scheduled_tokens", arguments.max_num_scheduled_tokens),
+                                                   ("long_prefill_token_threshold",
+                                                    arguments.long_prefill_token_threshold)) if value is not None}
     try:
         report = conform(arguments.model, dtype=arguments.dtype, block_size=arguments.block_size,
                          max_num_batched_tokens=arguments.max_num_batched_tokens,
