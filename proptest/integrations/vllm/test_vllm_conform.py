@@ -65,8 +65,8 @@ class FakeVllm:
     says when an answer differs (its first logprob moved): `hit` the tokens taken from the cache,
     `decoded` whether they reach past the prompt whose rows they were, `calls` the requests so far."""
 
-    def __init__(self, perturb=lambda hit, decoded, calls: False, caches=True, answer=None):
-        self.perturb, self.caches = perturb, caches
+    def __init__(self, perturb=lambda hit, decoded, calls: False, caches=True, answer=None, batch_differs=False):
+        self.perturb, self.caches, self.batch_differs = perturb, caches, batch_differs
         self.answer = answer or self.noise
         self.held = []  # (tokens with rows, the prompt's length)
         self.calls = 0
@@ -93,6 +93,35 @@ class FakeVllm:
         if self.caches:
             self.held.append((tuple(prompt) + tokens[:-1], len(prompt)))
         return Served(tokens, logprobs, hit)
+
+    def serve_batch(self, prompts, max_tokens):
+        """Each prompt served as serve() serves it; with batch_differs, the last prompt's first logprob
+        moved when others are batched beside it."""
+        served = [self.serve(prompt, max_tokens) for prompt in prompts]
+        if self.batch_differs and len(prompts) > 1:
+            last = served[-1]
+            served[-1] = dataclasses.replace(last, logprobs=(next_float32(last.logprobs[0]),) + last.logprobs[1:])
+        return served
+
+
+class StepFake(FakeVllm):
+    """A fake whose answers differ exactly where a resume breaks the one-token-step premise of a
+    prefill step of `step` tokens (written here from docs/spec.md's INV-12, not with pfx's code): the
+    resumed prefill of an n-token prompt at k ends with a one-token step where the cold run's does not,
+    or the other way round."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def alone(self, tokens):
+        return (tokens - 1) % self.step == 0
+
+    def serve(self, prompt, max_tokens):
+        served = super().serve(prompt, max_tokens)
+        if served.cached and self.alone(len(prompt) - served.cached) != self.alone(len(prompt)):
+            return dataclasses.replace(served, logprobs=(next_float32(served.logprobs[0]),) + served.logprobs[1:])
+        return served
 
 
 def fake_check(engine, **options):
@@ -156,6 +185,45 @@ class FakeVerdicts(unittest.TestCase):
         self.assertIn("\npremises: finite logits, logits depend on tokens\n", str(report))
         reusable = fake_check(FakeVllm(), budget="default")
         self.assertIn(f"decode rows: reusable as measured ({reusable.decode_rows.resumes} resumes", str(reusable))
+
+    @verifies("VLLM-4 VLLM-9 INV-12")
+    def test_it_judges_a_grid_by_the_resumes_the_plugin_makes_and_counts_the_ones_it_skips(self):
+        # Resumes that break the step premise differ; the plugin never makes them (pfx's core, bound
+        # "prefill step"), so the check skips them, says how many and why, and finds every grid exact.
+        step = 2 * FAKE_BLOCK + 1  # so that premise-breaking offsets fall on every grid
+        report = fake_check(StepFake(step), budget="default", prefill_step=step)
+        self.assertEqual(report.verdict, "safe", str(report))
+        self.assertTrue(all(g.exact and g.mismatch is None for g in report.grids), str(report))
+        self.assertGreater(sum(g.skipped for g in report.grids), 0, str(report))
+        self.assertIn(f"prefill step ({step} tokens)", report.skip_reason)
+        self.assertIn(report.skip_reason, str(report))
+        self.assertEqual([g["skipped"] for g in validate(report.to_json())["grids"]], [g.skipped for g in report.grids])
+        # A check that resumed everywhere (prefill step 0: no premise) judges resumes the plugin never
+        # makes, and finds them differing: the skips above are what keep the verdict on the plugin's resumes.
+        everywhere = fake_check(StepFake(step), budget="default")
+        self.assertTrue(any(g.mismatch for g in everywhere.grids), str(everywhere))
+        self.assertEqual(sum(g.skipped for g in everywhere.grids), 0)
+        self.assertIsNone(everywhere.skip_reason)
+
+    @verifies("VLLM-9")
+    def test_answers_that_depend_on_the_batch_are_reported_and_leave_the_verdict(self):
+        report = fake_check(FakeVllm(batch_differs=True), budget="default")
+        self.assertEqual(report.verdict, "safe")
+        batching = report.batching
+        self.assertFalse(batching.independent)
+        self.assertEqual(batching.batches, 1)  # the check stops at the first difference
+        mismatch = batching.mismatch
+        self.assertEqual(len(mismatch.beside), vllm_conform.BESIDE)
+        self.assertNotIn(mismatch.prompt, mismatch.beside)
+        self.assertEqual((mismatch.difference.where, mismatch.difference.index), ("logprob", 0))
+        self.assertIn("batching", str(report))
+        self.assertIn("batching", validate(report.to_json()))
+        independent = fake_check(FakeVllm(), budget="default")
+        self.assertTrue(independent.batching.independent, str(independent))
+        self.assertEqual(independent.batching.batches, _native.conform_budget("default")["prompts"])
+        # An engine that cannot batch (serve() and reset() only) gets no finding, rather than one that
+        # compared nothing.
+        self.assertIsNone(fake_check(Perturbed(FakeVllm(), lambda cached: False)).batching)
 
     @verifies("VLLM-4")
     def test_cold_runs_that_differ_make_it_nondeterministic(self):
@@ -257,6 +325,7 @@ class OnVllm(unittest.TestCase):
         self.assertEqual([g["grid"] for g in report["grids"]], [vllm_lane.BLOCK])
         self.assertGreater(report["grids"][0]["resumes"], 0, report)
         self.assertGreater(report["decode_rows"]["resumes"], 0, report)
+        self.assertGreater(report["batching"]["batches"], 0, report)
         self.assertEqual(report["recommended"], vllm_lane.BLOCK if report["grids"][0]["exact"] and
                          report["deterministic"] else None)
         for mismatch in [g.get("mismatch") for g in report["grids"]] + [report["decode_rows"].get("mismatch")]:

@@ -1,11 +1,15 @@
 """pfx.integrations.vllm in vLLM's default multiprocess mode, turned on in code by
-pfx.integrations.vllm.enable(chunk=64, keep_min=64) before vllm.LLM: the scheduler runs in vLLM's
+pfx.integrations.vllm.enable(chunk=64, keep_min=96) before vllm.LLM: the scheduler runs in vLLM's
 engine-core process, where the plugin is loaded through the entry point and reads the variables
 enable() set, so a patch of this process alone would change nothing. Resumed responses equal their
-cold runs and take what the rule allows on a grid of two blocks. A malformed knob, a chunk off vLLM's
-block grid and an untested vLLM version stop vLLM's start with an error that names them."""
+cold runs and take what the rule allows on a grid of two blocks. A streaming session (vLLM's
+asynchronous engine, whose session appends each output to its prompt) caches no row decode wrote. A
+malformed knob, a chunk off vLLM's block grid, a configuration the plugin cannot vouch for and an
+untested vLLM version stop vLLM's start, before the model loads, with an error that names them; so
+does a vLLM that would run without the plugin while PFX_VLLM asks for it."""
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -39,8 +43,11 @@ START = textwrap.dedent("""
 """)
 
 
+LOADED = "Loading safetensors checkpoint shards"  # vLLM's line when it loads the model's weights
+
+
 def start_in_a_process(model, **variables):
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("PFX_VLLM")}
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PFX_VLLM") and k != "VLLM_PLUGINS"}
     environment.update(variables)
     script = START.format(here=os.path.dirname(os.path.abspath(__file__)), model=model, started=STARTED)
     return subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True,
@@ -77,19 +84,85 @@ class PluginMultiprocess(unittest.TestCase):
         # at chunk 64 and keep_min 96).
         self.assertGreater(resumed, 0)
 
-    @verifies("VLLM-3")
-    def test_a_malformed_knob_stops_vllms_start_naming_the_variable(self):
+    @verifies("VLLM-3 VLLM-8")
+    def test_a_malformed_knob_or_a_chunk_off_the_block_grid_stops_vllms_start_before_the_model_loads(self):
         model = vllm_lane.tiny_model()
-        for variable, value, expected in (
-                ("PFX_VLLM_CHUNK", "abc", 'PFX_VLLM_CHUNK="abc" is malformed'),
-                ("PFX_VLLM_KEEP_MIN", "-3", 'PFX_VLLM_KEEP_MIN="-3" is malformed'),
-                ("PFX_VLLM_CHUNK", "48", "PFX_VLLM_CHUNK=48 is not a multiple of vLLM's block size 32"),
-                ("PFX_VLLM", "maybe", 'PFX_VLLM="maybe" is malformed')):
-            with self.subTest(variable=variable, value=value):
-                ran = start_in_a_process(model, **{"PFX_VLLM": "1", variable: value})
+        for variables, expected in (
+                ({"PFX_VLLM_CHUNK": "abc"}, 'PFX_VLLM_CHUNK="abc" is malformed: expected a count of tokens >= 1, a '
+                                            "multiple of vLLM's block size"),
+                ({"PFX_VLLM_KEEP_MIN": "-3"}, 'PFX_VLLM_KEEP_MIN="-3" is malformed: expected a count of tokens >= 0'),
+                ({"PFX_VLLM_CHUNK": "48"}, "PFX_VLLM_CHUNK=48 is not a multiple of vLLM's block size 32"),
+                ({"PFX_VLLM": "maybe"}, 'PFX_VLLM="maybe" is malformed: expected 1, true, on, yes or empty (the plugin '
+                                        "on: pfx's rule decides how much of each prompt vLLM takes from its prefix "
+                                        "cache) or 0, false, off or no (the plugin off: vLLM's own prefix caching, "
+                                        "unchanged)"),
+                # The list names pfx's plugin: vLLM loads it, and its check of the configuration refuses the chunk.
+                ({"PFX_VLLM_CHUNK": "48", "VLLM_PLUGINS": "other,pfx"},
+                 "PFX_VLLM_CHUNK=48 is not a multiple of vLLM's block size 32")):
+            with self.subTest(**variables):
+                ran = start_in_a_process(model, **{"PFX_VLLM": "1", **variables})
                 self.assertNotEqual(ran.returncode, 0, ran.stdout[-5000:])
                 self.assertNotIn(STARTED, ran.stdout)
-                self.assertIn(expected, ran.stdout + ran.stderr)  # vLLM logs the engine core's error to stdout
+                self.assertNotIn(LOADED, ran.stdout + ran.stderr)
+                self.assertIn(expected, ran.stdout + ran.stderr)
+
+    @verifies("VLLM-8")
+    def test_a_vllm_that_did_not_load_the_plugin_stops_when_pfx_vllm_asks_for_it(self):
+        model = vllm_lane.tiny_model()
+        ran = start_in_a_process(model, PFX_VLLM="1", VLLM_PLUGINS="other")
+        self.assertNotEqual(ran.returncode, 0, ran.stdout[-5000:])
+        self.assertNotIn(STARTED, ran.stdout)
+        self.assertNotIn(LOADED, ran.stdout + ran.stderr)
+        self.assertIn('PFX_VLLM=1 asks for pfx\'s rule in charge of vLLM\'s prefix cache, but VLLM_PLUGINS="other" '
+                      'does not name pfx\'s plugin "pfx": vLLM would serve without it', ran.stderr)
+
+    @verifies("VLLM-1 VLLM-7 INV-2")
+    def test_a_streaming_session_caches_no_row_decode_wrote(self):
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.engine.protocol import StreamingInput
+        from vllm.inputs import TokensPrompt
+        from vllm.sampling_params import RequestOutputKind
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        first = tuple((5 * i + 1) % 512 for i in range(150))
+        second = tuple((7 * i + 2) % 512 for i in range(40))
+        generated = 24
+
+        async def session(engine):
+            async def inputs():
+                for chunk in (first, second):
+                    yield StreamingInput(prompt=TokensPrompt(prompt_token_ids=list(chunk)))
+            params = vllm.SamplingParams(max_tokens=generated, temperature=0.0, ignore_eos=True, detokenize=False,
+                                         output_kind=RequestOutputKind.DELTA)
+            tokens = []  # the first chunk's output, then the second's
+            async for out in engine.generate(inputs(), params, request_id="session"):
+                tokens += out.outputs[0].token_ids
+            return tokens
+
+        async def extend(engine, prompt):
+            params = vllm.SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True, detokenize=False)
+            async for out in engine.generate(TokensPrompt(prompt_token_ids=list(prompt)), params, request_id="after"):
+                last = out
+            return last.num_cached_tokens
+
+        arguments = dict(model=vllm_lane.tiny_model(), skip_tokenizer_init=True, dtype="float32",
+                         enable_prefix_caching=True, block_size=vllm_lane.BLOCK,
+                         max_num_batched_tokens=vllm_lane.MAX_NUM_BATCHED_TOKENS, max_model_len=4096,
+                         kv_cache_memory_bytes=256 << 20, seed=0, enforce_eager=True)
+        engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**arguments))
+        try:
+            tokens = asyncio.run(session(engine))
+            # The session's prompt grew by the first chunk's output but its last token (rows decode
+            # wrote) and then the second chunk: a request that holds all of it may take the first
+            # prompt's rows and no more.
+            self.assertEqual(len(tokens), 2 * generated)
+            prompt = first + tuple(tokens[:generated - 1]) + second + tuple(tokens[generated:-1]) + (9, 9, 9)
+            cached = asyncio.run(extend(engine, prompt))
+        finally:
+            engine.shutdown()
+        expected = vllm_lane.pfx_offset(len(first) // vllm_lane.BLOCK * vllm_lane.BLOCK, len(prompt), CHUNK, KEEP_MIN)
+        self.assertGreater(expected, 0)
+        self.assertEqual(cached, expected)
 
 
 @unittest.skipIf(WHY_NOT, WHY_NOT)
@@ -124,6 +197,60 @@ class Settings(unittest.TestCase):
                 plugin.enable(**arguments)
             self.assertIn(next(iter(arguments)), str(raised.exception))
         self.assertNotIn("PFX_VLLM", os.environ)
+
+    @verifies("VLLM-5")
+    def test_a_kv_cache_group_pfx_cannot_cut_exactly_is_refused_naming_its_layers(self):
+        import types
+
+        import torch
+        from vllm.v1.kv_cache_interface import (FullAttentionSpec, KVCacheGroupSpec, MambaSpec, SinkFullAttentionSpec,
+                                                SlidingWindowSpec)
+        attention = dict(block_size=32, num_kv_heads=2, head_size=32, dtype=torch.float32)
+
+        def groups(*specs):
+            return types.SimpleNamespace(kv_cache_groups=[
+                KVCacheGroupSpec(layer_names=[f"model.layers.{i}.{j}" for j in range(i + 1)], kv_cache_spec=spec)
+                for i, spec in enumerate(specs)])
+
+        full, sliding = FullAttentionSpec(**attention), SlidingWindowSpec(**attention, sliding_window=64)
+        self.assertEqual(plugin.group_refusals(groups(full, sliding)), [])
+        mamba = MambaSpec(block_size=32, shapes=((4, 8),), dtypes=(torch.float32,))
+        refused = plugin.group_refusals(groups(full, mamba))
+        self.assertEqual(len(refused), 1)
+        self.assertIn("layers model.layers.1.0, model.layers.1.1 keep a KV cache of kind MambaSpec", refused[0])
+        sink = SinkFullAttentionSpec(**attention, sink_len=4) if "sink_len" in SinkFullAttentionSpec.__dataclass_fields__ \
+            else None
+        if sink is not None:  # a kind the plugin was not shown exact on, though it is full attention's subclass
+            self.assertIn("SinkFullAttentionSpec", plugin.group_refusals(groups(sink))[0])
+
+    @verifies("VLLM-5 VLLM-6 VLLM-7 VLLM-8")
+    def test_a_model_with_state_space_layers_or_an_option_pfx_cannot_vouch_for_is_refused_before_it_loads(self):
+        import tempfile
+
+        import transformers
+        from vllm.engine.arg_utils import EngineArgs
+        folder = tempfile.mkdtemp(prefix="pfx-vllm-jamba-")
+        config = transformers.JambaConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                          num_attention_heads=2, num_key_value_heads=2, attn_layer_period=2,
+                                          attn_layer_offset=1, expert_layer_period=100, num_experts=1, mamba_d_state=8)
+        config.architectures = ["JambaForCausalLM"]
+        config.save_pretrained(folder)  # the configuration alone: vLLM refuses it before it would read weights
+        plugin.enable()
+        try:
+            for model, options, expected in (
+                    (folder, {}, "layers 0 (mamba) keep a Mamba, linear-attention or other state-space state"),
+                    (vllm_lane.tiny_model(), {"speculative_config": {"method": "ngram", "num_speculative_tokens": 2,
+                                                                     "prompt_lookup_max": 2}},
+                     "speculative decoding is on"),
+                    (vllm_lane.tiny_model(), {"kv_transfer_config": {"kv_connector": "ExampleConnector",
+                                                                     "kv_role": "kv_both"}},
+                     "a KV connector (ExampleConnector) is configured")):
+                with self.subTest(expected=expected), self.assertRaises(plugin.Refused) as raised:
+                    EngineArgs(model=model, skip_tokenizer_init=True, enable_prefix_caching=True, block_size=32,
+                               **options).create_engine_config()
+                self.assertIn(expected, str(raised.exception))
+        finally:
+            plugin.disable()
 
     @verifies("VLLM-3")
     def test_an_untested_vllm_version_is_refused_before_anything_is_patched(self):

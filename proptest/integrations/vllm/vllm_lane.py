@@ -40,12 +40,15 @@ def expect_mode(plugin_on: bool, in_process: bool) -> None:
                            f"{0 if in_process else 1}): its ctest sets them")
 
 
-def tiny_model(dtype: str = "float32", seed: int = 0) -> str:
-    """A directory holding a tiny random-weight Llama (pfx.fixtures.tiny_llama), made once per run."""
+def tiny_model(dtype: str = "float32", seed: int = 0, layer_types=None, sliding_window=None) -> str:
+    """A directory holding a tiny random-weight Llama (pfx.fixtures.tiny_llama), made once per run:
+    every layer full attention, or `layer_types` ("full", "sliding") with a window of `sliding_window`."""
     from pfx.fixtures.tiny_llama import write_tiny_llama
-    directory = os.path.join(tempfile.gettempdir(), f"pfx-vllm-tiny-llama-{dtype}-{seed}-{os.getpid()}")
+    kinds = "-".join(layer_types) + f"-{sliding_window}" if layer_types else "full"
+    directory = os.path.join(tempfile.gettempdir(), f"pfx-vllm-tiny-llama-{dtype}-{seed}-{kinds}-{os.getpid()}")
     if not os.path.exists(os.path.join(directory, "config.json")):
-        write_tiny_llama(directory, seed=seed, dtype=dtype)
+        write_tiny_llama(directory, seed=seed, dtype=dtype, layers=len(layer_types) if layer_types else 2,
+                         layer_types=layer_types, sliding_window=sliding_window)
     return directory
 
 
