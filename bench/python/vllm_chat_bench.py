@@ -3,10 +3,12 @@ request cold), by stock vLLM's prefix caching, and by vLLM with pfx's plugin (PF
 tokens taken from the cache, time to first token, total time, and responses that differ from the cold
 ones (tokens or logprobs, bit for bit). docs/performance.md, "vLLM", shows its table.
 
-    "$(scripts/vllm.sh --print-python)" bench/python/vllm_chat_bench.py [--model DIR] [--steps N]
-        [--workloads N] [--seed N]
+    "$(scripts/vllm.sh --print-python)" bench/python/vllm_chat_bench.py [--model DIR | --kinds full,hybrid]
+        [--steps N] [--workloads N] [--seed N]
 
-Without --model it writes the vLLM suites' tiny random-weight Llama (pfx.fixtures.tiny_llama).
+Without --model it writes the vLLM suites' tiny random-weight Llamas (pfx.fixtures.tiny_llama), one of
+each kind --kinds names: "full" (every layer full attention) and "hybrid" (layer 0 a sliding window of
+64 positions, layer 1 full attention: two KV cache groups), and serves the same prompts on each.
 The workload is the vLLM suites' chat workload (pfx.fixtures.workloads.chat_workload): turns that
 hold earlier responses, regenerations, edits, new sessions and shorter prompts, greedy, 12 tokens a
 response. Each configuration runs in a process of its own (the plugin is chosen when vLLM starts), in
@@ -35,6 +37,8 @@ CONFIGURATIONS = {  # name: (prefix caching, PFX_VLLM)
     "vLLM with pfx": (True, "1"),
 }
 MAX_NEW_TOKENS = 12
+KINDS = {"full": None, "hybrid": ("sliding", "full")}  # layer types of the tiny models
+WINDOW = 64
 
 
 def child(configuration: str, model: str, plan_path: str, out_path: str, steps: int, workloads: int,
@@ -77,7 +81,8 @@ def child(configuration: str, model: str, plan_path: str, out_path: str, steps: 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None)
+    parser.add_argument("--model", default=None, help="a model directory (default: the tiny Llamas of --kinds)")
+    parser.add_argument("--kinds", default="full,hybrid", help="the tiny models to write: full, hybrid")
     parser.add_argument("--steps", type=int, default=12, help="requests per chat workload")
     parser.add_argument("--workloads", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
@@ -90,43 +95,47 @@ def main() -> None:
         return
 
     folder = tempfile.mkdtemp(prefix="pfx-vllm-chat-bench-")
-    model = args.model
-    if model is None:
+    models = {"model": args.model} if args.model else {}
+    for kind in ([] if args.model else args.kinds.split(",")):
+        if kind not in KINDS:
+            parser.error(f"--kinds: {kind!r} is none of {', '.join(KINDS)}")
         from pfx.fixtures.tiny_llama import write_tiny_llama
-        model = write_tiny_llama(os.path.join(folder, "tiny-llama"))
-    plan = os.path.join(folder, "plan.json")
+        models[kind] = write_tiny_llama(os.path.join(folder, f"tiny-llama-{kind}"), layer_types=KINDS[kind],
+                                        sliding_window=WINDOW if KINDS[kind] else None)
     results = {}
-    for name, (_, plugin) in CONFIGURATIONS.items():
-        environment = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_OMP_THREADS_BIND="0-1",
-                           VLLM_LOGGING_LEVEL="ERROR", TOKENIZERS_PARALLELISM="false")
-        for variable in ("PFX_VLLM", "PFX_VLLM_CHUNK", "PFX_VLLM_KEEP_MIN"):
-            environment.pop(variable, None)
-        if plugin:
-            environment["PFX_VLLM"] = plugin
-        out = os.path.join(folder, f"{len(results)}.json")
-        subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, "--model", model, "--plan", plan,
-                        "--out", out, "--steps", str(args.steps), "--workloads", str(args.workloads),
-                        "--seed", str(args.seed)], env=environment, check=True)
-        with open(out) as file:
-            results[name] = json.load(file)
-        if not os.path.exists(plan):  # the cold configuration drew the prompts: the others replay them
-            with open(plan, "w") as file:
-                json.dump(results[name]["served"], file)
+    for kind, model in models.items():
+        plan = os.path.join(folder, f"plan-{kind}.json")  # turns hold this model's own cold responses
+        for name, (_, plugin) in CONFIGURATIONS.items():
+            environment = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_OMP_THREADS_BIND="0-1",
+                               VLLM_LOGGING_LEVEL="ERROR", TOKENIZERS_PARALLELISM="false")
+            for variable in ("PFX_VLLM", "PFX_VLLM_CHUNK", "PFX_VLLM_KEEP_MIN"):
+                environment.pop(variable, None)
+            if plugin:
+                environment["PFX_VLLM"] = plugin
+            out = os.path.join(folder, f"{len(results)}.json")
+            subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, "--model", model, "--plan",
+                            plan, "--out", out, "--steps", str(args.steps), "--workloads", str(args.workloads),
+                            "--seed", str(args.seed)], env=environment, check=True)
+            with open(out) as file:
+                results[kind, name] = json.load(file)
+            if not os.path.exists(plan):  # the cold run drew the prompts: the model's others replay them
+                with open(plan, "w") as file:
+                    json.dump(results[kind, name]["served"], file)
 
-    cold = results["no prefix caching"]["served"]
-    prompt_tokens = sum(len(s["prompt"]) for s in cold)
-    print(f"{len(cold)} requests ({args.workloads} chat workloads of {args.steps}), {prompt_tokens} prompt tokens, "
-          f"{MAX_NEW_TOKENS} generated each, seed {args.seed}\n")
-    print("| configuration | tokens reused | time to first token (median) | total time | responses differing from cold |")
-    print("|---|---|---|---|---|")
-    for name, result in results.items():
+    print(f"{args.workloads} chat workloads of {args.steps} requests a model, {MAX_NEW_TOKENS} tokens generated each, "
+          f"seed {args.seed}\n")
+    print("| model | configuration | tokens reused | time to first token (median) | total time | "
+          "responses differing from cold |")
+    print("|---|---|---|---|---|---|")
+    for (kind, name), result in results.items():
+        cold = results[kind, "no prefix caching"]["served"]  # each model's own cold answers
         served = result["served"]
+        prompt_tokens = sum(len(s["prompt"]) for s in served)
         reused = sum(s["cached"] for s in served)
         differing = sum((s["tokens"], s["logprobs"]) != (c["tokens"], c["logprobs"]) for s, c in zip(served, cold))
         ttft = statistics.median(s["ttft_s"] for s in served)
-        print(f"| {name} | {reused} ({100 * reused / prompt_tokens:.0f}%) | {1000 * ttft:.1f} ms | "
+        print(f"| {kind} | {name} | {reused} ({100 * reused / prompt_tokens:.0f}%) | {1000 * ttft:.1f} ms | "
               f"{result['total_s']:.1f} s | {differing} of {len(served)} |")
-
 
 if __name__ == "__main__":
     main()
