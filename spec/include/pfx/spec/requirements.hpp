@@ -147,6 +147,32 @@ inline constexpr std::array requirements = {
                 "is compared with repeated cold runs, generated tokens and logprobs bit for bit, and rows decode "
                 "wrote are tried apart; the verdict, text, JSON and exit status are pfx conform's, from the same "
                 "code, and a check that compared nothing is never safe"},
+    Requirement{"VLLM-5",
+                "with pfx's vLLM plugin on, a hit shorter than vLLM's is looked up again at its length by vLLM's "
+                "own lookup, for every KV cache group (full attention, sliding window, chunked local), never "
+                "sliced, and every resumed response of a hybrid or all-sliding-window model equals its cold run; a "
+                "model with layers whose hits cannot be cut exactly (Mamba and other state-space layers, windows "
+                "replayed after a hit) is refused at start, naming the layers"},
+    Requirement{"VLLM-6",
+                "the plugin's one-token-step premise is the core's prefill-step bound (INV-12), with the step vLLM's "
+                "scheduler takes for a request served alone: max_num_scheduled_tokens, at most "
+                "max_num_batched_tokens, the whole prompt without chunked prefill, and not the long-prefill "
+                "threshold, which vLLM drops for a request alone; speculative decoding is refused at start"},
+    Requirement{"VLLM-7",
+                "no row decode wrote enters vLLM's prefix cache on any path vLLM takes: a request's blocks are "
+                "cached up to the end of the first prompt it was given, through streaming-input sessions, "
+                "preemption and recompute, and a prefix-cache reset with requests running; a KV connector is "
+                "refused at start"},
+    Requirement{"VLLM-8",
+                "the plugin is never silently absent: with PFX_VLLM set, a vLLM that did not load it (VLLM_PLUGINS "
+                "not naming it, a failed import) stops at start with an error that says why, and a malformed knob, "
+                "a chunk off vLLM's block grid or a configuration the plugin refuses stops the start before the "
+                "model loads, with a message that says what each value means for vLLM"},
+    Requirement{"VLLM-9",
+                "batching is said and measured: the plugin says at start, once, that its guarantee is for a request "
+                "served alone; pfx.integrations.vllm_conform reports whether a request's answer depends on what is "
+                "batched beside it, with a counterexample, and resumes only where pfx's core would, counting the "
+                "offsets it skipped and why"},
 };
 
 }  // namespace pfx::spec
