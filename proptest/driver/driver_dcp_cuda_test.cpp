@@ -74,24 +74,13 @@ TEST(DcpOnDevice, AResumeOnTheChunkGridEqualsTheColdRunOfTheSameRanksAndInterlea
 TEST(DcpOnDevice, AtTheEdgesOfEveryLayoutLogitsAndRowsAreTheUnshardedEnginesWithinTheFp32Tolerance) {
   pfx::test::verifies("SHARD-5 DRV-6");
   PFX_REQUIRE_CUDA_DEVICE();
-  pfx::test::Differences seen;
-  pfx::test::dcp_edges_are_unsharded_within_tolerance<DcpReferenceEngineOnDevice, ReferenceEngineOnDevice>(seen);
-  std::cout << "the largest differences from the unsharded engine (tolerance " << pfx::test::dcp_tolerance_text()
-            << "):\n"
-            << seen.text();
+  pfx::test::check_dcp_edges_against_unsharded<DcpReferenceEngineOnDevice, ReferenceEngineOnDevice>();
 }
 
 TEST(DcpOnDevice, LogitsAndRowsAreTheUnshardedEnginesWithinTheFp32Tolerance) {
   pfx::test::verifies("SHARD-5 DRV-6");
   PFX_REQUIRE_CUDA_DEVICE();
-  pfx::test::Differences seen;
-  EXPECT_TRUE(rc::check("the DCP engine's logits and rows are the unsharded engine's within the tolerance", [&] {
-    pfx::test::dcp_logits_and_rows_are_unsharded_within_tolerance<DcpReferenceEngineOnDevice, ReferenceEngineOnDevice>(
-        seen);
-  }));
-  std::cout << "the largest differences from the unsharded engine (tolerance " << pfx::test::dcp_tolerance_text()
-            << "):\n"
-            << seen.text();
+  pfx::test::check_dcp_logits_and_rows_against_unsharded<DcpReferenceEngineOnDevice, ReferenceEngineOnDevice>();
 }
 
 TEST(DcpOnDevice, ABadLayoutGroupOrKvStateIsRefused) {

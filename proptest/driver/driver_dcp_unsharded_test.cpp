@@ -14,9 +14,6 @@
 #include <pfx/engines/host_reference_engine.hpp>
 
 #include <gtest/gtest.h>
-#include <rapidcheck.h>
-
-#include <iostream>
 
 namespace {
 
@@ -25,22 +22,12 @@ using pfx::engines::HostReferenceEngine;
 
 TEST(Dcp, AtTheEdgesOfEveryLayoutLogitsAndRowsAreTheUnshardedEnginesWithinTheFp32Tolerance) {
   pfx::test::verifies("SHARD-5");
-  pfx::test::Differences seen;
-  pfx::test::dcp_edges_are_unsharded_within_tolerance<DcpReferenceEngine, HostReferenceEngine>(seen);
-  std::cout << "the largest differences from the unsharded engine (tolerance " << pfx::test::dcp_tolerance_text()
-            << "):\n"
-            << seen.text();
+  pfx::test::check_dcp_edges_against_unsharded<DcpReferenceEngine, HostReferenceEngine>();
 }
 
 TEST(Dcp, LogitsAndRowsAreTheUnshardedEnginesWithinTheFp32Tolerance) {
   pfx::test::verifies("SHARD-5");
-  pfx::test::Differences seen;
-  EXPECT_TRUE(rc::check("the DCP engine's logits and rows are the unsharded engine's within the tolerance", [&] {
-    pfx::test::dcp_logits_and_rows_are_unsharded_within_tolerance<DcpReferenceEngine, HostReferenceEngine>(seen);
-  }));
-  std::cout << "the largest differences from the unsharded engine (tolerance " << pfx::test::dcp_tolerance_text()
-            << "):\n"
-            << seen.text();
+  pfx::test::check_dcp_logits_and_rows_against_unsharded<DcpReferenceEngine, HostReferenceEngine>();
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstddef>
 #include <iomanip>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -244,12 +245,29 @@ void dcp_logits_and_rows_are_unsharded_within_tolerance(Differences& seen) {
   RC_CLASSIFY(decodes > 0, "decode steps");
 }
 
+/// What a test prints after its cases, the figures of docs/driver.md: the largest differences it saw.
+inline void print_largest(const Differences& seen) {
+  std::cout << "the largest differences from the unsharded engine (tolerance " << dcp_tolerance_text() << "):\n"
+            << seen.text();
+}
+
+/// The property run by RapidCheck as a gtest test's body; prints the largest differences of its cases.
+template <class Dcp, class Whole>
+void check_dcp_logits_and_rows_against_unsharded() {
+  Differences seen;
+  EXPECT_TRUE(rc::check("the DCP engine's logits and rows are the unsharded engine's within the tolerance",
+                        [&] { dcp_logits_and_rows_are_unsharded_within_tolerance<Dcp, Whole>(seen); }));
+  print_largest(seen);
+}
+
 /// The edges of every layout of dcp_ranks x dcp_interleaves, on the default model: a rank with no
 /// row, a rank with a single row (both with a prompt shorter than ranks x interleave), and two
 /// cycles and a half block written up to the state's last row, its last rows by decode steps. Each
-/// case is checked to be the edge it names. Adds the differences to `seen`.
+/// case is checked to be the edge it names. Prints the largest differences of the cases, the same
+/// on every run.
 template <class Dcp, class Whole>
-void dcp_edges_are_unsharded_within_tolerance(Differences& seen) {
+void check_dcp_edges_against_unsharded() {
+  Differences seen;
   const engines::ReferenceModelShape shape{};
   std::mt19937_64 random(2024);
   for (const std::size_t ranks : dcp_ranks) {
@@ -287,6 +305,7 @@ void dcp_edges_are_unsharded_within_tolerance(Differences& seen) {
       }
     }
   }
+  print_largest(seen);
 }
 
 }  // namespace pfx::test
