@@ -1,12 +1,14 @@
 // The decode-context-parallel reference engine on the device (cuda::DcpReferenceEngineOnDevice):
 // the host DCP engine's claims, run on a device. A resume on the chunk grid equals the cold run of
 // the same ranks and interleave bit for bit, one rank per thread over a ThreadsCollective, and the
-// ranks' rows and logits are the single controller's. Each test that needs a device skips, with the
-// reason, when there is none; the first runs everywhere and checks that the engine says why it
-// cannot run.
+// ranks' rows and logits are the single controller's; and its logits and rows are the unsharded
+// engine on the same device's (ReferenceEngineOnDevice) within pfx::test::dcp_tolerance, at the
+// edges of every layout and over drawn ones. Each test that needs a device skips, with the reason,
+// when there is none; the first runs everywhere and checks that the engine says why it cannot run.
 
 #include "support/cuda_device.hpp"
 #include "support/dcp_resume.hpp"
+#include "support/dcp_unsharded.hpp"
 #include "support/requirement.hpp"
 
 #include <pfx/driver/cuda.hpp>
@@ -15,6 +17,7 @@
 #include <pfx/driver/threads_collective.hpp>
 #include <pfx/engines/dcp_reference_engine.hpp>
 #include <pfx/engines/dcp_reference_engine_on_device.hpp>
+#include <pfx/engines/reference_engine_on_device.hpp>
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -31,6 +34,7 @@ namespace {
 using pfx::token;
 using pfx::driver::ShardLayout;
 using pfx::engines::cuda::DcpReferenceEngineOnDevice;
+using pfx::engines::cuda::ReferenceEngineOnDevice;
 
 constexpr std::size_t capacity = 160;
 
@@ -62,6 +66,21 @@ TEST(DcpOnDevice, AResumeOnTheChunkGridEqualsTheColdRunOfTheSameRanksAndInterlea
   PFX_REQUIRE_CUDA_DEVICE();
   EXPECT_TRUE(rc::check("a resume on the chunk grid equals the cold run, on every rank and the single controller",
                         [] { pfx::test::dcp_resume_on_the_chunk_grid_equals_cold<DcpReferenceEngineOnDevice>(capacity); }));
+}
+
+// Against the whole-state engine on the same device, not the host's: the device's floats need not
+// equal the host's (its dot products fuse multiply-adds), while both device engines share every
+// kernel but attention's, so they differ, as the host's two do, only in how attention adds its terms.
+TEST(DcpOnDevice, AtTheEdgesOfEveryLayoutLogitsAndRowsAreTheUnshardedEnginesWithinTheFp32Tolerance) {
+  pfx::test::verifies("SHARD-5 DRV-6");
+  PFX_REQUIRE_CUDA_DEVICE();
+  pfx::test::check_dcp_edges_against_unsharded<DcpReferenceEngineOnDevice, ReferenceEngineOnDevice>();
+}
+
+TEST(DcpOnDevice, LogitsAndRowsAreTheUnshardedEnginesWithinTheFp32Tolerance) {
+  pfx::test::verifies("SHARD-5 DRV-6");
+  PFX_REQUIRE_CUDA_DEVICE();
+  pfx::test::check_dcp_logits_and_rows_against_unsharded<DcpReferenceEngineOnDevice, ReferenceEngineOnDevice>();
 }
 
 TEST(DcpOnDevice, ABadLayoutGroupOrKvStateIsRefused) {
