@@ -76,8 +76,9 @@ class Paths(unittest.TestCase):
             outputs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params,
                                         use_tqdm=False)
         self.assertTrue(preempted, "two requests of 740 tokens fit a cache of 1280: nothing was preempted")
-        # The request preempted last was computed again last: its blocks are the cache's newest.
-        last = [i for i, out in enumerate(outputs) if out.request_id == preempted[-1]]
+        # The request preempted last was computed again last: its blocks are the cache's newest. (vLLM's
+        # own request id is the caller's, then a suffix of its own.)
+        last = [i for i, out in enumerate(outputs) if preempted[-1].startswith(f"{out.request_id}-")]
         self.assertEqual(len(last), 1, (preempted, [out.request_id for out in outputs]))
         self.assert_only_prompt_rows_are_offered(prompts[last[0]], outputs[last[0]].outputs[0].token_ids)
 
