@@ -156,6 +156,25 @@ def long_turns(r: random.Random, vocab: int = 512):
     return next_step
 
 
+def regenerations(r: random.Random, vocab: int = 512):
+    """A workload whose every other step is cut below vLLM's hit: a new prompt of a whole number of
+    blocks and one token (2 to 8 blocks), then the same prompt again, whose hit leaves it one token: a
+    one-token last step where the cold run's is longer (INV-12), so pfx takes a block less than vLLM
+    holds, and vLLM must find that shorter hit again for every KV cache group (a sliding window's hit
+    at the shorter length needs blocks a slice of the longer one does not hold)."""
+    state = {"prompt": None}
+
+    def next_step(last_response) -> Step:
+        if state["prompt"] is None:
+            blocks = r.choice([m for m in range(2, 9) if (m * BLOCK) % MAX_NUM_BATCHED_TOKENS])
+            state["prompt"] = tuple(r.randrange(vocab) for _ in range(blocks * BLOCK + 1))
+            return Step("new session", state["prompt"])
+        prompt, state["prompt"] = state["prompt"], None
+        return Step("regenerate", prompt)
+
+    return next_step
+
+
 def run_workload(llm, seed, steps: int, model: CacheModel, expected_cached, workload=chat_workload) -> Outcome:
     """Serves the workload of `seed` (`workload(random.Random(seed))` gives its steps: by default a
     random chat): each step warm (from what the cache holds), then cold after a reset, compared token
