@@ -12,6 +12,13 @@ before them (``model(input_ids, cache=cache, position_ids=..., cache_position=..
 decode is a forward pass of one token; ``forget(p)`` crops the cache to its first ``p`` rows;
 ``read_rows`` returns the cache's key and value bytes of those rows, in the cache's own dtype. One
 engine holds one cache, for one sequence: it serves one lane (or one check) at a time.
+
+The cache is the one transformers makes for the model's config, but every layer keeps every row: a
+sliding-window (or chunked-attention) layer, which transformers caches as a ``DynamicSlidingWindowLayer``
+that drops the rows leaving its window, is a ``DynamicLayer`` here, and the model's mask applies the
+window over the rows' positions. A layer that shares another's keys (``DummyLayer``) holds no rows of
+its own. A model with any other cache layer (a recurrent state, an indexer's keys) is refused when the
+engine is made, naming its layers.
 """
 from __future__ import annotations
 
@@ -20,6 +27,51 @@ import inspect
 import torch
 
 __all__ = ["TransformersEngine"]
+
+
+def _cache_keeping_every_row(model, config):
+    """The DynamicCache transformers makes for ``config``, its sliding-window layers made full ones.
+
+    A ``DynamicSlidingWindowLayer`` keeps only the last ``sliding_window - 1`` rows: ``forget(p)``
+    could not bring back a dropped row (its ``crop`` refuses once the window is full), ``read_rows``
+    would read other rows than it names, and a model whose attention takes no window (Llama's, whatever
+    its config's ``layer_types``) is handed fewer keys than its mask covers. A ``DynamicLayer`` keeps
+    them all, and the mask each model builds from its config (``sliding_window``, over the rows'
+    positions from 0) leaves out what the window leaves out, as it does in the model's own forward pass
+    of the whole prompt."""
+    from transformers import DynamicCache  # the caller's transformers, not this module's name
+    try:
+        cache = DynamicCache(config=config)
+    except TypeError:  # transformers before 4.56 takes no config: every layer keeps every row
+        return DynamicCache()
+    from transformers import cache_utils
+    sliding = getattr(cache_utils, "DynamicSlidingWindowLayer", None)
+    kept = (cache_utils.DynamicLayer, getattr(cache_utils, "DummyLayer", None))
+    kinds = getattr(config.get_text_config(decoder=True), "layer_types", None) or []
+    refused = {}
+    for index, layer in enumerate(cache.layers):
+        if type(layer) is sliding:
+            cache.layers[index] = cache_utils.DynamicLayer()  # every row kept: the mask applies the window
+        elif type(layer) not in kept:  # exactly these classes: a subclass keeps more than rows
+            kind = kinds[index] if index < len(kinds) else "layer"
+            refused.setdefault((kind, type(layer)), []).append(str(index))
+    if refused:
+        layers = "; ".join(f"layer{'s' * (len(indices) > 1)} {', '.join(indices)} ({kind}, {layer.__name__}) "
+                           f"keep{'s' * (len(indices) == 1)} {_what_else(layer)}"
+                           for (kind, layer), indices in refused.items())
+        raise ValueError(f"TransformersEngine: {type(model).__name__}'s cache cannot be forgotten to a row or read "
+                         f"row by row: {layers}")
+    return cache
+
+
+def _what_else(layer: type) -> str:
+    """What a cache layer pfx cannot use keeps, instead of (or beside) one key and value row per token."""
+    names = [base.__name__ for base in layer.__mro__]
+    if "LinearAttentionCacheLayerMixin" in names:
+        return "a recurrent state of all the rows before, which cannot be cut back to an earlier row"
+    if "DynamicIndexedLayer" in names:
+        return "an indexer's keys beside the rows, which read_rows would not compare"
+    return "what this engine cannot read (it reads DynamicLayer, DynamicSlidingWindowLayer and DummyLayer)"
 
 
 def _positive(value, name: str) -> int:
@@ -47,7 +99,6 @@ class TransformersEngine:
         if heads is not None and heads() is None:  # a base model: its output is hidden states, not logits
             raise ValueError(f"TransformersEngine: {type(model).__name__} has no language-model head, so it returns no "
                              "logits: pass its causal LM (LlamaForCausalLM, AutoModelForCausalLM, ...)")
-        from transformers import DynamicCache  # the caller's transformers, not this module's name
         self.model = model
         self.chunk = chunk
         if vocab is None and getattr(config, "vocab_size", None) is None:
@@ -60,13 +111,16 @@ class TransformersEngine:
         # only `past_key_values`.
         forward = inspect.signature(model.forward).parameters
         self._cache_argument = "cache" if "cache" in forward else "past_key_values"
-        try:
-            self.cache = DynamicCache(config=config)
-        except TypeError:  # transformers before 4.56 takes no config
-            self.cache = DynamicCache()
+        self.cache = _cache_keeping_every_row(model, config)
+
+    def _own_rows(self) -> list:
+        """The cache's layers that hold rows: a DummyLayer (keys shared with another layer, or no
+        attention) holds none."""
+        return [layer for layer in self.cache.layers if getattr(layer, "keys", None) is not None]
 
     def _rows(self) -> int:
-        return int(self.cache.get_seq_length())
+        held = self._own_rows()
+        return int(held[0].get_seq_length()) if held else 0
 
     def _forward(self, tokens, start: int):
         held = self._rows()
@@ -109,7 +163,7 @@ class TransformersEngine:
         if start == end:
             return b""
         parts = []
-        for layer in self.cache.layers:
+        for layer in self._own_rows():
             for plane in (layer.keys, layer.values):
                 # (batch 1, heads, rows, dim) -> (rows, heads * dim)
                 rows = plane[0, :, start:end, :].transpose(0, 1)
