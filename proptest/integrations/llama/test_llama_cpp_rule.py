@@ -15,7 +15,6 @@ run's seed is printed; PFX_PY_SEED=<seed> replays it, PFX_PY_EXAMPLES=<n> runs m
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import random
 import tempfile
@@ -24,22 +23,10 @@ from typing import NamedTuple, Optional
 
 from hypothesis import HealthCheck, given, seed, settings, strategies as st
 
-from support import SEED, rng, verifies
+from support import SEED, rng, verifies, why_not_llama
 
 MODEL = os.environ.get("PFX_LLAMA_MODEL", "")
-
-
-def why_not() -> str:
-    """Why the suite cannot run here, or ""."""
-    if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed; scripts/llama.sh --python installs it"
-    if not MODEL:
-        return ("no model: PFX_LLAMA_MODEL names the GGUF file pfx.fixtures.tiny_gguf writes, which the build's "
-                "fixture writes where llama.cpp was found (scripts/llama.sh)")
-    return ""
-
-
-WHY_NOT = why_not()
+WHY_NOT = why_not_llama()
 if not WHY_NOT:
     import llama_cpp
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding

@@ -12,7 +12,6 @@ openai client are not installed (pip install '.[llama-server]').
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import re
@@ -24,28 +23,15 @@ import time
 import unittest
 import urllib.request
 
-from support import verifies
+from support import verifies, why_not_llama
 
 MODEL = os.environ.get("PFX_LLAMA_MODEL", "")
 STARTUP_SECONDS = 60
 
 
-def why_not() -> str:
-    """Why the suite cannot run here, or ""."""
-    if importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed; scripts/llama.sh --python installs it"
-    missing = [name for name in ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings",
-                                 "openai") if importlib.util.find_spec(name) is None]
-    if missing:
-        return (f"{', '.join(missing)} not installed: the server's dependencies and the openai client come with "
-                "pip install '.[llama-server]' (scripts/install-deps.sh)")
-    if not MODEL:
-        return ("no model: PFX_LLAMA_MODEL names the GGUF file pfx.fixtures.tiny_gguf writes, which the build's "
-                "fixture writes where llama.cpp was found (scripts/llama.sh)")
-    return ""
-
-
-WHY_NOT = why_not()
+WHY_NOT = why_not_llama("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings", "openai",
+                        install="the server's dependencies and the openai client come with pip install "
+                                "'.[llama-server]' (scripts/install-deps.sh)")
 if not WHY_NOT:
     import openai
 
