@@ -35,7 +35,7 @@ if not WHY_NOT:
     from pfx.fixtures.workloads import chat_workload
     from pfx.integrations import llama_cpp as adapter
 
-EXAMPLES = int(os.environ.get("PFX_PY_EXAMPLES") or 25)
+EXAMPLES = int(os.environ.get("PFX_PY_EXAMPLES") or 40)
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None, database=None, print_blob=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
