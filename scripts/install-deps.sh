@@ -26,20 +26,31 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The Python suites' packages: pyproject.toml's extras test, transformers and llama, read from there
-# (one list). Checked by importing them first, so that a machine that has them asks the index nothing.
-if ! python3 -c "import numpy, hypothesis, jsonschema, torch, transformers, gguf" 2>/dev/null; then
-  mapfile -t requirements < <(python3 -c '
-import tomllib
+# install_extras "IMPORTS" EXTRA...: pyproject.toml's extras (read from there: one list), for the
+# python3 on PATH, unless the modules IMPORTS names import already (then the index is asked nothing).
+install_extras() {
+  local imports=$1
+  shift
+  python3 -c "import $imports" 2>/dev/null && return 0
+  mapfile -t requirements < <(python3 - "$@" <<'PY'
+import sys, tomllib
 extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
-print("\n".join(sorted({r for name in ("test", "transformers", "llama") for r in extras[name]})))')
+print("\n".join(sorted({r for name in sys.argv[1:] for r in extras[name]})))
+PY
+)
   echo "pfx: installing for $(command -v python3): ${requirements[*]}" >&2
   python3 -m pip install -q --disable-pip-version-check "${requirements[@]}"
-fi
+}
+
+# The Python suites' packages: the extras test, transformers and llama.
+install_extras "numpy, hypothesis, jsonschema, torch, transformers, gguf" test transformers llama
 
 # llama.cpp for pfx::llama and llama-cpp-python for pfx.integrations.llama_cpp: built once per machine,
 # outside the clone (scripts/llama.sh); a second call returns at once.
 scripts/llama.sh --python >/dev/null
+# Then llama-cpp-python's server dependencies and the openai client (the extra llama-server): after
+# llama.sh, so that pip finds llama-cpp-python installed and does not build it again from source.
+install_extras "fastapi, uvicorn, sse_starlette, starlette_context, pydantic_settings, yaml, openai" llama-server
 
 # vLLM's CPU build for pfx.integrations.vllm's suites, in an environment of its own (its pins), once
 # per machine, outside the clone (scripts/vllm.sh); a second call returns at once.

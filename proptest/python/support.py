@@ -66,6 +66,22 @@ def state(prefix) -> tuple:
     return (list(prefix.ids), prefix.canonical_end, prefix.enabled)
 
 
+def why_not_llama(*modules: str, install: str = "") -> str:
+    """Why a llama-cpp-python suite cannot run here, or "": llama_cpp, or one of `modules` (`install`
+    says how to get them), cannot be found, or no model is named by PFX_LLAMA_MODEL."""
+    import importlib.util
+
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed; scripts/llama.sh --python installs it"
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        return f"{', '.join(missing)} not installed: {install}"
+    if not os.environ.get("PFX_LLAMA_MODEL"):
+        return ("no model: PFX_LLAMA_MODEL names the GGUF file pfx.fixtures.tiny_gguf writes, which the build's "
+                "fixture writes where llama.cpp was found (scripts/llama.sh)")
+    return ""
+
+
 def check(condition: bool, message: str) -> None:
     if not condition:
         raise AssertionError(message)

@@ -5,7 +5,11 @@ demand, so that ``import pfx`` needs none of the frameworks:
 - ``pfx.integrations.transformers``: ``TransformersEngine``, a Hugging Face transformers causal LM
   and its ``DynamicCache``, for ``pfx.Lane``, ``pfx.conform`` and ``pfx.verify``.
 - ``pfx.integrations.llama_cpp``: ``LlamaCppEngine``, a GGUF model on one llama.cpp context over
-  llama-cpp-python's low-level API (``scripts/llama.sh --python`` installs it).
+  llama-cpp-python's low-level API (``scripts/llama.sh --python`` installs it); and ``enable(llm)``,
+  pfx's rule in charge of the prefix reuse of llama-cpp-python's own ``Llama``
+  (``pfx.integrations.llama_cpp_rule``).
+- ``pfx.integrations.llama_cpp_server``: llama-cpp-python's OpenAI-compatible server with the rule on
+  for every model it loads (``python -m pfx.integrations.llama_cpp_server --model M``).
 - ``pfx.integrations.vllm``: the vLLM plugin (``PFX_VLLM=1``, or ``enable()``), pfx's rule in charge
   of vLLM's prefix cache.
 - ``pfx.integrations.vllm_conform``: the conformance check of a vLLM configuration through its own

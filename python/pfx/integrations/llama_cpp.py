@@ -1,5 +1,7 @@
 """pfx.integrations.llama_cpp: an engine over llama-cpp-python's low-level API for pfx.Lane,
-pfx.conform and pfx.verify (docs/python.md, docs/engines.md).
+pfx.conform and pfx.verify (docs/python.md, docs/engines.md); and, re-exported from
+pfx.integrations.llama_cpp_rule, ``enable(llm)`` and ``disable(llm)``, which put pfx's rule in charge
+of the prefix reuse of llama-cpp-python's own ``Llama``.
 
 The engine owns its cache: one llama_context whose memory, for sequence 0, holds the rows. A prefill
 call is one llama_decode of the chunk's tokens at their positions (llama.cpp splits it into ubatches
@@ -22,8 +24,10 @@ import os
 from typing import Optional
 
 from .. import _native
+from .llama_cpp_rule import TESTED_VERSIONS, LlamaRule, decisions, disable, enable, exact_grid
 
-__all__ = ["LlamaCppEngine", "each_row_of_sequence_state", "rows_of_sequence_state"]
+__all__ = ["LlamaCppEngine", "LlamaRule", "TESTED_VERSIONS", "decisions", "disable", "each_row_of_sequence_state",
+           "enable", "exact_grid", "rows_of_sequence_state"]
 
 
 def _llama_cpp():

@@ -173,6 +173,27 @@ inline constexpr std::array requirements = {
                 "served alone; pfx.integrations.vllm_conform reports whether a request's answer depends on what is "
                 "batched beside it, with a counterexample, and resumes only where pfx's core would, counting the "
                 "offsets it skipped and why"},
+    Requirement{"LLAMA-1",
+                "with pfx.integrations.llama_cpp.enable(llm) on a llama-cpp-python Llama, how much of each prompt it "
+                "takes from its KV cache is pfx's core rule (the record: the last prompt's prefill; the chunk: the "
+                "grid llama.cpp resumes exactly on, n_ubatch where it divides n_batch, else n_batch), and every "
+                "response, tokens and logprobs, equals a cold run where stock Llama's differ; the rest of "
+                "llama-cpp-python (sampling, grammars, chat formats, streaming, embeddings) is served as without pfx"},
+    Requirement{"LLAMA-2",
+                "the record of an enabled Llama follows every way its context changes: a reset, a failed or "
+                "interrupted call, a prompt longer than the context, an embedding, rows or ids changed by hand, and "
+                "a saved state loaded back (the prompt caches LlamaRAMCache and LlamaDiskCache included), which "
+                "brings its record only into a context whose rows are computed the same way"},
+    Requirement{"LLAMA-3",
+                "enable refuses, with an error naming it and changing nothing, a bad chunk or keep_min (a chunk off "
+                "the grid names both), a second enable on the same Llama, a llama-cpp-python version it was not "
+                "tested with, and what it cannot vouch for: an overridden method, a recurrent, hybrid or "
+                "sliding-window model, a multimodal chat handler, layers offloaded to a GPU"},
+    Requirement{"LLAMA-4",
+                "python -m pfx.integrations.llama_cpp_server is llama-cpp-python's OpenAI-compatible server, taking "
+                "its arguments and settings file, with pfx's rule on for every model it loads: through the openai "
+                "client each resumed chat turn equals its cold run where the stock server's differ, each decision "
+                "is logged, and a setting the rule cannot take stops it naming the setting"},
 };
 
 }  // namespace pfx::spec
