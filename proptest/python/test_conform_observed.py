@@ -58,7 +58,7 @@ def schema_errors(report):
     return [f"{error.json_path}: {error.message}" for error in validator.iter_errors(json.loads(report.to_json()))]
 
 
-class Skipped(unittest.TestCase):
+class ObservedSkips(unittest.TestCase):
     @verifies("VLLM-4 CONF-1")
     def test_skipped_offsets_are_read_per_grid_said_with_their_reason_and_never_make_a_grid_exact(self):
         draw = rng(self)
@@ -106,7 +106,7 @@ class Skipped(unittest.TestCase):
                 observed(**changes)
 
 
-class Batching(unittest.TestCase):
+class ObservedBatching(unittest.TestCase):
     @verifies("VLLM-4 CONF-1")
     def test_batching_is_read_back_leaves_the_verdict_and_counts_its_batches(self):
         draw = rng(self)
@@ -183,7 +183,7 @@ class Batching(unittest.TestCase):
                 observed(batching=batching)
 
 
-class Schema(unittest.TestCase):
+class ObservedSchema(unittest.TestCase):
     @verifies("VLLM-4 CONF-2")
     def test_the_schema_holds_the_new_parts_and_refuses_them_misnamed(self):
         report = observed(grids=[{"grid": 4, "resumes": 3, "skipped": 2, "mismatch": None},
