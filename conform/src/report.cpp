@@ -92,10 +92,17 @@ const char* to_string(Premise premise) noexcept {
 
 std::size_t Report::comparisons() const noexcept {
   std::size_t resumes = 0;
-  for (const GridResult& g : grids) resumes += g.resumes;
+  for (const GridResult& g : grids) resumes += g.resumes;  // a skipped offset compared nothing
   if (decode_rows) resumes += decode_rows->resumes;
+  const std::size_t batches = batching ? batching->batches : 0;
   // Every cold run after a prompt's first is compared with the first.
-  return resumes + (cold_runs > prompts ? cold_runs - prompts : 0);
+  return resumes + batches + (cold_runs > prompts ? cold_runs - prompts : 0);
+}
+
+std::size_t Report::skipped() const noexcept {
+  std::size_t offsets = 0;
+  for (const GridResult& g : grids) offsets += g.skipped;
+  return offsets;
 }
 
 const GridResult* Report::find(std::size_t grid) const noexcept {
@@ -140,6 +147,36 @@ int exit_status(Verdict verdict) noexcept {
 
 namespace {
 
+/// "1 batch", "3 batches": a count and its noun.
+std::string counted(std::size_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+/// A grid none of whose offsets was resumed because every one was skipped: no resume vouches for it.
+bool only_skipped(const GridResult& g) noexcept { return g.resumes == 0 && g.skipped > 0 && !g.mismatch; }
+
+/// Said when a grid had only skipped offsets: it is not exact, and why.
+std::string skipped_only(const Report& r) {
+  std::string grids;
+  std::size_t count = 0;
+  for (const GridResult& g : r.grids) {
+    if (!only_skipped(g)) continue;
+    grids += (count++ == 0 ? "" : ", ") + std::to_string(g.grid);
+  }
+  if (count == 0) return "";
+  return count == 1 ? " Grid " + grids + " is not exact: the rule never resumes at its offsets, so every one was "
+                      "skipped and no resume on it was compared."
+                    : " Grids " + grids + " are not exact: the rule never resumes at their offsets, so every one "
+                      "was skipped and no resume on them was compared.";
+}
+
+/// Said when a request's answer depended on what was batched beside it: the guarantee is for one alone.
+std::string served_alone(const Report& r) {
+  if (!r.batching || !r.batching->mismatch) return "";
+  return " A request's answer depends on what is batched beside it (the batching finding): the verdict holds for a "
+         "request served alone, not for one batched with others.";
+}
+
 /// Said when the recommended grid is not a multiple of the engine's chunk: THM-1 does not cover it.
 std::string measured_only(const Report& r) {
   if (!r.recommended || *r.recommended % r.chunk == 0) return "";
@@ -154,11 +191,17 @@ std::string Report::explanation() const {
   switch (verdict) {
     case Verdict::safe:
       return "Rule chunk " + std::to_string(rule_chunk) + " is safe: every resume on its grid equalled its cold run "
-             "bit for bit. The smallest exact grid is " + std::to_string(*recommended) + "." + measured_only(*this);
-    case Verdict::unsafe:
-      return "Rule chunk " + std::to_string(rule_chunk) + " is UNSAFE: a resume on its grid differs from its cold "
-             "run. Configure the rule's chunk to " + std::to_string(*recommended) +
-             ", the smallest grid on which every resume equalled its cold run bit for bit." + measured_only(*this);
+             "bit for bit. The smallest exact grid is " + std::to_string(*recommended) + "." + measured_only(*this) +
+             skipped_only(*this) + served_alone(*this);
+    case Verdict::unsafe: {
+      const GridResult* rule = find(rule_chunk);
+      // Its grid differs, as on every engine `pfx conform` judges, or no resume on it was compared.
+      const std::string why = rule != nullptr && rule->mismatch ? "a resume on its grid differs from its cold run"
+                                                                : "no resume on its grid was compared";
+      return "Rule chunk " + std::to_string(rule_chunk) + " is UNSAFE: " + why + ". Configure the rule's chunk to " +
+             std::to_string(*recommended) + ", the smallest grid on which every resume equalled its cold run bit for "
+             "bit." + measured_only(*this) + skipped_only(*this) + served_alone(*this);
+    }
     case Verdict::nondeterministic:
       return "No grid is exact: two cold runs of the same prompt differ, so the engine is not deterministic and no "
              "resume can be promised to equal a cold run. Fix the engine (a fixed reduction order, no atomics, no "
@@ -167,7 +210,7 @@ std::string Report::explanation() const {
       return "No grid is exact: cold runs agree, so the engine is deterministic, but resumes differ on every "
              "candidate grid. Its results depend on something other than a chunk's tokens, its start and the rows "
              "before it (rows past the chunk, what the KV state held before, the number of calls), or its own grid "
-             "is larger than the grids tried (raise max_grid).";
+             "is larger than the grids tried (raise max_grid)." + skipped_only(*this);
     case Verdict::degenerate:
       return "The engine is DEGENERATE: the premise \"" + std::string(to_string(premise_failure->premise)) +
              "\" failed: " + premise_failure->detail + ". No grid was judged: a resume that equals its cold run "
@@ -195,6 +238,41 @@ std::string decode_rows_line(const DecodeRows& d) {
   return "decode rows: DIFFER at resume " + std::to_string(d.resumes) + ": " + mismatch_text(m) + " (rows from " +
          std::to_string(d.canonical_end) + " on written by decode): " + m.difference.describe() +
          "; pfx's rule never reuses them\n";
+}
+
+/// The batching finding: independent, dependent (the first request that differs), or nothing served.
+std::string batching_line(const Batching& b) {
+  const std::string batches = counted(b.batches, "batch", "batches");
+  if (b.independent()) return "batching: " + batches + ", every answer equalled the request served alone\n";
+  if (!b.mismatch) return "batching: not tried (no batch served)\n";
+  const BatchMismatch& m = *b.mismatch;
+  return "batching: " + batches + ", a request's answer DEPENDS on what is batched beside it: prompt " +
+         std::to_string(m.prompt_number) + " (" + std::to_string(m.prompt.size()) + " tokens) beside " +
+         counted(m.beside.size(), "other", "others") + ": " + m.difference.describe() + "\n";
+}
+
+/// A grid's line after its name. Skips are said only where there were some: `pfx conform` never skips,
+/// and its lines stay as they were.
+std::string grid_line(const GridResult& g) {
+  const std::string skipped = counted(g.skipped, "offset", "offsets") + " skipped";
+  if (g.exact()) {
+    return "exact (" + std::to_string(g.resumes) + " resumes" + (g.skipped > 0 ? ", " + skipped : "") + ")\n";
+  }
+  if (g.mismatch) {
+    const Mismatch& m = *g.mismatch;
+    return "DIFFERS at resume " + std::to_string(g.resumes) + (g.skipped > 0 ? " (" + skipped + ")" : "") + ": " +
+           mismatch_text(m) + ": " + m.difference.describe() + "\n";
+  }
+  if (g.skipped > 0) return "not exact: no resume, " + skipped + " (the rule never resumes there)\n";
+  return "not resumed (no offset on this grid)\n";
+}
+
+/// Said once when offsets were skipped (or a reason given): how many, and why the rule never resumes there.
+std::string skipped_line(const Report& r) {
+  const std::size_t skipped = r.skipped();
+  if (skipped == 0 && r.skip_reason.empty()) return "";
+  return "skipped: " + counted(skipped, "offset", "offsets") + " the rule never resumes at" +
+         (r.skip_reason.empty() ? "" : ": " + r.skip_reason) + "\n";
 }
 
 }  // namespace
@@ -231,18 +309,11 @@ std::string to_text(const Report& r) {
     if (g.grid == r.chunk) roles += "prefill chunk";
     if (g.grid == r.rule_chunk) roles += roles.empty() ? "rule chunk" : ", rule chunk";
     if (!roles.empty()) name += " (" + roles + ")";
-    text += name + ": ";
-    if (g.exact()) {
-      text += "exact (" + std::to_string(g.resumes) + " resumes)\n";
-    } else if (g.mismatch) {
-      const Mismatch& m = *g.mismatch;
-      text += "DIFFERS at resume " + std::to_string(g.resumes) + ": " + mismatch_text(m) + ": " +
-              m.difference.describe() + "\n";
-    } else {
-      text += "not resumed (no offset on this grid)\n";
-    }
+    text += name + ": " + grid_line(g);
   }
+  if (!r.premise_failure) text += skipped_line(r);
   if (r.decode_rows && !r.premise_failure) text += decode_rows_line(*r.decode_rows);
+  if (r.batching && !r.premise_failure) text += batching_line(*r.batching);
   if (!r.premise_failure) text += "exact grids: " + grid_list(r, true) + "\n";
   if (r.recommended) text += "recommended rule chunk: " + std::to_string(*r.recommended) + "\n";
   text += std::string("verdict: ") + to_string(r.verdict) + "\n" + r.explanation() + "\n";

@@ -56,7 +56,7 @@ json mismatch_json(const Mismatch& m) {
 std::string to_json(const Report& r) {
   json grids = json::array();
   for (const GridResult& g : r.grids) {
-    json grid{{"grid", g.grid}, {"resumes", g.resumes}, {"exact", g.exact()}};
+    json grid{{"grid", g.grid}, {"resumes", g.resumes}, {"skipped", g.skipped}, {"exact", g.exact()}};
     if (g.mismatch) grid["mismatch"] = mismatch_json(*g.mismatch);
     grids.push_back(grid);
   }
@@ -75,6 +75,7 @@ std::string to_json(const Report& r) {
                               {"difference", difference_json(d.difference)}};
   }
   j["grids"] = grids;
+  j["skip_reason"] = r.skip_reason.empty() ? json(nullptr) : json(r.skip_reason);
   if (r.decode_rows) {
     // Only where the check tried rows decode wrote: `pfx conform`'s objects stay as they were.
     json decode{{"resumes", r.decode_rows->resumes}, {"reusable", r.decode_rows->reusable()}};
@@ -83,6 +84,16 @@ std::string to_json(const Report& r) {
       decode["canonical_end"] = r.decode_rows->canonical_end;
     }
     j["decode_rows"] = decode;
+  }
+  if (r.batching) {
+    // Only where the check served batches, as decode_rows.
+    json batching{{"batches", r.batching->batches}, {"independent", r.batching->independent()}};
+    if (r.batching->mismatch) {
+      const BatchMismatch& m = *r.batching->mismatch;
+      batching["mismatch"] = {{"prompt_number", m.prompt_number}, {"prompt", m.prompt}, {"beside", m.beside},
+                              {"difference", difference_json(m.difference)}};
+    }
+    j["batching"] = batching;
   }
   j["recommended"] = r.recommended ? json(*r.recommended) : json(nullptr);
   j["premise_failure"] = r.premise_failure ? json{{"premise", to_string(r.premise_failure->premise)},

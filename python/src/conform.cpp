@@ -65,9 +65,11 @@ void add_conform(py::module_& m) {
       .def("__repr__", [](const conform::PremiseFailure& p) {
         return "<ConformPremiseFailure " + std::string(conform::to_string(p.premise)) + ": " + p.detail + ">";
       });
-  py::class_<GridResult>(m, "ConformGrid", "One candidate grid: its resumes, and the first mismatch if any.")
+  py::class_<GridResult>(m, "ConformGrid",
+                         "One candidate grid: its resumes, its skipped offsets, and the first mismatch if any.")
       .def_readonly("grid", &GridResult::grid)
       .def_readonly("resumes", &GridResult::resumes)
+      .def_readonly("skipped", &GridResult::skipped, "offsets not resumed at because the rule never resumes there")
       .def_property_readonly("exact", &GridResult::exact)
       .def_readonly("mismatch", &GridResult::mismatch);
   py::class_<Report>(m, "ConformReport", "What pfx.conform found (docs/conform.md, \"Reading a report\").")

@@ -12,9 +12,12 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <array>
+#include <initializer_list>
 #include <optional>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -30,10 +33,15 @@ using conform::Mismatch;
 
 constexpr const char* who = "pfx._native.conform_observed";
 
+/// `object` as a dict; TypeError naming `what` when it is not one.
+py::dict dict_of(py::handle object, const std::string& what) {
+  if (!py::isinstance<py::dict>(object)) raise(PyExc_TypeError, std::string(who) + ": " + what + " must be a dict");
+  return py::reinterpret_borrow<py::dict>(object);
+}
+
 /// `object[key]`, a dict's entry; ValueError naming `what` and the key when it is missing.
 py::handle entry(py::handle object, const char* key, const std::string& what) {
-  if (!py::isinstance<py::dict>(object)) raise(PyExc_TypeError, std::string(who) + ": " + what + " must be a dict");
-  const py::dict dict = py::reinterpret_borrow<py::dict>(object);
+  const py::dict dict = dict_of(object, what);
   if (!dict.contains(key)) raise(PyExc_ValueError, std::string(who) + ": " + what + " has no '" + key + "'");
   return dict[key];
 }
@@ -42,11 +50,14 @@ std::size_t count_of(py::handle object, const char* key, const std::string& what
   return count(entry(object, key, what), (what + "['" + key + "']").c_str());
 }
 
-std::vector<token> tokens_of(py::handle object, const char* key, const std::string& what) {
-  const std::string argument = what + "['" + key + "']";
-  Tokens ids(entry(object, key, what), argument.c_str());
+std::vector<token> token_list(py::handle value, const std::string& argument) {
+  Tokens ids(value, argument.c_str());
   const std::span<const token> all = ids.all();
   return {all.begin(), all.end()};  // the span may live in storage the next conversion reuses
+}
+
+std::vector<token> tokens_of(py::handle object, const char* key, const std::string& what) {
+  return token_list(entry(object, key, what), what + "['" + key + "']");
 }
 
 float float_of(py::handle object, const char* key, const std::string& what) {
@@ -83,10 +94,69 @@ Mismatch mismatch_of(py::handle object, const std::string& what) {
                   .difference = difference_of(entry(object, "difference", what), what + "['difference']")};
 }
 
+/// Refuses a key of `object` (a dict) other than `known`: a misspelt optional key would otherwise be
+/// read as absent.
+void known_keys(py::handle object, std::initializer_list<const char*> known, const std::string& what) {
+  std::optional<py::handle> unknown;
+  for (const auto& item : dict_of(object, what)) {
+    const py::handle key = item.first;
+    const bool expected = py::isinstance<py::str>(key) && std::any_of(known.begin(), known.end(), [&](const char* k) {
+                            return key.cast<std::string>() == k;
+                          });
+    if (!expected) {
+      unknown = key;
+      break;
+    }
+  }
+  if (!unknown) return;
+  std::string names;
+  for (const char* k : known) names.append(names.empty() ? "'" : ", '").append(k).append("'");
+  std::string message = std::string(who) + ": " + what + " has an unknown key ";
+  message.append(py::repr(*unknown).cast<std::string>()).append(": expected ").append(names);
+  raise(PyExc_ValueError, message);
+}
+
 std::optional<Mismatch> optional_mismatch(py::handle object, const std::string& what) {
   const py::handle value = entry(object, "mismatch", what);
   if (value.is_none()) return std::nullopt;
   return mismatch_of(value, what + "['mismatch']");
+}
+
+/// A grid's result: {"grid", "resumes", "mismatch"}, and "skipped" (0 when absent).
+conform::GridResult grid_of(py::handle object, const std::string& what) {
+  known_keys(object, {"grid", "resumes", "skipped", "mismatch"}, what);
+  const bool has_skipped = dict_of(object, what).contains("skipped");
+  return conform::GridResult{.grid = count_of(object, "grid", what),
+                             .resumes = count_of(object, "resumes", what),
+                             .skipped = has_skipped ? count_of(object, "skipped", what) : 0,
+                             .mismatch = optional_mismatch(object, what)};
+}
+
+/// The batching finding: {"batches", "mismatch": None or {"prompt_number", "prompt", "beside", "difference"}}.
+conform::Batching batching_of(py::handle object) {
+  const std::string what = "batching";
+  known_keys(object, {"batches", "mismatch"}, what);
+  conform::Batching b{.batches = count_of(object, "batches", what), .mismatch = std::nullopt};
+  const py::handle mismatch = entry(object, "mismatch", what);
+  if (mismatch.is_none()) return b;
+  const std::string where = what + "['mismatch']";
+  known_keys(mismatch, {"prompt_number", "prompt", "beside", "difference"}, where);
+  conform::BatchMismatch m{.prompt_number = count_of(mismatch, "prompt_number", where),
+                           .prompt = tokens_of(mismatch, "prompt", where),
+                           .beside = {},
+                           .difference = difference_of(entry(mismatch, "difference", where), where + "['difference']")};
+  const py::handle beside = entry(mismatch, "beside", where);
+  if (!py::isinstance<py::list>(beside) && !py::isinstance<py::tuple>(beside)) {
+    raise(PyExc_TypeError, std::string(who) + ": " + where + "['beside'] must be a list of prompts");
+  }
+  for (const py::handle prompt : py::iter(beside)) {
+    m.beside.push_back(token_list(prompt, where + "['beside'][" + std::to_string(m.beside.size()) + "]"));
+  }
+  // A batch holds the request and at least one other, and the mismatch was found in one of the batches.
+  if (m.beside.empty()) raise(PyExc_ValueError, std::string(who) + ": " + where + "['beside'] is empty: no batch");
+  if (b.batches == 0) raise(PyExc_ValueError, std::string(who) + ": " + what + " has a mismatch but 0 batches");
+  b.mismatch = std::move(m);
+  return b;
 }
 
 /// The premise `name` names (`what` says where it came from in the error).
@@ -136,11 +206,33 @@ void add_conform_observed(py::module_& m) {
       .def_readonly("mismatch", &conform::DecodeRows::mismatch)
       .def_readonly("canonical_end", &conform::DecodeRows::canonical_end,
                     "with a mismatch: the held run's prompt length; its rows from there on were decoded");
-  // ConformReport is add_conform's; its decode_rows (None unless a check tried rows decode wrote) is
-  // added here, beside the one check that fills it.
+  py::class_<conform::BatchMismatch>(m, "ConformBatchMismatch",
+                                     "A request whose answer depends on what is batched beside it: the prompt served "
+                                     "alone vs in one batch with `beside`; difference: got in the batch, expected alone.")
+      .def_readonly("prompt_number", &conform::BatchMismatch::prompt_number)
+      .def_readonly("prompt", &conform::BatchMismatch::prompt)
+      .def_readonly("beside", &conform::BatchMismatch::beside, "the other prompts of its batch")
+      .def_readonly("difference", &conform::BatchMismatch::difference);
+  py::class_<conform::Batching>(m, "ConformBatching",
+                                "Whether a request's answer depends on what is batched beside it: batches of cold "
+                                "requests, each answer compared with the request served alone.")
+      .def_readonly("batches", &conform::Batching::batches)
+      .def_property_readonly("independent", &conform::Batching::independent)
+      .def_readonly("mismatch", &conform::Batching::mismatch);
+  // ConformReport is add_conform's; what only a check of an engine's output fills (decode_rows and
+  // batching: None unless it tried them; skip_reason: None unless it skipped offsets) is added here,
+  // beside the one check that fills it.
   const py::object report = m.attr("ConformReport");
-  report.attr("decode_rows") = py::module_::import("builtins").attr("property")(py::cpp_function(
+  const py::object property = py::module_::import("builtins").attr("property");
+  report.attr("decode_rows") = property(py::cpp_function(
       [](const conform::Report& r) { return r.decode_rows; }, py::is_method(report)));
+  report.attr("batching") = property(py::cpp_function(
+      [](const conform::Report& r) { return r.batching; }, py::is_method(report)));
+  report.attr("skip_reason") = property(py::cpp_function(
+      [](const conform::Report& r) {
+        return r.skip_reason.empty() ? std::optional<std::string>() : std::optional<std::string>(r.skip_reason);
+      },
+      py::is_method(report)));
   m.def(
       "conform_budget",
       [](const std::string& name) {
@@ -172,7 +264,7 @@ void add_conform_observed(py::module_& m) {
       [](const std::string& engine, py::handle budget, py::handle chunk, py::handle rule_chunk, py::handle vocab,
          py::handle lengths, py::handle prompts, py::handle cold_runs, py::handle prefilled_tokens,
          py::handle premises_checked, py::handle premise_failure, py::handle cold_disagreement, py::handle grids,
-         py::handle decode_rows, double elapsed_s) {
+         py::handle decode_rows, double elapsed_s, py::handle skip_reason, py::handle batching) {
         conform::Report r;
         r.engine = engine;
         r.budget = budget_of(budget);
@@ -202,20 +294,29 @@ void add_conform_observed(py::module_& m) {
               .difference = difference_of(entry(cold_disagreement, "difference", what), what + "['difference']")};
         }
         for (const py::handle g : py::iter(grids)) {
-          const std::string what = "grids[" + std::to_string(r.grids.size()) + "]";
-          conform::GridResult result{.grid = count_of(g, "grid", what), .resumes = count_of(g, "resumes", what),
-                                     .mismatch = optional_mismatch(g, what)};
+          conform::GridResult result = grid_of(g, "grids[" + std::to_string(r.grids.size()) + "]");
           // decide() recommends the first exact grid as the smallest.
           if (result.grid == 0 || (!r.grids.empty() && result.grid <= r.grids.back().grid)) {
             raise(PyExc_ValueError, std::string(who) + ": the grids must be at least 1 and ascending, each once");
           }
           r.grids.push_back(std::move(result));
         }
+        if (!skip_reason.is_none()) {
+          if (!py::isinstance<py::str>(skip_reason)) raise(PyExc_TypeError, std::string(who) + ": skip_reason must be a str or None");
+          r.skip_reason = skip_reason.cast<std::string>();
+          if (r.skip_reason.empty()) raise(PyExc_ValueError, std::string(who) + ": skip_reason is empty: say why, or pass None");
+        }
+        // A skip is said with its reason: the report prints the reason once, for every grid's skips.
+        if (r.skipped() > 0 && r.skip_reason.empty()) {
+          raise(PyExc_ValueError, std::string(who) + ": " + std::to_string(r.skipped()) +
+                                      " offsets skipped, but no skip_reason says why the rule never resumes there");
+        }
         if (!decode_rows.is_none()) {
           r.decode_rows = conform::DecodeRows{.resumes = count_of(decode_rows, "resumes", "decode_rows"),
                                               .mismatch = optional_mismatch(decode_rows, "decode_rows"),
                                               .canonical_end = count_of(decode_rows, "canonical_end", "decode_rows")};
         }
+        if (!batching.is_none()) r.batching = batching_of(batching);
         r.elapsed_s = elapsed_s;
         conform::decide(r);
         return r;
@@ -223,9 +324,12 @@ void add_conform_observed(py::module_& m) {
       py::kw_only(), py::arg("engine"), py::arg("budget"), py::arg("chunk"), py::arg("rule_chunk"), py::arg("vocab"),
       py::arg("lengths"), py::arg("prompts"), py::arg("cold_runs"), py::arg("prefilled_tokens"),
       py::arg("premises_checked"), py::arg("premise_failure"), py::arg("cold_disagreement"), py::arg("grids"),
-      py::arg("decode_rows"), py::arg("elapsed_s"),
+      py::arg("decode_rows"), py::arg("elapsed_s"), py::arg("skip_reason") = py::none(),
+      py::arg("batching") = py::none(),
       "A ConformReport from what a check of an engine's output saw (pfx.integrations.vllm_conform), its "
-      "verdict decided by pfx::conform::decide.");
+      "verdict decided by pfx::conform::decide. A grid's optional 'skipped' counts its offsets the rule never "
+      "resumes at, and skip_reason says why; batching is whether a request's answer depends on what is batched "
+      "beside it.");
 }
 
 }  // namespace pfx::python

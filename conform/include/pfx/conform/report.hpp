@@ -3,7 +3,8 @@
 /// \file
 /// What a conformance check found (docs/conform.md, "Reading a report"): whether repeated cold runs
 /// agree, for each candidate grid whether every resume on it equals its cold run bit for bit (or the
-/// first one that does not), the grid to configure, and the verdict on the rule chunk.
+/// first one that does not) and how many of its offsets were skipped, the grid to configure, the
+/// verdict on the rule chunk, and the findings that leave the verdict as it is (decode rows, batching).
 
 #include <pfx/conform/budget.hpp>
 #include <pfx/driver/kv_shape.hpp>
@@ -64,6 +65,27 @@ struct DecodeRows {
   [[nodiscard]] bool reusable() const noexcept { return resumes > 0 && !mismatch; }
 };
 
+/// A request whose answer depends on what is batched beside it: the prompt served alone and the same
+/// prompt served in one batch with the `beside` prompts, both cold; the difference in what it served
+/// (got: in the batch, expected: alone).
+struct BatchMismatch {
+  std::size_t prompt_number = 0;  ///< which prompt of the batches (0-based, in the order they were served)
+  std::vector<token> prompt;
+  std::vector<std::vector<token>> beside;  ///< the other prompts of its batch
+  Difference difference;
+};
+
+/// Whether a request's answer depends on what is batched beside it: batches of cold requests, each
+/// request's answer compared with the same request served alone. Only a check that can batch requests
+/// fills it (vLLM's); THM-1 speaks of one request's prefill, so the finding does not change the
+/// verdict, and with a mismatch the verdict holds for a request served alone.
+struct Batching {
+  std::size_t batches = 0;  ///< batches whose answers were compared (a check may stop at the first mismatch)
+  std::optional<BatchMismatch> mismatch;
+  /// Every answer of every batch compared equalled its request served alone, and there was a batch.
+  [[nodiscard]] bool independent() const noexcept { return batches > 0 && !mismatch; }
+};
+
 /// Two cold runs of one prompt that differ: the engine is not deterministic.
 struct ColdDisagreement {
   std::size_t prompt_number = 0;
@@ -76,6 +98,9 @@ struct ColdDisagreement {
 struct GridResult {
   std::size_t grid = 0;
   std::size_t resumes = 0;  ///< resumes compared (the check stops at the grid's first mismatch)
+  /// Offsets of this grid not resumed at because the rule never resumes there (Report::skip_reason
+  /// says why). A skip compares nothing: it never makes a grid exact.
+  std::size_t skipped = 0;
   std::optional<Mismatch> mismatch;
   /// Every resume compared equalled its cold run, and there was at least one.
   [[nodiscard]] bool exact() const noexcept { return resumes > 0 && !mismatch; }
@@ -128,7 +153,11 @@ struct Report {
   std::optional<PremiseFailure> premise_failure;  ///< set: the verdict is degenerate and no grid was run
   std::optional<ColdDisagreement> cold_disagreement;
   std::vector<GridResult> grids;  ///< ascending
+  /// Why offsets were skipped (GridResult::skipped): the premise of the rule for this engine that never
+  /// makes such a resume. Empty when the check skips nothing (`pfx conform` never skips).
+  std::string skip_reason;
   std::optional<DecodeRows> decode_rows;  ///< unset unless the check tried rows decode wrote
+  std::optional<Batching> batching;       ///< unset unless the check served batches
   std::optional<std::size_t> recommended;  ///< the smallest exact grid, when the cold runs agree
   Verdict verdict = Verdict::no_exact_grid;
   double elapsed_s = 0;
@@ -137,9 +166,11 @@ struct Report {
   [[nodiscard]] const GridResult* find(std::size_t grid) const noexcept;
   /// One paragraph that says why the verdict is what it is, and what to configure.
   [[nodiscard]] std::string explanation() const;
-  /// How many runs were compared with a cold run bit for bit: every resume (decode rows' included), and
-  /// every repeated cold run. A verdict with none would vouch for nothing.
+  /// How many runs were compared with a cold run bit for bit: every resume (decode rows' included),
+  /// every batch, and every repeated cold run. A verdict with none would vouch for nothing.
   [[nodiscard]] std::size_t comparisons() const noexcept;
+  /// The offsets skipped on every grid together (GridResult::skipped).
+  [[nodiscard]] std::size_t skipped() const noexcept;
 };
 
 /// The verdict from the results (report.recommended and report.verdict), as check() sets them:
