@@ -4,11 +4,13 @@ tokens taken from the cache, time to first token, total time, and responses that
 ones (tokens or logprobs, bit for bit). docs/performance.md, "vLLM", shows its table.
 
     "$(scripts/vllm.sh --print-python)" bench/python/vllm_chat_bench.py [--model DIR | --kinds full,hybrid]
-        [--steps N] [--workloads N] [--seed N]
+        [--steps N] [--workloads N] [--seed N] [--long-prefill-token-threshold N] [--max-num-scheduled-tokens N]
 
 Without --model it writes the vLLM suites' tiny random-weight Llamas (pfx.fixtures.tiny_llama), one of
-each kind --kinds names: "full" (every layer full attention) and "hybrid" (layer 0 a sliding window of
-64 positions, layer 1 full attention: two KV cache groups), and serves the same prompts on each.
+each kind --kinds names: "full" (every layer full attention), "hybrid" (layer 0 a sliding window of
+64 positions, layer 1 full attention: two KV cache groups) and "sliding" (both layers sliding), and
+serves the same prompts on each. --long-prefill-token-threshold and --max-num-scheduled-tokens set
+vLLM's scheduler as named, for every configuration.
 The workload is the vLLM suites' chat workload (pfx.fixtures.workloads.chat_workload): turns that
 hold earlier responses, regenerations, edits, new sessions and shorter prompts, greedy, 12 tokens a
 response. Each configuration runs in a process of its own (the plugin is chosen when vLLM starts), in
@@ -37,12 +39,12 @@ CONFIGURATIONS = {  # name: (prefix caching, PFX_VLLM)
     "vLLM with pfx": (True, "1"),
 }
 MAX_NEW_TOKENS = 12
-KINDS = {"full": None, "hybrid": ("sliding", "full")}  # layer types of the tiny models
+KINDS = {"full": None, "hybrid": ("sliding", "full"), "sliding": ("sliding", "sliding")}  # the tiny models' layers
 WINDOW = 64
 
 
 def child(configuration: str, model: str, plan_path: str, out_path: str, steps: int, workloads: int,
-          seed: int) -> None:
+          seed: int, scheduler: dict) -> None:
     """Serves the workload in this process under `configuration` and writes what it saw to out_path."""
     import vllm
     from vllm.inputs import TokensPrompt
@@ -53,7 +55,7 @@ def child(configuration: str, model: str, plan_path: str, out_path: str, steps: 
     llm = vllm.LLM(model=model, skip_tokenizer_init=True, dtype="float32", enable_prefix_caching=caching,
                    block_size=BLOCK, max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS,
                    max_model_len=4096, kv_cache_memory_bytes=256 << 20, seed=0, enforce_eager=True,
-                   disable_log_stats=False)
+                   disable_log_stats=False, **scheduler)
     params = vllm.SamplingParams(max_tokens=MAX_NEW_TOKENS, temperature=0.0, logprobs=1, detokenize=False,
                                  ignore_eos=True)
     plan = None
@@ -86,12 +88,19 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=12, help="requests per chat workload")
     parser.add_argument("--workloads", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--long-prefill-token-threshold", type=int, default=None)
+    parser.add_argument("--max-num-scheduled-tokens", type=int, default=None)
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--plan", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    scheduler = {name: value for name, value in (("long_prefill_token_threshold", args.long_prefill_token_threshold),
+                                                 ("max_num_scheduled_tokens", args.max_num_scheduled_tokens))
+                 if value is not None}
+    scheduler_arguments = [argument for name, value in scheduler.items()
+                           for argument in (f"--{name.replace('_', '-')}", str(value))]
     if args.child:
-        child(args.child, args.model, args.plan, args.out, args.steps, args.workloads, args.seed)
+        child(args.child, args.model, args.plan, args.out, args.steps, args.workloads, args.seed, scheduler)
         return
 
     folder = tempfile.mkdtemp(prefix="pfx-vllm-chat-bench-")
@@ -115,7 +124,7 @@ def main() -> None:
             out = os.path.join(folder, f"{len(results)}.json")
             subprocess.run([sys.executable, os.path.abspath(__file__), "--child", name, "--model", model, "--plan",
                             plan, "--out", out, "--steps", str(args.steps), "--workloads", str(args.workloads),
-                            "--seed", str(args.seed)], env=environment, check=True)
+                            "--seed", str(args.seed), *scheduler_arguments], env=environment, check=True)
             with open(out) as file:
                 results[kind, name] = json.load(file)
             if not os.path.exists(plan):  # the cold run drew the prompts: the model's others replay them
@@ -123,7 +132,7 @@ def main() -> None:
                     json.dump(results[kind, name]["served"], file)
 
     print(f"{args.workloads} chat workloads of {args.steps} requests a model, {MAX_NEW_TOKENS} tokens generated each, "
-          f"seed {args.seed}\n")
+          f"seed {args.seed}{''.join(f', {name} {value}' for name, value in scheduler.items())}\n")
     print("| model | configuration | tokens reused | time to first token (median) | total time | "
           "responses differing from cold |")
     print("|---|---|---|---|---|---|")
