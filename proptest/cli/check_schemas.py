@@ -37,6 +37,8 @@ RUNS = [  # (schema, arguments, expected exit status)
     ("audit", ["audit", "--seed", "3", "--cases", "20", "--protocol-length", "1", "--json", "--traceability", TRACED], 0),
     ("audit", ["audit", "--seed", "3", "--cases", "20", "--protocol-length", "1", "--json"], 0),  # table not checked
     ("explain", ["explain", "--record", "[1,2,3,4]", "--prompt", "[1,2,3,5]", "--keep-min", "1", "--chunk", "1", "--json"], 0),
+    ("explain", ["explain", "--record", "[1,2,3,4,5,6,7,8,9,10]", "--prompt", "[1,2,3,4,5,6,7,8,9]", "--keep-min", "2",
+                 "--chunk", "2", "--prefill-step", "3", "--json"], 0),  # with the prefill step's row
 ]
 INTERRUPTED = [  # stopped by a signal a moment into the run: each runs far longer than that moment
     ("soak", ["soak", "--requests", "100000000", "--json"], signal.SIGINT),

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -93,16 +94,18 @@ std::vector<std::size_t> printed_bound_lines(const std::string& text) {
   std::vector<std::size_t> values;
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
-    for (const std::string_view row : {"common prefix", "canonical end", "one token left", "alignment", "keep_min"}) {
+    for (const std::string_view row :
+         {"common prefix", "canonical end", "one token left", "alignment", "prefill step", "keep_min"}) {
       if (line.starts_with("  " + std::string(row) + " ")) values.push_back(std::stoul(line.substr(2 + row.size())));
     }
   }
   return values;
 }
 
-/// Core's bounds in the order explain prints them.
-std::vector<std::size_t> values_of(const pfx::Bounds& b) {
-  return {b.common_prefix, b.canonical_end, b.one_token_left, b.aligned, b.keep_min};
+/// Core's bounds in the order explain prints them: the prefill step's only when one is configured.
+std::vector<std::size_t> values_of(const pfx::Bounds& b, const pfx::Config& config) {
+  if (config.prefill_step == 0) return {b.common_prefix, b.canonical_end, b.one_token_left, b.aligned, b.keep_min};
+  return {b.common_prefix, b.canonical_end, b.one_token_left, b.aligned, b.stepped, b.keep_min};
 }
 
 /// A file in the test's temporary directory holding `text`.
@@ -123,7 +126,8 @@ PFX_PROPERTY(CliExplain, TheDecisionAndTheBoundAreThoseOfDecideOnEveryRecordAndP
     prompt.push_back(t);
   }
   const pfx::Config config{*rc::gen::arbitrary<bool>(), *rc::gen::inRange<std::size_t>(0, 9),
-                           *rc::gen::inRange<std::size_t>(1, 9)};
+                           *rc::gen::inRange<std::size_t>(1, 9),
+                           *rc::gen::weightedElement<std::size_t>({{4, 0}, {1, 1}, {1, 2}, {1, 3}, {1, 5}, {1, SIZE_MAX}})};
   const bool as_object = *rc::gen::arbitrary<bool>();
 
   ExplainOptions options;
@@ -133,6 +137,7 @@ PFX_PROPERTY(CliExplain, TheDecisionAndTheBoundAreThoseOfDecideOnEveryRecordAndP
   options.chunk = config.chunk;
   options.keep_min = config.keep_min;
   options.enabled = config.enabled;
+  options.prefill_step = config.prefill_step;
   // The environment says the opposite, so the option must win.
   const ScopedEnvironment reuse("TF_GLM53_PREFIX_CACHE", config.enabled ? "0" : "1");
 
@@ -162,14 +167,14 @@ PFX_PROPERTY(CliExplain, TheDecisionAndTheBoundAreThoseOfDecideOnEveryRecordAndP
   if (expected.bound == pfx::Bound::none) {
     RC_ASSERT(values.empty());
   } else {
-    RC_ASSERT(values == values_of(pfx::bounds(config, ids, end, prompt)));
+    RC_ASSERT(values == values_of(pfx::bounds(config, ids, end, prompt), config));
   }
 }
 
 TEST(CliExplain, EveryPrintedNumberIsCoresBoundOnTheEdgeCases) {
   pfx::test::verifies("CLI-4");
   static_assert(pfx::bounds(pfx::Config{true, 2, 1}, std::array<pfx::token, 3>{1, 2, 3}, 1,
-                            std::array<pfx::token, 2>{1, 2}) == pfx::Bounds{2, 1, 1, 1, 2, pfx::Bound::canonical_end});
+                            std::array<pfx::token, 2>{1, 2}) == pfx::Bounds{2, 1, 1, 1, 1, 2, pfx::Bound::canonical_end});
   struct Case {
     const char* what;
     std::string record;
@@ -200,7 +205,8 @@ TEST(CliExplain, EveryPrintedNumberIsCoresBoundOnTheEdgeCases) {
     if (c.bound == pfx::Bound::none) {
       EXPECT_TRUE(printed_bounds(report).empty()) << c.what;
     } else {
-      EXPECT_EQ(printed_bounds(report), values_of(pfx::bounds(config, held.ids, held.canonical_end, prompt))) << c.what;
+      EXPECT_EQ(printed_bounds(report), values_of(pfx::bounds(config, held.ids, held.canonical_end, prompt), config))
+          << c.what;
     }
   }
 }
@@ -234,9 +240,11 @@ TEST(CliExplain, EveryReasonWithEveryBindingBoundIsPrintedExactlyAsCoreComputesI
         for (const bool enabled : {true, false}) {
           for (const std::size_t chunk : {1U, 2U, 3U}) {
             for (const std::size_t keep_min : {0U, 2U, 5U}) {
-              const pfx::Config config{enabled, keep_min, chunk};
-              const pfx::Decision d = pfx::decide(config, ids, end, prompt);
-              examples.try_emplace({d.reason, d.bound}, Example{config, ids, end, prompt});
+              for (const std::size_t step : {0U, 2U, 3U}) {
+                const pfx::Config config{enabled, keep_min, chunk, step};
+                const pfx::Decision d = pfx::decide(config, ids, end, prompt);
+                examples.try_emplace({d.reason, d.bound}, Example{config, ids, end, prompt});
+              }
             }
           }
         }
@@ -247,7 +255,7 @@ TEST(CliExplain, EveryReasonWithEveryBindingBoundIsPrintedExactlyAsCoreComputesI
                                                            {pfx::Reason::empty_record, pfx::Bound::none}};
   for (const pfx::Reason reason : {pfx::Reason::reused, pfx::Reason::below_keep_min, pfx::Reason::nothing_reusable}) {
     for (const pfx::Bound bound : {pfx::Bound::common_prefix, pfx::Bound::canonical_end, pfx::Bound::one_token_left,
-                                   pfx::Bound::alignment}) {
+                                   pfx::Bound::alignment, pfx::Bound::prefill_step}) {
       expected.emplace(reason, bound);
     }
   }
@@ -256,15 +264,18 @@ TEST(CliExplain, EveryReasonWithEveryBindingBoundIsPrintedExactlyAsCoreComputesI
   EXPECT_EQ(found, expected);
 
   for (const auto& [pair, e] : examples) {
-    const std::string what = fmt::format("{} by {}: ids [{}] canonical_end {}, prompt [{}], reuse {} keep_min {} chunk {}",
-                                         name(pair.first), name(pair.second), fmt::join(e.ids, ","), e.canonical_end,
-                                         fmt::join(e.prompt, ","), e.config.enabled, e.config.keep_min, e.config.chunk);
+    const std::string what =
+        fmt::format("{} by {}: ids [{}] canonical_end {}, prompt [{}], reuse {} keep_min {} chunk {} prefill_step {}",
+                    name(pair.first), name(pair.second), fmt::join(e.ids, ","), e.canonical_end,
+                    fmt::join(e.prompt, ","), e.config.enabled, e.config.keep_min, e.config.chunk,
+                    e.config.prefill_step);
     ExplainOptions options;
     options.record = fmt::format(R"({{"ids": [{}], "canonical_end": {}}})", fmt::join(e.ids, ","), e.canonical_end);
     options.prompt = fmt::format("[{}]", fmt::join(e.prompt, ","));
     options.chunk = e.config.chunk;
     options.keep_min = e.config.keep_min;
     options.enabled = e.config.enabled;
+    options.prefill_step = e.config.prefill_step;
     const std::string text = explain(options);
     options.json = true;
     const nlohmann::json report = nlohmann::json::parse(explain(options));
@@ -280,7 +291,8 @@ TEST(CliExplain, EveryReasonWithEveryBindingBoundIsPrintedExactlyAsCoreComputesI
       EXPECT_TRUE(printed_bounds(report).empty()) << what;
       continue;
     }
-    EXPECT_EQ(printed_bounds(report), values_of(pfx::bounds(e.config, e.ids, e.canonical_end, e.prompt))) << what;
+    EXPECT_EQ(printed_bounds(report), values_of(pfx::bounds(e.config, e.ids, e.canonical_end, e.prompt), e.config))
+        << what;
     // The row marked tightest, in both forms, is the decision's bound, and only that row.
     std::vector<std::string> marked;
     for (const nlohmann::json& row : report["bounds"]) {
@@ -343,6 +355,49 @@ TEST(CliExplain, EachBoundIsPrintedWithItsValueAndInvariantAndTheTightestIsMarke
   options.enabled = false;
   EXPECT_TRUE(explain(options).ends_with("no bound was consulted: reuse is off (INV-6)\n\noffset 0: disabled, "
                                          "decided by none\n"));
+}
+
+TEST(CliExplain, ThePrefillStepIsAnOptionWithARowOfItsOwn) {
+  pfx::test::verifies("CLI-4 INV-12");
+  // lcp 9, one token left 8, chunk 2: 8. A prompt of 9 tokens in steps of 3 ends with 3 tokens; a
+  // resume at 8 would compute its last token alone, so the step lowers it a chunk, to 6.
+  const ScopedEnvironment reuse("TF_GLM53_PREFIX_CACHE", std::nullopt);
+  const std::string args = "explain --record [1,2,3,4,5,6,7,8,9,10] --prompt [1,2,3,4,5,6,7,8,9] --chunk 2 --keep-min 2";
+  const pfx::test::PfxRun stepped = pfx::test::run_pfx(args + " --prefill-step 3");
+  EXPECT_EQ(stepped.status, pfx::cli::exit_ok) << stepped.err;
+  EXPECT_NE(stepped.out.find("config: reuse on, keep_min 2, chunk 2, prefill step 3\n"), std::string::npos)
+      << stepped.out;
+  EXPECT_NE(stepped.out.find("  alignment               8  INV-5  "), std::string::npos) << stepped.out;
+  EXPECT_NE(stepped.out.find("  prefill step            6  INV-12 alignment, lowered so a resume ends with a "
+                             "one-token step iff the cold run does (prefill step 3)   <- tightest\n"),
+            std::string::npos)
+      << stepped.out;
+  EXPECT_NE(stepped.out.find("  keep_min                2  INV-4  6 >= 2: worth reusing\n"), std::string::npos)
+      << stepped.out;
+  EXPECT_TRUE(stepped.out.ends_with("\noffset 6: reused, decided by prefill step\n")) << stepped.out;
+  // keep_min judges what the step leaves: 7 refuses the 6 rows, though the grid allows 8.
+  const pfx::test::PfxRun below = pfx::test::run_pfx(
+      "explain --record [1,2,3,4,5,6,7,8,9,10] --prompt [1,2,3,4,5,6,7,8,9] --chunk 2 --keep-min 7 --prefill-step 3");
+  EXPECT_TRUE(below.out.ends_with("\noffset 0: below keep_min, decided by prefill step\n")) << below.out;
+  // Without the option there is no premise and no row; JSON says prefill_step 0.
+  const pfx::test::PfxRun none = pfx::test::run_pfx(args);
+  EXPECT_EQ(none.out.find("prefill step"), std::string::npos) << none.out;
+  EXPECT_TRUE(none.out.ends_with("\noffset 8: reused, decided by one token left\n")) << none.out;
+  const pfx::test::PfxRun json = pfx::test::run_pfx(args + " --json");
+  EXPECT_EQ(nlohmann::json::parse(json.out)["config"]["prefill_step"], 0) << json.out;
+  // Full width: one step whatever the length; 2^64 does not fit, and a negative step is bad input.
+  const pfx::test::PfxRun one_step = pfx::test::run_pfx(args + " --prefill-step 18446744073709551615 --json");
+  EXPECT_EQ(one_step.status, pfx::cli::exit_ok) << one_step.err;
+  const nlohmann::json report = nlohmann::json::parse(one_step.out);
+  EXPECT_EQ(report["config"]["prefill_step"].get<std::size_t>(), SIZE_MAX);
+  EXPECT_EQ(report["offset"], 6);  // a resume at 8 would leave one token, the cold run's one step holds 9
+  EXPECT_EQ(report["bound"], "prefill step");
+  for (const char* bad : {"-1", "18446744073709551616", "three"}) {
+    const pfx::test::PfxRun refused = pfx::test::run_pfx(args + " --prefill-step " + bad);
+    EXPECT_EQ(refused.status, pfx::cli::exit_bad_input) << bad;
+    EXPECT_NE(refused.err.find("--prefill-step"), std::string::npos) << bad << ": " << refused.err;
+    EXPECT_EQ(refused.out, "") << bad;
+  }
 }
 
 TEST(CliExplain, DefaultsAreReplaysChunk64AndTheSeedsEnvironmentVariables) {

@@ -1,9 +1,10 @@
 // The exhaustive proofs in static_assert: over the bounded compile-time domains, the machine answers
-// as the reference model does and keeps INV-1..11, or the build fails. proptest/CMakeLists.txt
+// as the reference model does and keeps INV-1..12, or the build fails. proptest/core/CMakeLists.txt
 // compiles this file once per proof and (chunk, keep_min) slice, so that the slices build in
-// parallel and each stays well under a minute: PFX_PROOF_RULE or PFX_PROOF_PROTOCOL picks the
-// proof; PFX_PROOF_CHUNK and PFX_PROOF_KEEP_MIN the slice; PFX_PROOF_MAX_CHUNK and
-// PFX_PROOF_MAX_KEEP_MIN are the bounds CMake loops over, checked against the domain below.
+// parallel and each stays well under a minute: PFX_PROOF_RULE, PFX_PROOF_STEP (the rule under the
+// prefill steps) or PFX_PROOF_PROTOCOL picks the proof; PFX_PROOF_CHUNK and PFX_PROOF_KEEP_MIN the
+// slice; PFX_PROOF_MAX_CHUNK and PFX_PROOF_MAX_KEEP_MIN are the bounds CMake loops over, checked
+// against the domain below.
 // exhaustive_test.cpp runs the same bodies at run time and prints any counterexample.
 
 #include <pfx/refinement/exhaustive_proof.hpp>
@@ -12,6 +13,11 @@
 
 #if defined(PFX_PROOF_RULE)
 inline constexpr pfx::refinement::Domain domain = pfx::refinement::compile_time_rule_domain;
+inline constexpr auto prove = [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) {
+  return pfx::refinement::prove_rule_over(d, s);
+};
+#elif defined(PFX_PROOF_STEP)
+inline constexpr pfx::refinement::Domain domain = pfx::refinement::compile_time_step_domain;
 inline constexpr auto prove = [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) {
   return pfx::refinement::prove_rule_over(d, s);
 };
@@ -25,17 +31,18 @@ static_assert(pfx::refinement::prove_configure(3).failed == 0,
               "configure differs from the reference model or breaks an invariant");
 #endif
 #else
-#error "define PFX_PROOF_RULE or PFX_PROOF_PROTOCOL"
+#error "define PFX_PROOF_RULE, PFX_PROOF_STEP or PFX_PROOF_PROTOCOL"
 #endif
 
 // The slice's counts, computed once (a Tally holds vectors, which cannot outlive the evaluation).
 struct Counts {
   std::size_t failed;
   std::size_t granted;
+  std::size_t lowered;
 };
 inline constexpr Counts slice = [] {
   const pfx::refinement::Tally t = prove(domain, pfx::refinement::only(PFX_PROOF_CHUNK, PFX_PROOF_KEEP_MIN));
-  return Counts{t.failed, t.granted};
+  return Counts{t.failed, t.granted, t.lowered};
 }();
 
 // The object's name (pfx_compile_time_<proof>_proof_chunk<C>_keep_min<K>) says which proof and
@@ -47,6 +54,10 @@ static_assert(slice.failed == 0,
 // No slice is vacuous: each grants some non-zero aligned offset (INV-5 is checked on it).
 static_assert(slice.granted > 0,
               "this slice of the bounded domain never grants a non-zero offset: it proves nothing");
+
+// A slice of a domain with prefill steps sees the step lower some offset: INV-12 judges real cuts.
+static_assert(domain.max_prefill_step == 0 || slice.lowered > 0,
+              "this slice of the bounded domain never lets the prefill step lower an offset");
 
 // Together the slices cover the whole domain, no more and no less.
 static_assert(PFX_PROOF_MAX_CHUNK == domain.max_chunk && PFX_PROOF_MAX_KEEP_MIN == domain.max_keep_min,

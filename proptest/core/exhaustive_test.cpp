@@ -16,6 +16,11 @@ static_assert(pfx::refinement::run_time_rule_domain.max_length >= pfx::refinemen
 static_assert(pfx::refinement::run_time_protocol_domain.max_length >= pfx::refinement::compile_time_protocol_domain.max_length &&
               pfx::refinement::run_time_protocol_domain.max_keep_min >= pfx::refinement::compile_time_protocol_domain.max_keep_min &&
               pfx::refinement::run_time_protocol_domain.max_chunk >= pfx::refinement::compile_time_protocol_domain.max_chunk);
+static_assert(pfx::refinement::run_time_step_domain.max_length >= pfx::refinement::compile_time_step_domain.max_length &&
+              pfx::refinement::run_time_step_domain.max_keep_min >= pfx::refinement::compile_time_step_domain.max_keep_min &&
+              pfx::refinement::run_time_step_domain.max_chunk >= pfx::refinement::compile_time_step_domain.max_chunk &&
+              pfx::refinement::run_time_step_domain.max_prefill_step >= pfx::refinement::compile_time_step_domain.max_prefill_step &&
+              pfx::refinement::run_time_step_domain.letters == pfx::refinement::compile_time_step_domain.letters);
 
 namespace {
 
@@ -31,11 +36,25 @@ std::string counterexample(const pfx::refinement::Tally& t) {
 }  // namespace
 
 TEST(Exhaustive, TheRuleEqualsTheReferenceOnEveryCaseOfTheBoundedDomain) {
-  pfx::test::verifies("INV-1 INV-2 INV-3 INV-4 INV-5 INV-6 INV-7 INV-9");
+  pfx::test::verifies("INV-1 INV-2 INV-3 INV-4 INV-5 INV-6 INV-7 INV-9 INV-12");
   const pfx::refinement::Tally t = pfx::refinement::prove_rule_over(pfx::refinement::run_time_rule_domain);
   EXPECT_EQ(t.failed, 0U) << counterexample(t);
-  EXPECT_GT(t.checked, 400000U);  // the whole domain was walked, not a part of it
-  EXPECT_GT(t.granted, 10000U);   // and it offered reuse, so INV-1..5 judged real offsets
+  EXPECT_GT(t.checked, 2000000U);  // the whole domain was walked, not a part of it
+  EXPECT_GT(t.granted, 100000U);   // and it offered reuse, so INV-1..5 judged real offsets
+  EXPECT_GT(t.lowered, 1000U);     // and the prefill steps lowered some (INV-12)
+}
+
+TEST(Exhaustive, TheRuleUnderEveryPrefillStepEqualsTheReferenceOnLongerPrompts) {
+  // Over one letter, prompts of up to 12 tokens: the prefill step's arithmetic (a last step of one
+  // token alone, lcm(chunk, step), one chunk down) against the reference's step-by-step search, and
+  // keep_min judged after it.
+  pfx::test::verifies("INV-4 INV-5 INV-7 INV-12");
+  const pfx::refinement::Tally t = pfx::refinement::prove_rule_over(pfx::refinement::run_time_step_domain);
+  EXPECT_EQ(t.failed, 0U) << counterexample(t);
+  EXPECT_GT(t.checked, 300000U);
+  EXPECT_GT(t.granted, 50000U);
+  EXPECT_GT(t.lowered, 10000U);                // the step lowered offsets: INV-12 judged real cuts
+  EXPECT_GT(t.lowered_below_keep_min, 1000U);  // and some of them below keep_min (INV-4 after it)
 }
 
 TEST(Exhaustive, TheProtocolEqualsTheReferenceFromEveryStateOfTheBoundedDomain) {
@@ -47,8 +66,9 @@ TEST(Exhaustive, TheProtocolEqualsTheReferenceFromEveryStateOfTheBoundedDomain) 
 }
 
 TEST(Exhaustive, ConfigureEqualsTheReferenceForEveryKnobChunkZeroIncluded) {
+  // Every prefill step is valid and keeps the record (INV-12 changes no grid).
   pfx::test::verifies("INV-9 INV-10");
-  const pfx::refinement::Tally t = pfx::refinement::prove_configure(4);
+  const pfx::refinement::Tally t = pfx::refinement::prove_configure(4, 4);
   EXPECT_EQ(t.failed, 0U) << counterexample(t);
 }
 
@@ -66,6 +86,11 @@ TEST(Exhaustive, EveryCompileTimeSliceGrantsANonZeroOffset) {
   };
   slices(pfx::refinement::compile_time_rule_domain,
          [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) { return pfx::refinement::prove_rule_over(d, s); });
+  slices(pfx::refinement::compile_time_step_domain, [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) {
+    const pfx::refinement::Tally t = pfx::refinement::prove_rule_over(d, s);
+    EXPECT_GT(t.lowered, 0U) << "chunk " << s.chunk << ", keep_min " << s.keep_min;  // as compile_time_proof.cpp asserts
+    return t;
+  });
   slices(pfx::refinement::compile_time_protocol_domain,
          [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) { return pfx::refinement::prove_protocol_over(d, s); });
 }

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace {
@@ -195,6 +196,76 @@ TEST(Machine, EachReasonAndBoundIsNamedOnAnExample) {
   EXPECT_EQ(pfx::name(Reason::below_keep_min), "below keep_min");
   EXPECT_EQ(pfx::name(Bound::one_token_left), "one token left");
   EXPECT_EQ(pfx::describe(Refusal::chunk_zero), "chunk must be at least 1");
+}
+
+/// The prefill step (INV-12), on docs/engines.md's examples: with chunk 32 and steps of 256, a
+/// 97-token prompt held whole is resumed at 64, not 96 (its cold run's last step holds 97 tokens,
+/// a resume at 96 would compute its last token alone); a 257-token one at 256 (its cold run ends
+/// with a step of one token too). keep_min judges the offset the step leaves.
+constexpr bool prefill_step_is_named_and_keep_min_judged_after_it() {
+  bool ok = true;
+  const auto held_whole = [](const Config& c, std::size_t n) {
+    Machine m = configured(c);
+    (void)m.record(concat(iota(n), {7}), n);  // the prompt, then a token decode wrote
+    return m.query(iota(n)).decision;
+  };
+  const pfx::Decision short_prompt = held_whole({true, 0, 32, 256}, 97);
+  ok = ok && short_prompt.offset == 64 && short_prompt.reason == Reason::reused;
+  ok = ok && short_prompt.bound == Bound::prefill_step;
+  const pfx::Decision ends_alone = held_whole({true, 0, 32, 256}, 257);
+  ok = ok && ends_alone.offset == 256 && ends_alone.bound == Bound::one_token_left;
+  const pfx::Decision no_step = held_whole({true, 0, 32, 0}, 97);
+  ok = ok && no_step.offset == 96 && no_step.bound == Bound::one_token_left;
+  // keep_min 65: 64 rows are too few, though the 96 the grid allows would not be.
+  const pfx::Decision below = held_whole({true, 65, 32, 256}, 97);
+  ok = ok && below.offset == 0 && below.reason == Reason::below_keep_min && below.bound == Bound::prefill_step;
+  // One step whatever the length: only a one-token prompt ends alone, so a resume never leaves one
+  // token (lowered one chunk from len - 1), and a two-token prompt is served cold.
+  const pfx::Decision one_step = held_whole({true, 0, 4, SIZE_MAX}, 9);
+  ok = ok && one_step.offset == 4 && one_step.bound == Bound::prefill_step;
+  const pfx::Decision two = held_whole({true, 0, 1, SIZE_MAX}, 2);
+  ok = ok && two.offset == 0 && two.reason == Reason::nothing_reusable && two.bound == Bound::prefill_step;
+  // Changing the prefill step keeps the record: it changes no grid (INV-11).
+  Machine m = configured({true, 0, 32, 256});
+  ok = ok && m.record(iota(97), 97).accepted();
+  ok = ok && m.configure({true, 0, 32, 0}).accepted() && m.held().ids == iota(97);
+  ok = ok && m.configure({true, 0, 32, SIZE_MAX}).accepted() && m.held().ids == iota(97);
+  return ok;
+}
+static_assert(prefill_step_is_named_and_keep_min_judged_after_it());
+
+/// prefill_step_bound at full width, where no prompt a test can hold reaches: the lcm past 2^64 - 1,
+/// one step whatever the length (SIZE_MAX) on a prompt of 2^64 - 1 tokens, a step that divides the
+/// chunk.
+constexpr bool prefill_step_bound_at_full_width() {
+  constexpr std::size_t two_to_32 = std::size_t{1} << 32;
+  constexpr std::size_t two_to_63 = std::size_t{1} << 63;
+  bool ok = true;
+  // A cold run of 2^63 + 1 tokens ends alone in steps of 2^32; lcm(2^32 + 1, 2^32) is past 2^64 - 1
+  // (a product that wrapped would be 2^32), so only 0 keeps the premise.
+  const std::size_t chunk = two_to_32 + 1;
+  ok = ok && pfx::prefill_step_bound(two_to_63 + 1, two_to_63 - two_to_63 % chunk, chunk, two_to_32) == 0;
+  // In steps of 2^32 that divide the chunk 2^33: every multiple of the chunk keeps it.
+  ok = ok && pfx::prefill_step_bound(two_to_63 + 1, two_to_63, 2 * two_to_32, two_to_32) == two_to_63;
+  // One step of 2^64 - 1 tokens: a resume at 2^64 - 2 would leave one token alone; one chunk down.
+  ok = ok && pfx::prefill_step_bound(SIZE_MAX, SIZE_MAX - 1, 1, SIZE_MAX) == SIZE_MAX - 2;
+  // The cold run does not end alone, and 16 divides the chunk 32: never lowered.
+  ok = ok && pfx::prefill_step_bound(1001, 992, 32, 16) == 992;
+  // No premise, or nothing to keep.
+  ok = ok && pfx::prefill_step_bound(97, 96, 32, 0) == 96 && pfx::prefill_step_bound(1, 0, 1, 2) == 0;
+  return ok;
+}
+static_assert(prefill_step_bound_at_full_width());
+
+TEST(Machine, ThePrefillStepBoundAtFullWidth) {
+  pfx::test::verifies("INV-12");
+  EXPECT_TRUE(prefill_step_bound_at_full_width());
+}
+
+TEST(Machine, ThePrefillStepIsNamedAndKeepMinJudgesTheOffsetItLeaves) {
+  pfx::test::verifies("INV-4 INV-12");
+  EXPECT_TRUE(prefill_step_is_named_and_keep_min_judged_after_it());
+  EXPECT_EQ(pfx::name(Bound::prefill_step), "prefill step");
 }
 
 /// Disabled: every answer 0 with reason disabled, and record and commit store nothing (the seed).

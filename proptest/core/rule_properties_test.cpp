@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,30 @@ pfx::spec::State model_of(const Case& k) {
     s.canonical_end = k.canonical_end;
   }
   return s;
+}
+
+/// Whether a prefill of t >= 1 tokens in steps of `step` ends with a step of one token alone
+/// (docs/spec.md, INV-12): the steps are [0, step), [step, 2 step), ..., the last one starts at
+/// the largest multiple of step below t.
+bool alone(std::size_t t, std::size_t step) { return (t - 1) % step == 0; }
+
+/// The prefill step's bound by brute force: from `aligned` down, chunk by chunk, the first offset
+/// whose resumed prefill ends alone exactly when the cold one does; nullopt when none is found in
+/// `most` chunks (the brute force is then left to the window it could search).
+std::optional<std::size_t> step_search(std::size_t n, std::size_t aligned, std::size_t chunk, std::size_t step,
+                                       std::size_t most = SIZE_MAX) {
+  if (step == 0) return aligned;
+  std::size_t k = aligned;
+  for (std::size_t tried = 0; tried < most; ++tried) {
+    if (k == 0 || alone(n - k, step) == alone(n, step)) return k;
+    k -= chunk;
+  }
+  return std::nullopt;
+}
+
+/// The brute force for prompts a test can hold (the search is at most len(prompt) chunks).
+std::size_t largest_keeping_the_step(std::size_t n, std::size_t aligned, std::size_t chunk, std::size_t step) {
+  return *step_search(n, aligned, chunk, step);
 }
 
 void tag(const Case& k, const pfx::Decision& d) {
@@ -75,8 +100,9 @@ PFX_PROPERTY(Rule, OffsetRowsAreExactlyThePromptsTokens, "INV-1 AUDIT-253", (con
 
 PFX_PROPERTY(Rule, WithChunkOneTheOffsetIsTheSeedsFormula, "INV-7 SEED-1", (Case k)) {
   // design.md's statement of the seed's rule: n = min(lcp, canonical_end, len(prompt) - 1); n when
-  // n >= keep_min, else 0; 0 when disabled or nothing is held.
+  // n >= keep_min, else 0; 0 when disabled or nothing is held. The seed knew no prefill step.
   k.config.chunk = 1;
+  k.config.prefill_step = 0;
   const pfx::Machine m = holding(k);
   std::size_t expected = 0;
   if (k.config.enabled && !k.ids.empty() && !k.prompt.empty()) {
@@ -159,8 +185,9 @@ PFX_PROPERTY(Rule, FullWidthSettingsAreNeverTruncated, "INV-4 INV-5", (Case k)) 
   if (k.config.enabled && !k.ids.empty()) {
     // The offset is 0 for the reason the full-width value gives, never for a wrapped one.
     const pfx::Bounds b = pfx::bounds(m.config(), m.held().ids, m.held().canonical_end, k.prompt);
-    RC_ASSERT(d.reason == (b.aligned == 0 ? pfx::Reason::nothing_reusable : pfx::Reason::below_keep_min));
+    RC_ASSERT(d.reason == (b.stepped == 0 ? pfx::Reason::nothing_reusable : pfx::Reason::below_keep_min));
     RC_ASSERT(m.config().keep_min == k.config.keep_min && m.config().chunk == k.config.chunk);
+    RC_ASSERT(m.config().prefill_step == k.config.prefill_step);
   }
 }
 
@@ -168,7 +195,7 @@ PFX_PROPERTY(Rule, FullWidthSettingsAreNeverTruncated, "INV-4 INV-5", (Case k)) 
 // boundaries no prompt of the machine's tests reaches through a held record: the empty prompt, the
 // empty record, both, and a canonical_end at the top of the range.
 
-PFX_PROPERTY(Rule, BoundsAreEachBoundsDefinition, "INV-1 INV-2 INV-3 INV-5", (const Case& k)) {
+PFX_PROPERTY(Rule, BoundsAreEachBoundsDefinition, "INV-1 INV-2 INV-3 INV-5 INV-12", (const Case& k)) {
   const pfx::Config config = pfx::refinement::to_core(k.config);
   const pfx::Bounds b = pfx::bounds(config, k.ids, k.canonical_end, k.prompt);
   RC_ASSERT(b.common_prefix == pfx::spec::lcp(k.ids, k.prompt));
@@ -176,6 +203,7 @@ PFX_PROPERTY(Rule, BoundsAreEachBoundsDefinition, "INV-1 INV-2 INV-3 INV-5", (co
   RC_ASSERT(b.one_token_left == (k.prompt.empty() ? 0 : k.prompt.size() - 1));
   const std::size_t tightest = std::min({b.common_prefix, b.canonical_end, b.one_token_left});
   RC_ASSERT(b.aligned == tightest - tightest % config.chunk);
+  RC_ASSERT(b.stepped == largest_keeping_the_step(k.prompt.size(), b.aligned, config.chunk, config.prefill_step));
   RC_ASSERT(b.keep_min == config.keep_min);
 }
 
@@ -220,4 +248,113 @@ TEST(Rule, BoundsAndDecideOnTheEmptyPromptAndTheEmptyRecord) {
   const pfx::Bounds one = pfx::bounds({true, 0, 1}, held, 3, std::vector<pfx::token>{1});
   EXPECT_EQ(one.one_token_left, 0U);
   EXPECT_EQ(one.tightest, pfx::Bound::one_token_left);
+}
+
+// The prefill step (INV-12) on its own, at full width: prompt lengths up to 2^64 - 1 that no test
+// can hold, so prefill_step_bound is called directly, against the brute force over every chunk
+// below `aligned` (a window of them, where the search would be too long).
+
+namespace {
+
+/// A prompt length: small, around 2^32, or near 2^64; and near a multiple of `step`.
+std::size_t prompt_length(std::size_t step) {
+  const std::size_t base = pfx::gen::one_of({*rc::gen::inRange<std::size_t>(1, 3000),
+                                             (std::size_t{1} << 32) + *rc::gen::inRange<std::size_t>(0, 3000),
+                                             SIZE_MAX - *rc::gen::inRange<std::size_t>(0, 3000)});
+  if (step == 0 || *rc::gen::arbitrary<bool>()) return base;
+  const std::size_t multiple = base < step ? 0 : base - base % step;  // then 0, 1 or 2 past it
+  const std::size_t length = multiple + pfx::gen::one_of({0, 1, 2});
+  return length == 0 || length < multiple ? 1 : length;
+}
+
+}  // namespace
+
+PFX_PROPERTY(Rule, ThePrefillStepBoundIsTheLargestOffsetKeepingTheStepByBruteForce, "INV-7 INV-12", ()) {
+  const pfx::spec::Config c = *pfx::gen::config();
+  const std::size_t chunk = c.chunk;
+  const std::size_t step = c.prefill_step != 0 ? c.prefill_step : pfx::gen::prefill_step(chunk);
+  const std::size_t n = prompt_length(step);
+  // aligned: a multiple of chunk at most n - 1 (INV-3, INV-5), near the top or anywhere.
+  const std::size_t below = pfx::gen::one_of({n - 1, n - 1 - std::min<std::size_t>(n - 1, *rc::gen::inRange<std::size_t>(0, 50)),
+                                              *rc::gen::inRange<std::size_t>(0, SIZE_MAX)});
+  const std::size_t reusable = std::min(below, n - 1);
+  const std::size_t aligned = reusable - reusable % chunk;
+  const std::size_t got = pfx::prefill_step_bound(n, aligned, chunk, step);
+
+  constexpr std::size_t window = 1 << 14;
+  const std::optional<std::size_t> found = step_search(n, aligned, chunk, step, window);
+  RC_TAG(step == 0 ? "no step" : alone(n, step) ? "cold run ends alone" : "cold run does not end alone",
+         found ? "searched to the answer" : "searched a window");
+  RC_CLASSIFY(got < aligned, "lowered");
+  RC_ASSERT(got <= aligned);
+  RC_ASSERT(got % chunk == 0);
+  const bool keeps_the_step = step == 0 || got == 0 || alone(n - got, step) == alone(n, step);
+  RC_ASSERT(keeps_the_step);
+  if (found) {
+    RC_ASSERT(got == *found);
+  } else {
+    // No offset of the window keeps the step, so the answer lies below it.
+    RC_ASSERT(got <= aligned - window * chunk);
+  }
+  // The O(1) shape the proof in prefill_step.hpp gives: when the cold run does not end alone, at
+  // most one chunk down, and none when the step divides the chunk.
+  if (step != 0 && aligned > 0 && !alone(n, step)) {
+    RC_ASSERT(aligned - got <= chunk);
+    if (chunk % step == 0) RC_ASSERT(got == aligned);
+  }
+}
+
+PFX_PROPERTY(Rule, KeepMinJudgesTheOffsetThePrefillStepLeaves, "INV-4 INV-7 INV-12", ()) {
+  // A prompt held whole, so that the caps leave len(prompt) - 1, aligned down to the chunk; the
+  // prompt's length is the first from a random one on at which the prefill step lowers that to a
+  // non-zero offset below it. A keep_min between the two refuses the reuse (below keep_min, decided
+  // by the prefill step); one at or below the lowered offset takes it. A rule that judged keep_min
+  // before the step would take a reuse shorter than keep_min here.
+  const std::size_t step = *rc::gen::inRange<std::size_t>(2, 12);
+  std::size_t chunk = *rc::gen::inRange<std::size_t>(1, 12);
+  if (chunk % step == 0) ++chunk;  // a step that divides the chunk lowers only to 0, or not at all
+  const pfx::Config config{true, 0, chunk, step};
+  std::size_t n = *rc::gen::inRange<std::size_t>(2, 200);
+  const auto lowered_at = [&](std::size_t length) {
+    const std::size_t aligned = (length - 1) - (length - 1) % chunk;
+    const std::size_t stepped = pfx::prefill_step_bound(length, aligned, chunk, step);
+    return 0 < stepped && stepped < aligned;
+  };
+  // Every length m * chunk + 1 with m >= 2 and m % step == 1 is lowered (one chunk down, chunk %
+  // step != 0), so the search ends within (step + 1) * chunk + 1 lengths.
+  while (!lowered_at(n)) ++n;
+  const std::size_t aligned = (n - 1) - (n - 1) % chunk;
+  const std::size_t stepped = *step_search(n, aligned, chunk, step);  // the brute force, not the core
+  RC_ASSERT(0 < stepped && stepped < aligned);
+
+  pfx::spec::Tokens prompt(n);
+  for (std::size_t i = 0; i < n; ++i) prompt[i] = static_cast<pfx::token>(i % 7);
+  pfx::spec::Tokens held = prompt;
+  held.push_back(5);  // the prompt, then what decode wrote
+  pfx::Config refusing = config;
+  refusing.keep_min = *rc::gen::inRange<std::size_t>(stepped + 1, aligned + 1);
+  pfx::Config taking = config;
+  taking.keep_min = *rc::gen::inRange<std::size_t>(0, stepped + 1);
+  RC_TAG(alone(n, step) ? "cold run ends alone" : "cold run does not end alone");
+
+  const pfx::Decision refused = pfx::decide(refusing, held, n, prompt);
+  RC_ASSERT(refused.offset == 0U);
+  RC_ASSERT(refused.reason == pfx::Reason::below_keep_min);
+  RC_ASSERT(refused.bound == pfx::Bound::prefill_step);
+  const pfx::Decision taken = pfx::decide(taking, held, n, prompt);
+  RC_ASSERT(taken.offset == stepped);
+  RC_ASSERT(taken.reason == pfx::Reason::reused);
+  RC_ASSERT(taken.bound == pfx::Bound::prefill_step);
+  // The machine answers so, and so does the reference, which searches every offset.
+  for (const pfx::Config& each : {refusing, taking}) {
+    pfx::Machine m;
+    RC_ASSERT(m.configure(each).accepted());
+    RC_ASSERT(m.record(held, n).accepted());
+    pfx::spec::State model;
+    model.config = pfx::refinement::to_spec(each);
+    model.ids = held;
+    model.canonical_end = n;
+    RC_ASSERT(pfx::refinement::to_spec(m.query(prompt), pfx::spec::Query{prompt}) ==
+              pfx::spec::reference_decision(model, prompt));
+  }
 }

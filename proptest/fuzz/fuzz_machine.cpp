@@ -2,7 +2,7 @@
 // event stream drawn from the input by the generator the audit and the property tests use
 // (spec/refinement/include/pfx/refinement/random_events.hpp). A finding is any step where the two
 // answer differently, their states differ afterwards, or the machine's step breaks an invariant of
-// the catalogue (INV-1..11), checked by spec/refinement/include/pfx/refinement/bridge.hpp exactly as the property tests do.
+// the catalogue (INV-1..12), checked by spec/refinement/include/pfx/refinement/bridge.hpp exactly as the property tests do.
 
 #include "byte_reader.hpp"
 #include "finding.hpp"
@@ -26,13 +26,15 @@ constexpr std::size_t most_events = 512;
 
 /// The audit's ranges, widened to what only a fuzzer explores: the first byte chooses an alphabet
 /// of 1 to 4 letters, tails run to 11 tokens and sometimes to thousands (past the blocks of the
-/// run-time prefix compare), and keep_min and chunk reach the huge values; prompts keep all that
-/// is held, and commits claim their generated tokens, more often than the audit's.
+/// run-time prefix compare), keep_min and chunk reach the huge values, configurations draw prefill
+/// steps; prompts keep all that is held, and commits claim their generated tokens, more often than
+/// the audit's.
 pfx::refinement::EventRanges ranges(pfx::fuzz::ByteReader& in) {
   return {.alphabet = 1 + in.below(4),
           .tail = 11,
           .long_tail = 2300,
           .huge = true,
+          .prefill_steps = true,
           .whole = 4,
           .past_prompt = 2};
 }

@@ -70,6 +70,26 @@ class PyBuffers(unittest.TestCase):
             machine.record(held + [-1], 3)
         self.assertEqual(machine.ids, held)
 
+    @verifies("PY-3 INV-12")
+    def test_with_a_prefill_step_the_whole_prompt_is_read(self):
+        # The rule then depends on the prompt's length (INV-12): every id is read and checked, and the
+        # answer is the one for the whole prompt, not for its prefix up to the first difference.
+        held = list(range(1, 11))
+        config = pfx.Config(keep_min=0, chunk=2, prefill_step=3)
+        machine = pfx.Machine(config)
+        machine.record(held, 10)
+        prompt = held[:8] + [99] * 6  # differs at 8; 14 tokens, whose cold run ends with 2 in steps of 3
+        # A resume at 8 leaves 6 tokens: two full steps, as the cold run does not end alone either.
+        self.assertEqual(machine.query(prompt).offset, 8)
+        self.assertEqual(pfx.decide(config, held, 10, prompt).offset, 8)
+        longer = prompt + [99]  # 15 tokens: the cold run does not end alone, a resume at 8 would (7 = 2 * 3 + 1)
+        self.assertEqual((machine.query(longer).offset, machine.query(longer).bound), (6, pfx.Bound.prefill_step))
+        self.assertEqual(pfx.decide(config, held, 10, longer).offset, 6)
+        for read in (machine.query, lambda p: pfx.decide(config, held, 10, p)):
+            with self.assertRaises(ValueError) as raised:
+                read(prompt + [-5])
+            self.assertIn("prompt[14]: expected a token id (an integer in 0..2147483647)", str(raised.exception))
+
     @verifies("PY-2 PY-3")
     def test_ids_are_a_view_with_the_sequence_and_buffer_protocols(self):
         r = rng(self)

@@ -28,12 +28,15 @@ class PyDropIn(unittest.TestCase):
             end = r.randrange(len(ids) + 1)
             prefix = pfx.PromptPrefix()
             prefix.record(ids, end)
-            machine = pfx.Machine(pfx.Config(enabled=True, keep_min=r.randrange(9), chunk=r.randrange(1, 5)))
+            machine = pfx.Machine(pfx.Config(enabled=True, keep_min=r.randrange(9), chunk=r.randrange(1, 5),
+                                             prefill_step=r.choice([0, 3, 256, 2**64 - 1])))
             machine.record(ids, end)
             for original in (prefix, machine):
                 for how, twin in copies(original).items():
                     self.assertIsNot(twin, original)
                     self.assertEqual(twin, original, how)
+                    if original is machine:  # every knob, the prefill step too
+                        self.assertEqual(twin.config, machine.config, how)
                     self.assertEqual((list(twin.ids), twin.canonical_end), (ids, end), how)
                     twin.clear()  # the copy changes, the original does not
                     self.assertEqual((list(original.ids), original.canonical_end), (ids, end), how)
@@ -57,6 +60,19 @@ class PyDropIn(unittest.TestCase):
         self.assertIn("commit or abort", str(raised.exception))
         with self.assertRaises(ValueError):
             pfx.Machine.__new__(pfx.Machine).__setstate__((1, True, 2, 1, b"\xff\xff\xff\xff", 1))  # id -1
+
+    @verifies("PY-3")
+    def test_a_machine_pickled_before_the_prefill_step_loads_without_one(self):
+        # Version 1 of the pickled state had no prefill step: it loads with none (0).
+        old = pfx.Machine.__new__(pfx.Machine)
+        old.__setstate__((1, True, 2, 4, b"\x01\x00\x00\x00\x02\x00\x00\x00", 2))
+        self.assertEqual((old.config, old.ids, old.canonical_end), (pfx.Config(True, 2, 4, 0), [1, 2], 2))
+        stepped = pfx.Machine(pfx.Config(keep_min=2, chunk=4, prefill_step=256))
+        self.assertEqual(stepped.__getstate__()[0], 2)
+        self.assertEqual(pickle.loads(pickle.dumps(stepped)).config.prefill_step, 256)
+        for bad in ((2, True, 2, 4, b"", 0), (3, True, 2, 4, b"", 0, 0)):  # v2 without the step; v3
+            with self.assertRaises(ValueError):
+                pfx.Machine.__new__(pfx.Machine).__setstate__(bad)
 
     @verifies("PY-1")
     def test_repr_shows_the_held_length_canonical_end_and_enabled(self):

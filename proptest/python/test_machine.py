@@ -28,7 +28,14 @@ def everything(machine: pfx.Machine) -> tuple:
     return (machine.config, machine.ids, machine.canonical_end, machine.phase, machine.begin_offset)
 
 
-def model_decide(enabled, keep_min, chunk, ids, canonical_end, prompt) -> tuple:
+def alone(tokens: int, prefill_step: int) -> bool:
+    """Whether prefilling `tokens` (>= 1) tokens in steps of `prefill_step` ends with a step of one token
+    alone (docs/spec.md, "The rule"): the steps are [0, s), [s, 2s), ..., the last one holds token
+    tokens - 1."""
+    return (tokens - 1) % prefill_step == 0
+
+
+def model_decide(enabled, keep_min, chunk, ids, canonical_end, prompt, prefill_step=0) -> tuple:
     """The rule, straight from docs/spec.md: (offset, common_prefix, reason, bound)."""
     if not enabled:
         return (0, 0, "disabled", "none")
@@ -42,6 +49,14 @@ def model_decide(enabled, keep_min, chunk, ids, canonical_end, prompt) -> tuple:
                            (max(len(prompt) - 1, 0), "one_token_left")], key=lambda b: b[0])
     if reusable % chunk:
         reusable, bound = reusable - reusable % chunk, "alignment"
+    if prefill_step and reusable:
+        # INV-12: down the chunk grid until a resume ends with a one-token step exactly when the cold
+        # run does (0 always does); keep_min judges what is left.
+        stepped = reusable
+        while stepped > 0 and alone(len(prompt) - stepped, prefill_step) != alone(len(prompt), prefill_step):
+            stepped -= chunk
+        if stepped < reusable:
+            reusable, bound = stepped, "prefill_step"
     if reusable == 0:
         return (0, lcp, "nothing_reusable", bound)
     if reusable < keep_min:
@@ -53,12 +68,13 @@ class Model:
     """The protocol of docs/spec.md. Each event returns a decision tuple, None, or the refusal's name."""
 
     def __init__(self):
-        self.enabled, self.keep_min, self.chunk = True, 64, 1
+        self.enabled, self.keep_min, self.chunk, self.prefill_step = True, 64, 1, 0
         self.ids, self.canonical_end, self.writing, self.begin_offset = [], 0, False, 0
         self.begun, self.tainted = [], False
 
     def decide(self, prompt):
-        return model_decide(self.enabled, self.keep_min, self.chunk, self.ids, self.canonical_end, prompt)
+        return model_decide(self.enabled, self.keep_min, self.chunk, self.ids, self.canonical_end, prompt,
+                            self.prefill_step)
 
     def query(self, prompt):
         return "writing" if self.writing else self.decide(prompt)
@@ -108,19 +124,20 @@ class Model:
         self.tainted = self.writing  # a clear during a write: its commit stores nothing
         return None
 
-    def configure(self, enabled, keep_min, chunk):
+    def configure(self, enabled, keep_min, chunk, prefill_step=0):
         if self.writing:
             return "writing"
         if chunk == 0:
             return "chunk zero"
-        regrid = chunk != self.chunk
-        self.enabled, self.keep_min, self.chunk = enabled, keep_min, chunk
+        regrid = chunk != self.chunk  # a new prefill step keeps the record: the grid is the same
+        self.enabled, self.keep_min, self.chunk, self.prefill_step = enabled, keep_min, chunk, prefill_step
         if not enabled or regrid:
             self.clear()
         return None
 
     def everything(self):
-        return (pfx.Config(enabled=self.enabled, keep_min=self.keep_min, chunk=self.chunk), self.ids,
+        return (pfx.Config(enabled=self.enabled, keep_min=self.keep_min, chunk=self.chunk,
+                           prefill_step=self.prefill_step), self.ids,
                 self.canonical_end, pfx.Phase.writing if self.writing else pfx.Phase.idle, self.begin_offset)
 
 
@@ -167,9 +184,11 @@ def random_event(r, model: Model):
             keep_min = r.choice(FULL_WIDTH)
         if r.random() < 0.1:
             chunk = r.choice(FULL_WIDTH)
-        return (f"configure(Config({enabled}, {keep_min}, {chunk}))",
-                lambda m: m.configure(pfx.Config(enabled=enabled, keep_min=keep_min, chunk=chunk)),
-                lambda: model.configure(enabled, keep_min, chunk))
+        # A prefill step of every kind: none, 1, small, the chunk's, or one step whatever the length.
+        step = r.choice([0, 0, 0, 1, 2, 3, 5, chunk, 2**32, 2**64 - 1])
+        return (f"configure(Config({enabled}, {keep_min}, {chunk}, prefill_step={step}))",
+                lambda m: m.configure(pfx.Config(enabled=enabled, keep_min=keep_min, chunk=chunk, prefill_step=step)),
+                lambda: model.configure(enabled, keep_min, chunk, step))
     return f"{kind}()", lambda m: getattr(m, kind)(), getattr(model, kind)
 
 
@@ -284,11 +303,12 @@ class PyMachine(unittest.TestCase):
                 caught += 1
         self.assertGreater(caught, 10)
 
-    @verifies("PY-3")
+    @verifies("PY-3 INV-12")
     def test_decide_answers_as_the_machine(self):
         r = rng(self)
         for _ in range(500):
-            config = pfx.Config(enabled=r.random() < 0.9, keep_min=r.randrange(4), chunk=r.randrange(1, 4))
+            config = pfx.Config(enabled=r.random() < 0.9, keep_min=r.randrange(4), chunk=r.randrange(1, 4),
+                                prefill_step=r.choice([0, 0, 1, 2, 3, 4, 2**64 - 1]))
             ids = [r.randrange(2) for _ in range(r.randrange(8))]
             end = r.randrange(len(ids) + 1)
             prompt = [r.randrange(2) for _ in range(r.randrange(9))]
@@ -297,7 +317,8 @@ class PyMachine(unittest.TestCase):
             decision = pfx.decide(config, ids, end, prompt)
             self.assertEqual(decision, machine.query(prompt))
             self.assertEqual((decision.offset, decision.common_prefix, decision.reason.name, decision.bound.name),
-                             model_decide(config.enabled, config.keep_min, config.chunk, ids, end, prompt))
+                             model_decide(config.enabled, config.keep_min, config.chunk, ids, end, prompt,
+                                          config.prefill_step))
         with self.assertRaises(pfx.Refused):
             pfx.decide(pfx.Config(chunk=0), [1], 1, [1, 2])
         self.assertEqual(pfx.common_prefix([1, 2, 3], (1, 2, 4)), 2)
@@ -342,6 +363,8 @@ class PyMachine(unittest.TestCase):
             (lambda: pfx.Config(enabled=1), TypeError, "enabled must be True or False, not int (1)"),
             (lambda: pfx.Config(keep_min=-1), ValueError, "keep_min must be >= 0, not -1"),
             (lambda: pfx.Config(chunk="2"), TypeError, "chunk must be an integer, not str ('2')"),
+            (lambda: pfx.Config(prefill_step=-1), ValueError, "prefill_step must be >= 0, not -1"),
+            (lambda: pfx.Config(prefill_step=None), TypeError, "prefill_step must be an integer, not NoneType (None)"),
             (lambda: pfx.Decision(reason=1), TypeError, "reason must be a pfx.Reason, not int"),
         ]
         for call, error, message in cases:
@@ -357,9 +380,14 @@ class PyMachine(unittest.TestCase):
         self.assertEqual((config.enabled, config.keep_min, config.chunk), (True, 8, 4))
         self.assertEqual(config, pfx.Config(True, 8, 4))
         self.assertNotEqual(config, pfx.Config())
-        self.assertEqual(repr(config), "Config(enabled=True, keep_min=8, chunk=4)")
+        self.assertEqual(repr(config), "Config(enabled=True, keep_min=8, chunk=4, prefill_step=0)")
         config.chunk = 2
         self.assertEqual(config.chunk, 2)
+        config.prefill_step = 256
+        self.assertEqual((config.prefill_step, repr(config)),
+                         (256, "Config(enabled=True, keep_min=8, chunk=2, prefill_step=256)"))
+        self.assertNotEqual(config, pfx.Config(True, 8, 2))
+        self.assertEqual(config, pfx.Config(True, 8, 2, 256))
         machine = pfx.Machine(config)
         machine.config.keep_min = 99  # a copy
         self.assertEqual(machine.config.keep_min, 8)
@@ -369,7 +397,7 @@ class PyMachine(unittest.TestCase):
         self.assertEqual([r.name for r in pfx.Reason.__members__.values()],
                          ["reused", "disabled", "empty_record", "nothing_reusable", "below_keep_min"])
         self.assertEqual([b.name for b in pfx.Bound.__members__.values()],
-                         ["none", "common_prefix", "canonical_end", "one_token_left", "alignment"])
+                         ["none", "common_prefix", "canonical_end", "one_token_left", "alignment", "prefill_step"])
 
     @verifies("PY-3 INV-4 INV-5")
     def test_full_width_settings_act_at_full_width_or_are_refused(self):
@@ -390,7 +418,11 @@ class PyMachine(unittest.TestCase):
             self.assertEqual((decision.offset, decision.reason, decision.bound),
                              (0, pfx.Reason.nothing_reusable, pfx.Bound.alignment), value)
             self.assertEqual(pfx.decide(pfx.Config(keep_min=value), held, len(held), prompt).offset, 0)
-        for name in ("keep_min", "chunk"):
+            # A prefill step at full width acts as one: the cold run of 41 tokens does not end alone
+            # in steps this long, so a resume must not either: 40 falls a chunk, to 39.
+            stepped = pfx.decide(pfx.Config(keep_min=0, prefill_step=value), held, len(held), prompt)
+            self.assertEqual((stepped.offset, stepped.bound), (39, pfx.Bound.prefill_step), value)
+        for name in ("keep_min", "chunk", "prefill_step"):
             with self.assertRaises(OverflowError) as raised:
                 pfx.Config(**{name: 2**64})
             self.assertEqual(str(raised.exception), f"{name}: 18446744073709551616 does not fit 64 bits")

@@ -44,8 +44,31 @@ inline std::size_t huge() {
   return one_of({two_to_32 - 1, two_to_32, two_to_32 + 1, two_to_32 + 3, SIZE_MAX - 1, SIZE_MAX});
 }
 
+/// a * b, or SIZE_MAX where that would not fit.
+inline std::size_t saturating_product(std::size_t a, std::size_t b) {
+  return b != 0 && a > SIZE_MAX / b ? SIZE_MAX : a * b;
+}
+
+/// A prefill step for a configuration of `chunk` (INV-12): mostly none (0), else 1, a small one,
+/// the chunk itself, a multiple of it, one next to it (neither a multiple nor a divisor, mostly), or
+/// full width: 2^32, and 2^64 - 1, one step whatever the length.
+inline std::size_t prefill_step(std::size_t chunk) {
+  const std::size_t small = *rc::gen::inRange<std::size_t>(2, 9);
+  const std::size_t multiple = saturating_product(chunk, *rc::gen::inRange<std::size_t>(2, 5));
+  const std::size_t beside = chunk < SIZE_MAX && *rc::gen::arbitrary<bool>() ? chunk + 1 : chunk - 1;
+  return *rc::gen::weightedElement<std::size_t>({{8, 0},
+                                                 {1, 1},
+                                                 {3, small},
+                                                 {2, chunk},
+                                                 {1, multiple},
+                                                 {2, beside == 0 ? 2 : beside},
+                                                 {1, std::size_t{1} << 32},
+                                                 {1, SIZE_MAX}});
+}
+
 /// A configuration: mostly enabled, keep_min and chunk around small values and the seed's default,
-/// sometimes full width (a keep_min above any prompt never reuses; a chunk above it aligns to 0).
+/// sometimes full width (a keep_min above any prompt never reuses; a chunk above it aligns to 0);
+/// a prefill step of every kind.
 inline rc::Gen<spec::Config> config() {
   return rc::gen::exec([] {
     spec::Config c;
@@ -58,13 +81,9 @@ inline rc::Gen<spec::Config> config() {
     c.chunk = huge_chunk ? huge()
                          : *rc::gen::weightedElement<std::size_t>(
                                {{4, 1}, {3, 2}, {3, 3}, {2, 4}, {1, 8}, {1, 16}, {1, 5}});
+    c.prefill_step = prefill_step(c.chunk);
     return c;
   });
-}
-
-/// a * b, or SIZE_MAX where that would not fit.
-inline std::size_t saturating_product(std::size_t a, std::size_t b) {
-  return b != 0 && a > SIZE_MAX / b ? SIZE_MAX : a * b;
 }
 
 /// `length` tokens over an alphabet of `alphabet` letters.
@@ -77,12 +96,13 @@ inline std::size_t length_scale() {
   return *rc::gen::weightedElement<std::size_t>({{6, 12}, {4, 40}, {1, 200}, {1, 2600}});
 }
 
-/// A cut point in [0, limit]: around keep_min, around multiples of chunk, around the compare's
-/// block size, at the ends, or anywhere.
+/// A cut point in [0, limit]: around keep_min, around multiples of chunk or of the prefill step,
+/// around the compare's block size, at the ends, or anywhere.
 inline std::size_t cut_point(const spec::Config& c, std::size_t limit) {
   const std::size_t multiple = saturating_product(c.chunk, *rc::gen::inRange<std::size_t>(1, 6));
+  const std::size_t steps = saturating_product(c.prefill_step, *rc::gen::inRange<std::size_t>(1, 4));
   const std::size_t block = 1024 * *rc::gen::inRange<std::size_t>(1, 3);
-  const std::size_t base = pfx::gen::one_of({0, c.keep_min, multiple, block, limit,
+  const std::size_t base = pfx::gen::one_of({0, c.keep_min, multiple, steps, block, limit,
                                                           *rc::gen::inRange<std::size_t>(0, limit + 1)});
   std::size_t cut = base;
   const int nudge = *rc::gen::inRange(-1, 2);  // one below, at, or one above
@@ -152,6 +172,20 @@ inline std::size_t canonical_end(const spec::Config& c, const Tokens& ids, const
   return std::min(pick, ids.size());
 }
 
+/// `prompt` cut or padded (with tokens of the alphabet) to a length at a boundary of the prefill
+/// step: a multiple of it, one past (its last step is one token alone) or two past.
+inline Tokens at_step_boundary(Tokens prompt, std::size_t step, Token alphabet) {
+  const std::size_t base = prompt.size() - prompt.size() % step;
+  const std::size_t length = base + one_of({0, 1, 2});
+  if (length <= prompt.size()) {
+    prompt.resize(length);
+  } else {
+    const Tokens more = tokens(length - prompt.size(), alphabet);
+    prompt.insert(prompt.end(), more.begin(), more.end());
+  }
+  return prompt;
+}
+
 /// A held record and a prompt to query it with.
 struct Case {
   spec::Config config;
@@ -169,6 +203,9 @@ inline rc::Gen<Case> query_case() {
     k.ids = tokens(*rc::gen::inRange<std::size_t>(0, length_scale() + 1), alphabet);
     k.shape = shape();
     k.prompt = prompt_from(k.ids, k.shape, k.config, alphabet);
+    if (k.config.prefill_step != 0 && *rc::gen::arbitrary<bool>()) {
+      k.prompt = at_step_boundary(k.prompt, k.config.prefill_step, alphabet);
+    }
     k.canonical_end = canonical_end(k.config, k.ids, k.prompt);
     return k;
   });

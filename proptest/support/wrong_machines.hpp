@@ -25,7 +25,7 @@ namespace pfx::test::wrong {
 struct CaughtBy {
   bool safe = false;       ///< SAFE against the ghost state
   bool reference = false;  ///< the answer and state of the reference protocol
-  bool invariant = false;  ///< some invariant of the catalogue (INV-1..11)
+  bool invariant = false;  ///< some invariant of the catalogue (INV-1..12)
 };
 
 /// core's Machine, forwarded; each wrong machine changes what it gets wrong in apply or query.

@@ -30,6 +30,7 @@ class Bound(enum.Enum):
     canonical_end: Bound
     one_token_left: Bound
     alignment: Bound
+    prefill_step: Bound
 
 class Phase(enum.Enum):
     idle: Phase
@@ -39,7 +40,8 @@ class Config:
     enabled: bool
     keep_min: int
     chunk: int
-    def __init__(self, enabled: bool = True, keep_min: int = 64, chunk: int = 1) -> None: ...
+    prefill_step: int
+    def __init__(self, enabled: bool = True, keep_min: int = 64, chunk: int = 1, prefill_step: int = 0) -> None: ...
     def __eq__(self, other: object) -> bool: ...
 
 class Decision:

@@ -70,7 +70,15 @@ std::string python_bool(bool value) { return value ? "True" : "False"; }
 
 std::string repr(const Config& c) {
   return "Config(enabled=" + python_bool(c.enabled) + ", keep_min=" + std::to_string(c.keep_min) +
-         ", chunk=" + std::to_string(c.chunk) + ")";
+         ", chunk=" + std::to_string(c.chunk) + ", prefill_step=" + std::to_string(c.prefill_step) + ")";
+}
+
+/// The prompt the rule reads: without a prefill step it depends on a prompt only through lcp(held,
+/// prompt) and, when the prompt is a prefix of held, its length, so the ids after the first that
+/// differs are not read (convert.hpp); with one it depends on the prompt's length (INV-12), so the
+/// whole prompt is read and checked.
+std::span<const token> rule_prompt(Tokens& prompt, const Config& config, std::span<const token> held) {
+  return config.prefill_step == 0 ? prompt.through_first_difference(held) : prompt.all();
 }
 
 std::string repr(const Decision& d) {
@@ -89,25 +97,29 @@ Lane& unexported(Lane& self) {
   return self;
 }
 
-/// The Python Machine's state for pickle: (version, enabled, keep_min, chunk, ids as int32 bytes,
-/// canonical_end). Only an idle machine: a request being written cannot continue elsewhere.
+/// The Python Machine's state for pickle: (version 2, enabled, keep_min, chunk, ids as int32 bytes,
+/// canonical_end, prefill_step). Version 1, of a machine pickled before the prefill step, has no
+/// prefill_step: 0. Only an idle machine: a request being written cannot continue elsewhere.
 py::tuple machine_state(const Lane& self) {
   const pfx::Machine& m = self.machine;
   if (m.phase() != pfx::Phase::idle) {
     raise(PyExc_TypeError, "a pfx.Machine can be pickled only while idle: commit or abort the request first");
   }
   const std::vector<pfx::token>& ids = m.held().ids;
-  return py::make_tuple(1, m.config().enabled, m.config().keep_min, m.config().chunk,
+  return py::make_tuple(2, m.config().enabled, m.config().keep_min, m.config().chunk,
                         py::bytes(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(pfx::token)),
-                        m.held().canonical_end);
+                        m.held().canonical_end, m.config().prefill_step);
 }
 
 Lane machine_from_state(const py::tuple& state) {
-  if (state.size() != 6 || !py::isinstance<py::bytes>(state[4]) || state[0].cast<int>() != 1) {
+  const bool v1 = state.size() == 6 && py::isinstance<py::int_>(state[0]) && state[0].cast<int>() == 1;
+  const bool v2 = state.size() == 7 && py::isinstance<py::int_>(state[0]) && state[0].cast<int>() == 2;
+  if ((!v1 && !v2) || !py::isinstance<py::bytes>(state[4])) {
     raise(PyExc_ValueError, "not the state of a pickled pfx.Machine");
   }
   Lane lane;
-  accepted(lane.machine.configure({flag(state[1], "enabled"), count(state[2], "keep_min"), count(state[3], "chunk")}));
+  accepted(lane.machine.configure({flag(state[1], "enabled"), count(state[2], "keep_min"), count(state[3], "chunk"),
+                                   v2 ? count(state[6], "prefill_step") : 0}));
   // The bytes are read as int32 through a memoryview, so each id is checked like any other.
   const py::object ids = py::memoryview(state[4]).attr("cast")("i");
   Tokens tokens(ids, "ids");
@@ -169,17 +181,23 @@ PYBIND11_MODULE(_native, m) {
       .value("common_prefix", Bound::common_prefix)
       .value("canonical_end", Bound::canonical_end)
       .value("one_token_left", Bound::one_token_left)
-      .value("alignment", Bound::alignment);
+      .value("alignment", Bound::alignment)
+      .value("prefill_step", Bound::prefill_step);
   py::enum_<Phase>(m, "Phase", "Whether a request is being written (between begin and commit or abort).")
       .value("idle", Phase::idle)
       .value("writing", Phase::writing);
 
-  py::class_<Config>(m, "Config", "The rule's knobs: Config(enabled=True, keep_min=64, chunk=1), the seed's defaults.")
-      .def(py::init([](py::handle enabled, py::handle keep_min, py::handle chunk) {
-             return Config{flag(enabled, "enabled"), count(keep_min, "keep_min"), count(chunk, "chunk")};
+  py::class_<Config>(m, "Config",
+                     "The rule's knobs: Config(enabled=True, keep_min=64, chunk=1, prefill_step=0), the seed's defaults "
+                     "(prefill_step: the engine's prefill step, where it computes a step of one token alone otherwise; "
+                     "0: no such premise).")
+      .def(py::init([](py::handle enabled, py::handle keep_min, py::handle chunk, py::handle prefill_step) {
+             return Config{flag(enabled, "enabled"), count(keep_min, "keep_min"), count(chunk, "chunk"),
+                           count(prefill_step, "prefill_step")};
            }),
            py::arg("enabled") = Config{}.enabled, py::arg("keep_min") = Config{}.keep_min,
-           py::arg("chunk") = Config{}.chunk)  // core's defaults, written once (config.hpp)
+           py::arg("chunk") = Config{}.chunk,
+           py::arg("prefill_step") = Config{}.prefill_step)  // core's defaults, written once (config.hpp)
       .def_property(
           "enabled", [](const Config& c) { return c.enabled; },
           [](Config& c, py::handle v) { c.enabled = flag(v, "enabled"); })
@@ -188,6 +206,9 @@ PYBIND11_MODULE(_native, m) {
           [](Config& c, py::handle v) { c.keep_min = count(v, "keep_min"); })
       .def_property(
           "chunk", [](const Config& c) { return c.chunk; }, [](Config& c, py::handle v) { c.chunk = count(v, "chunk"); })
+      .def_property(
+          "prefill_step", [](const Config& c) { return c.prefill_step; },
+          [](Config& c, py::handle v) { c.prefill_step = count(v, "prefill_step"); })
       .def(py::self == py::self)  // NOLINT(misc-redundant-expression): pybind11's operator idiom
       .def("__repr__", [](const Config& c) { return repr(c); });
 
@@ -215,8 +236,9 @@ PYBIND11_MODULE(_native, m) {
 
 Machine(config=None): idle, nothing held, config or Config() (reuse on, keep_min 64, chunk 1).
 A token sequence is a buffer of integers (array.array, memoryview, numpy arrays: read in place) or
-any iterable of integers; ids are integers in 0..2147483647. query and begin read a prompt only up to
-the first id that differs from the record; commit and record read and check every id.
+any iterable of integers; ids are integers in 0..2147483647. Without a prefill step, query reads a
+prompt only up to the first id that differs from the record; begin, commit and record, and query with a
+prefill step (the rule then depends on the prompt's length), read and check every id.
 Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
   machine_class
       .def(py::init([](py::handle config) {
@@ -229,7 +251,7 @@ Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
           "query",
           [](const Lane& self, py::handle prompt) {
             Tokens p(prompt, "prompt");
-            return accepted(self.machine.query(p.through_first_difference(self.machine.held().ids)));
+            return accepted(self.machine.query(rule_prompt(p, self.machine.config(), self.machine.held().ids)));
           },
           py::arg("prompt"), "The decision for prompt. Idle only.")
       .def(
@@ -270,7 +292,9 @@ Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
           [](Lane& self, py::handle config) {
             accepted(unexported(self).machine.configure(instance<Config>(config, "config", "pfx.Config")));
           },
-          py::arg("config"), "Change the knobs. Idle only; turning reuse off or changing chunk forgets what is held.")
+          py::arg("config"),
+          "Change the knobs. Idle only; turning reuse off or changing chunk forgets what is held; changing "
+          "prefill_step keeps it.")
       .def(
           "reserve",
           [](Lane& self, py::handle tokens) {
@@ -330,10 +354,11 @@ Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
         const std::span<const pfx::token> held = i.all();
         const std::size_t end = count(canonical_end, "canonical_end");
         Tokens p(prompt, "prompt");
-        return pfx::decide(c, held, end, p.through_first_difference(held));
+        return pfx::decide(c, held, end, rule_prompt(p, c, held));
       },
       py::arg("config"), py::arg("ids"), py::arg("canonical_end"), py::arg("prompt"),
-      "The offset rule alone, without a machine.");
+      "The offset rule alone, without a machine: the final offset, every bound applied (the prefill step "
+      "included), then keep_min.");
   m.def(
       "common_prefix",
       [](py::handle a, py::handle b) {

@@ -8,7 +8,7 @@
 namespace pfx {
 
 /// How the offset rule is tuned. The defaults are the seed's: reuse on (audit 259), keep_min 64,
-/// chunk 1.
+/// chunk 1, and no prefill step premise.
 struct Config {
   /// When false every query answers 0 and nothing is recorded (INV-6).
   bool enabled = true;
@@ -17,6 +17,11 @@ struct Config {
   /// The engine's canonical prefill chunk; every offset is a multiple of it (INV-5). Must be >= 1
   /// (INV-9); a configuration with chunk 0 is refused.
   std::size_t chunk = 1;
+  /// How many tokens the engine's scheduler prefills in one step, where it computes a step of one
+  /// token alone otherwise than a longer one: every offset then leaves a last step of one token
+  /// exactly when the cold run's is (INV-12, prefill_step.hpp). 0: no such premise (the default);
+  /// SIZE_MAX: one step whatever the length. Every value is valid.
+  std::size_t prefill_step = 0;
 
   friend constexpr bool operator==(const Config&, const Config&) = default;
 };

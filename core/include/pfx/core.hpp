@@ -10,6 +10,7 @@
 #include <pfx/machine.hpp>
 #include <pfx/offset_rule.hpp>
 #include <pfx/outcome.hpp>
+#include <pfx/prefill_step.hpp>
 #include <pfx/record.hpp>
 #include <pfx/refusal.hpp>
 #include <pfx/token.hpp>

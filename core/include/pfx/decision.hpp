@@ -24,6 +24,7 @@ enum class Bound {
   canonical_end,   ///< rows past here were written by decode (INV-2, audit 260)
   one_token_left,  ///< the engine needs at least one token to prefill (INV-3)
   alignment,       ///< rounded down to a multiple of chunk (INV-5)
+  prefill_step,    ///< lowered so that the last prefill step is one token alone iff the cold run's is (INV-12)
 };
 
 /// The result of the offset rule for one prompt.
@@ -39,15 +40,18 @@ struct Decision {
 };
 
 /// The value of each bound of the rule for one prompt and what is held, as decide() takes the offset
-/// from them: offset = aligned when aligned > 0 and aligned >= keep_min, else 0 (docs/spec.md, "The
+/// from them: offset = stepped when stepped > 0 and stepped >= keep_min, else 0 (docs/spec.md, "The
 /// rule"). Callers that show why a prompt missed (`pfx explain`) print these; none recomputes them.
 struct Bounds {
   std::size_t common_prefix = 0;   ///< lcp(ids, prompt) (INV-1)
   std::size_t canonical_end = 0;   ///< rows from here on were written by decode (INV-2)
   std::size_t one_token_left = 0;  ///< len(prompt) - 1, or 0 for an empty prompt (INV-3)
-  /// The smallest of the three above, rounded down to a multiple of chunk (INV-5): the offset the
-  /// rule grants unless it is 0 or below keep_min.
+  /// The smallest of the three above, rounded down to a multiple of chunk (INV-5).
   std::size_t aligned = 0;
+  /// aligned, lowered by whole chunks so that the resumed prefill ends with a one-token step exactly
+  /// when the cold run's does (INV-12; aligned itself when prefill_step is 0): the offset the rule
+  /// grants unless it is 0 or below keep_min.
+  std::size_t stepped = 0;
   std::size_t keep_min = 0;        ///< the shortest reuse worth taking (INV-4)
   Bound tightest = Bound::none;    ///< the bound that cut the most (ties go to the earlier in Bound)
 
@@ -74,6 +78,7 @@ struct Bounds {
     case Bound::canonical_end: return "canonical end";
     case Bound::one_token_left: return "one token left";
     case Bound::alignment: return "alignment";
+    case Bound::prefill_step: return "prefill step";
   }
   return "?";
 }

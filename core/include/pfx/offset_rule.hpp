@@ -8,6 +8,7 @@
 #include <pfx/common_prefix.hpp>
 #include <pfx/config.hpp>
 #include <pfx/decision.hpp>
+#include <pfx/prefill_step.hpp>
 #include <pfx/token.hpp>
 
 #include <cstddef>
@@ -39,11 +40,19 @@ namespace pfx {
     reusable = aligned;
     bound = Bound::alignment;
   }
-  return {lcp, canonical_end, one_left, reusable, config.keep_min, bound};
+  const std::size_t on_grid = reusable;
+  // INV-12: a resume ends with a one-token prefill step exactly when the cold run does.
+  const std::size_t stepped = prefill_step_bound(prompt.size(), on_grid, config.chunk, config.prefill_step);
+  if (stepped < reusable) {
+    reusable = stepped;
+    bound = Bound::prefill_step;
+  }
+  return {lcp, canonical_end, one_left, on_grid, reusable, config.keep_min, bound};
 }
 
-/// offset(prompt) = align_down(min(lcp(ids, prompt), canonical_end, len(prompt) - 1), chunk) when
-/// that is >= keep_min, else 0; and 0 when disabled or nothing is held.
+/// offset(prompt) = step(align_down(min(lcp(ids, prompt), canonical_end, len(prompt) - 1), chunk))
+/// when that is >= keep_min, else 0; and 0 when disabled or nothing is held. step() is the
+/// prefill-step bound (prefill_step.hpp; the value itself when config.prefill_step is 0).
 /// Precondition: config.chunk >= 1 (INV-9; the Machine refuses any other configuration).
 [[nodiscard]] constexpr Decision decide(const Config& config, std::span<const token> ids,
                                         std::size_t canonical_end,
@@ -53,11 +62,14 @@ namespace pfx {
 
   const Bounds b = bounds(config, ids, canonical_end, prompt);
   const std::size_t lcp = b.common_prefix;
-  const std::size_t reusable = b.aligned;  // the tightest of INV-1, 2, 3, on the chunk grid (INV-5)
+  // The tightest of INV-1, 2, 3, on the chunk grid (INV-5), kept by the prefill step (INV-12).
+  const std::size_t reusable = b.stepped;
   const Bound bound = b.tightest;
   if (reusable == 0) return {0, lcp, Reason::nothing_reusable, bound};
+  // keep_min judges the offset the bounds leave, after the prefill step lowered it: a resume that
+  // INV-12 lowers below keep_min is not worth taking either.
   if (reusable < config.keep_min) return {0, lcp, Reason::below_keep_min, bound};  // INV-4
-  return {reusable, lcp, Reason::reused, bound};  // INV-7: the largest value INV-1..5 allow
+  return {reusable, lcp, Reason::reused, bound};  // INV-7: the largest value INV-1..5 and INV-12 allow
 }
 
 }  // namespace pfx

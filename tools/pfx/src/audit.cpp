@@ -60,14 +60,24 @@ json described(const std::vector<spec::Event>& events) {
 }
 
 /// A bounded exhaustive proof's result (pfx/refinement/exhaustive_proof.hpp), every step of which was
-/// compared with the reference model and checked against INV-1..10.
+/// compared with the reference model and checked against INV-1..12.
 json exhaustive(std::string_view name, const std::string& domain, const refinement::Tally& t) {
   json c = check(name, domain, t.checked, t.failed, fmt::format("{} decisions granted a non-zero offset", t.granted));
   if (t.failed == 0) return c;
   c["counterexample"] = {
-      {"config", {{"enabled", t.config.enabled}, {"keep_min", t.config.keep_min}, {"chunk", t.config.chunk}}},
+      {"config",
+       {{"enabled", t.config.enabled},
+        {"keep_min", t.config.keep_min},
+        {"chunk", t.config.chunk},
+        {"prefill_step", t.config.prefill_step}}},
       {"ids", t.ids}, {"canonical_end", t.canonical_end}, {"prompt", t.prompt}, {"event", t.event}};
   return c;
+}
+
+/// A domain's prefill steps in words: "prefill_step 0" or "prefill_step 0..3 and 2^64-1".
+std::string prefill_steps(std::size_t max_prefill_step) {
+  if (max_prefill_step == 0) return "prefill_step 0";
+  return fmt::format("prefill_step 0..{} and 2^64-1", max_prefill_step);
 }
 
 std::string statement_of(std::string_view id) {
@@ -163,18 +173,20 @@ json run_checks(const AuditOptions& options, ProgressBar& progress) {
     progress.update(checks.size());
     return interrupted_by() == 0;
   };
-  const refinement::Domain protocol{options.protocol_length, refinement::run_time_protocol_domain.max_keep_min,
-                                    refinement::run_time_protocol_domain.max_chunk};
+  refinement::Domain protocol = refinement::run_time_protocol_domain;
+  protocol.max_length = options.protocol_length;
   const auto domain = [](const refinement::Domain& d) {
-    return fmt::format("alphabet {{0,1}}, length <= {}, keep_min 0..{}, chunk 1..{}, enabled and not", d.max_length,
-                       d.max_keep_min, d.max_chunk);
+    return fmt::format("alphabet {{0,1}}, length <= {}, keep_min 0..{}, chunk 1..{}, {}, enabled and not", d.max_length,
+                       d.max_keep_min, d.max_chunk, prefill_steps(d.max_prefill_step));
   };
   if (!next("rule")) return checks;
   checks.push_back(exhaustive("rule", domain(options.rule), refinement::prove_rule_over(options.rule)));
   if (!next("protocol")) return checks;
   checks.push_back(exhaustive("protocol", domain(protocol), refinement::prove_protocol_over(protocol)));
   if (!next("configure")) return checks;
-  checks.push_back(exhaustive("configure", "keep_min 0..2, chunk 0..4, enabled and not", refinement::prove_configure(4)));
+  checks.push_back(exhaustive("configure",
+                              fmt::format("keep_min 0..2, chunk 0..4, {}, enabled and not", prefill_steps(2)),
+                              refinement::prove_configure(4, 2)));
   if (!next("random runs")) return checks;
   progress.restart(options.cases, "cases", fmt::format("audit: random runs (4/{})", check_count));
   checks.push_back(random_runs(options, [&progress](std::size_t done) {
@@ -235,9 +247,9 @@ void print_counterexample(std::ostream& out, const json& c, const json& seed) {
     }
     out << fmt::format("  replay: {}\n", x["replay"]);
   } else {
-    out << fmt::format("  config enabled={} keep_min={} chunk={}; record ids={} canonical_end={}; prompt={}; event #{} "
-                       "of the case\n",
-                       x["config"]["enabled"], x["config"]["keep_min"], x["config"]["chunk"],
+    out << fmt::format("  config enabled={} keep_min={} chunk={} prefill_step={}; record ids={} canonical_end={}; "
+                       "prompt={}; event #{} of the case\n",
+                       x["config"]["enabled"], x["config"]["keep_min"], x["config"]["chunk"], x["config"]["prefill_step"],
                        describe(x["ids"].get<spec::Tokens>()), x["canonical_end"],
                        describe(x["prompt"].get<spec::Tokens>()), x["event"]);
   }
@@ -248,7 +260,7 @@ void print_text(std::ostream& out, const json& report) {
   const json& checks = report["checks"];
   out << fmt::format("pfx audit, seed {} (replay: {})\nbuilt with {}\n\n", report["seed"], report["replay"],
                      report["build"]);
-  out << "Invariant checks: every step compared with the reference model and checked against INV-1..11;\n"
+  out << "Invariant checks: every step compared with the reference model and checked against INV-1..12;\n"
          "the model checker also checks SAFE against the ghost state on every reachable state\n";
   for (const json& c : checks) {
     out << fmt::format("  {:<10} {:<62} {:>9} steps  {}\n  {:<10} {}\n", c["name"], c["domain"], c["checked"],

@@ -7,8 +7,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <memory>
 #include <ostream>
+#include <string>
+#include <vector>
 
 namespace pfx::cli {
 namespace {
@@ -64,15 +67,22 @@ struct Row {
   bool tightest = false;  ///< the Decision's bound
 };
 
-/// The four bounds in decide's order (ties go to the earlier), then keep_min: each value as core
-/// computed it. Empty when no bound was consulted (reuse off, or nothing held: INV-6).
-std::vector<Row> rows_of(const Decision& d, const Bounds& b, std::size_t chunk) {
+/// The prefill step in words: "256", or "2^64 - 1 (one step)".
+std::string step_words(std::size_t step) {
+  return step == SIZE_MAX ? std::string("2^64 - 1 (one step)") : std::to_string(step);
+}
+
+/// The bounds in decide's order (ties go to the earlier; the prefill step's only when one is
+/// configured), then keep_min: each value as core computed it. Empty when no bound was consulted
+/// (reuse off, or nothing held: INV-6).
+std::vector<Row> rows_of(const Decision& d, const Bounds& b, const Config& config) {
   if (d.bound == Bound::none) return {};
+  const std::size_t chunk = config.chunk;
   const std::string keep = d.reason == Reason::below_keep_min
-                               ? fmt::format("{} rows are too few to be worth reusing: offset 0", b.aligned)
-                           : d.reason == Reason::reused ? fmt::format("{} >= {}: worth reusing", b.aligned, b.keep_min)
+                               ? fmt::format("{} rows are too few to be worth reusing: offset 0", b.stepped)
+                           : d.reason == Reason::reused ? fmt::format("{} >= {}: worth reusing", b.stepped, b.keep_min)
                                                         : std::string("nothing to reuse");
-  return {
+  std::vector<Row> rows = {
       {name(Bound::common_prefix), b.common_prefix, "INV-1", "lcp(ids, prompt): past it the rows hold other tokens",
        d.bound == Bound::common_prefix},
       {name(Bound::canonical_end), b.canonical_end, "INV-2", "rows from here on were written by decode",
@@ -81,8 +91,16 @@ std::vector<Row> rows_of(const Decision& d, const Bounds& b, std::size_t chunk) 
        "len(prompt) - 1: the engine prefills at least one token", d.bound == Bound::one_token_left},
       {name(Bound::alignment), b.aligned, "INV-5",
        fmt::format("the smallest above, rounded down to a multiple of chunk {}", chunk), d.bound == Bound::alignment},
-      {"keep_min", b.keep_min, "INV-4", keep, false},
   };
+  if (config.prefill_step != 0) {
+    rows.push_back({name(Bound::prefill_step), b.stepped, "INV-12",
+                    fmt::format("alignment, lowered so a resume ends with a one-token step iff the cold run does "
+                                "(prefill step {})",
+                                step_words(config.prefill_step)),
+                    d.bound == Bound::prefill_step});
+  }
+  rows.push_back({"keep_min", b.keep_min, "INV-4", keep, false});
+  return rows;
 }
 
 /// explain's answer: the text and the JSON are both written from it.
@@ -97,9 +115,12 @@ struct Explanation {
 std::string to_text(const Explanation& e) {
   const Decision& d = e.decision;
   std::string text = fmt::format("record: {} ids, canonical_end {}\nprompt: {} tokens\nconfig: reuse {}, keep_min {}, "
-                                 "chunk {}\n\n",
+                                 "chunk {}{}\n\n",
                                  e.record.ids.size(), e.record.canonical_end, e.prompt_tokens,
-                                 e.config.enabled ? "on" : "off", e.config.keep_min, e.config.chunk);
+                                 e.config.enabled ? "on" : "off", e.config.keep_min, e.config.chunk,
+                                 e.config.prefill_step == 0
+                                     ? std::string()
+                                     : fmt::format(", prefill step {}", step_words(e.config.prefill_step)));
   if (e.rows.empty()) {
     text += fmt::format("no bound was consulted: {} (INV-6)\n",
                         d.reason == Reason::disabled ? "reuse is off" : "nothing is held");
@@ -124,7 +145,11 @@ json to_json(const Explanation& e) {
           {"common_prefix", e.decision.common_prefix},
           {"record", {{"ids", e.record.ids.size()}, {"canonical_end", e.record.canonical_end}}},
           {"prompt_tokens", e.prompt_tokens},
-          {"config", {{"enabled", e.config.enabled}, {"keep_min", e.config.keep_min}, {"chunk", e.config.chunk}}},
+          {"config",
+           {{"enabled", e.config.enabled},
+            {"keep_min", e.config.keep_min},
+            {"chunk", e.config.chunk},
+            {"prefill_step", e.config.prefill_step}}},
           {"bounds", bounds}};
 }
 
@@ -146,7 +171,7 @@ Explanation explain(const ExplainOptions& options) {
   e.prompt_tokens = prompt.size();
   e.decision = machine.query(prompt).decision;
   const Record& held = machine.held();
-  e.rows = rows_of(e.decision, bounds(e.config, held.ids, held.canonical_end, prompt), e.config.chunk);
+  e.rows = rows_of(e.decision, bounds(e.config, held.ids, held.canonical_end, prompt), e.config);
   return e;
 }
 
@@ -179,6 +204,7 @@ Config explain_config(const ExplainOptions& options) {
   config.enabled = options.enabled.value_or(environment.enabled) && !options.disabled;
   config.keep_min = options.keep_min.value_or(environment.keep_min);
   config.chunk = options.chunk.value_or(default_chunk);
+  config.prefill_step = options.prefill_step;
   return config;
 }
 
@@ -201,6 +227,10 @@ void add_explain_command(CLI::App& app, const Streams& streams, int& status) {
       ->check(non_negative());  // CLI11 would wrap -1 round to 2^64 - 1
   explain->add_option("--chunk", options->chunk, "The engine's prefill chunk")
       ->default_str(std::to_string(default_chunk))
+      ->check(non_negative());
+  explain->add_option("--prefill-step", options->prefill_step,
+                      "The engine's prefill step, where it computes a one-token step otherwise (INV-12); 0: none")
+      ->default_str("0")
       ->check(non_negative());
   explain->add_option("--keep-min", options->keep_min,
                       "Shortest reuse worth taking (default: TF_GLM53_PREFIX_CACHE_MIN, or 64)")

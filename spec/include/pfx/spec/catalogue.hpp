@@ -1,7 +1,7 @@
 #pragma once
 
 /// \file
-/// The invariant catalogue: INV-1..11 as named predicates over one step of the protocol. The same
+/// The invariant catalogue: INV-1..12 as named predicates over one step of the protocol. The same
 /// tuple drives the compile-time proofs, the property tests, `pfx_catalogue` (the docs table) and the
 /// check that every invariant has a test.
 
@@ -76,8 +76,8 @@ inline constexpr auto catalogue = boost::hana::make_tuple(
                 return !s.decided() || !off || s.output.offset == 0;
               }},
     Invariant{"INV-7", "maximal",
-              "offset is the largest value allowed by INV-1..5, else 0 (no reuse is left on the "
-              "table)",
+              "offset is the largest value allowed by INV-1..5 and INV-12, else 0 (no reuse is "
+              "left on the table)",
               [](const Step& s) {
                 if (!s.decided() || !s.config.enabled || s.before.ids.empty()) return true;
                 const Tokens& prompt = *s.prompt();
@@ -123,6 +123,13 @@ inline constexpr auto catalogue = boost::hana::make_tuple(
                   return c->config.chunk == s.before.config.chunk || s.after.ids.empty();
                 }
                 return true;
+              }},
+    Invariant{"INV-12", "one-token step",
+              "prefill_step == 0 or offset == 0 or alone(len(prompt) - offset) == alone(len(prompt)), "
+              "where alone(t): a prefill of t tokens in steps of prefill_step ends with a step of one "
+              "token",
+              [](const Step& s) {
+                return !s.decided() || one_token_step(s.config, *s.prompt(), s.output.offset);
               }});
 
 /// Calls `f(invariant)` for each entry of the catalogue, in order.

@@ -19,6 +19,7 @@ struct Config {
   bool enabled = true;
   std::size_t keep_min = 64;
   std::size_t chunk = 1;
+  std::size_t prefill_step = 0;  ///< 0: no one-token-step premise (INV-12)
   friend constexpr bool operator==(const Config&, const Config&) = default;
 };
 

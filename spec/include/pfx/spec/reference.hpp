@@ -19,8 +19,29 @@ constexpr std::size_t lcp(const Tokens& a, const Tokens& b) {
   return n;
 }
 
-/// INV-1, INV-2, INV-3 and INV-5 for a candidate offset n (the bounds, without keep_min).
-constexpr bool within_bounds(const State& s, const Tokens& prompt, std::size_t n) {
+/// How many tokens the last step computes when an engine prefills t >= 1 tokens in steps of `step`
+/// tokens: the steps are [0, step), [step, 2 step), ..., and the last is the one that holds token
+/// t - 1. Walked step by step, as the engine's scheduler does.
+constexpr std::size_t last_step(std::size_t t, std::size_t step) {
+  std::size_t start = 0;
+  while (t - start > step) start = start + step;
+  return t - start;
+}
+
+/// INV-12 for a candidate offset n: with a prefill step, the resumed prefill of the prompt's last
+/// len(prompt) - n tokens ends with a step of one token alone exactly when the cold prefill of the
+/// whole prompt does. Without a prefill step there is no such premise, and a cold prefill (n == 0)
+/// is the cold run. An n that leaves no token has no last step to compare (INV-3 refuses it too).
+constexpr bool one_token_step(const Config& c, const Tokens& prompt, std::size_t n) {
+  if (c.prefill_step == 0 || n == 0) return true;
+  if (n >= prompt.size()) return false;
+  const bool cold_alone = last_step(prompt.size(), c.prefill_step) == 1;
+  const bool resumed_alone = last_step(prompt.size() - n, c.prefill_step) == 1;
+  return resumed_alone == cold_alone;
+}
+
+/// INV-1, INV-2, INV-3 and INV-5 for a candidate offset n: the caps and the chunk grid.
+constexpr bool within_grid(const State& s, const Tokens& prompt, std::size_t n) {
   const bool strict_prefix = n <= lcp(s.ids, prompt);
   const bool canonical = n <= s.canonical_end;
   const bool one_left = n == 0 || n + 1 <= prompt.size();
@@ -28,13 +49,18 @@ constexpr bool within_bounds(const State& s, const Tokens& prompt, std::size_t n
   return strict_prefix && canonical && one_left && aligned;
 }
 
-/// INV-1..5 for a candidate offset n.
+/// INV-1, INV-2, INV-3, INV-5 and INV-12 for a candidate offset n (the bounds, without keep_min).
+constexpr bool within_bounds(const State& s, const Tokens& prompt, std::size_t n) {
+  return within_grid(s, prompt, n) && one_token_step(s.config, prompt, n);
+}
+
+/// INV-1..5 and INV-12 for a candidate offset n.
 constexpr bool allowed(const State& s, const Tokens& prompt, std::size_t n) {
   const bool keep_min = n == 0 || n >= s.config.keep_min;
   return within_bounds(s, prompt, n) && keep_min;
 }
 
-/// The largest n in [0, len(prompt)) satisfying INV-1..5, found by trying every n; else 0.
+/// The largest n in [0, len(prompt)) satisfying INV-1..5 and INV-12, found by trying every n; else 0.
 constexpr std::size_t reference_offset(const State& s, const Tokens& prompt) {
   if (!s.config.enabled || s.ids.empty()) return 0;  // INV-6
   std::size_t best = 0;
@@ -61,10 +87,13 @@ constexpr Output reference_decision(const State& s, const Tokens& prompt) {
   out.common_prefix = lcp(s.ids, prompt);
   out.offset = reference_offset(s, prompt);
 
-  // The largest offset the bounds alone allow (keep_min aside), by direct search.
+  // The largest offset the bounds alone allow (keep_min aside), by direct search; and the largest
+  // the caps and the grid allow, without the prefill step.
   std::size_t reach = 0;
+  std::size_t grid_reach = 0;
   for (std::size_t n = 0; n < prompt.size(); ++n) {
     if (within_bounds(s, prompt, n)) reach = n;
+    if (within_grid(s, prompt, n)) grid_reach = n;
   }
   if (reach == 0) {
     out.reason = "nothing reusable";
@@ -75,7 +104,8 @@ constexpr Output reference_decision(const State& s, const Tokens& prompt) {
   }
 
   // Which bound is tightest: the first of the three caps that equals their minimum; alignment when
-  // rounding to the chunk grid lowered it further.
+  // rounding to the chunk grid lowered it further; prefill step when the one-token step lowered
+  // what the grid allows.
   const std::size_t caps[3] = {out.common_prefix, s.canonical_end,
                                prompt.empty() ? 0 : prompt.size() - 1};
   const std::string_view names[3] = {"common prefix", "canonical end", "one token left"};
@@ -83,7 +113,13 @@ constexpr Output reference_decision(const State& s, const Tokens& prompt) {
   for (std::size_t i = 1; i < 3; ++i) {
     if (caps[i] < caps[tightest]) tightest = i;
   }
-  out.bound = reach < caps[tightest] ? "alignment" : names[tightest];
+  if (reach < grid_reach) {
+    out.bound = "prefill step";
+  } else if (grid_reach < caps[tightest]) {
+    out.bound = "alignment";
+  } else {
+    out.bound = names[tightest];
+  }
   return out;
 }
 

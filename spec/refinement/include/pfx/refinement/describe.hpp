@@ -24,9 +24,11 @@ inline std::string describe(const spec::Tokens& tokens) {
   return out.str();
 }
 
+/// "enabled keep_min 4 chunk 2", and " prefill_step 3" when there is one.
 inline std::string describe(const spec::Config& c) {
   std::ostringstream out;
   out << (c.enabled ? "enabled" : "disabled") << " keep_min " << c.keep_min << " chunk " << c.chunk;
+  if (c.prefill_step != 0) out << " prefill_step " << c.prefill_step;  // 0: no premise, as ever
   return out.str();
 }
 

@@ -51,6 +51,9 @@ struct EventRanges {
   std::size_t long_tail = 0;
   /// The top keep_min and chunk may also be 64, 1024, 2^32, SIZE_MAX - 1 or SIZE_MAX.
   bool huge = false;
+  /// Configurations also draw a prefill_step (INV-12): 0 in 2, else 1..4, the chunk, twice it, 5,
+  /// 8, or with `huge` 2^32 or SIZE_MAX. Off, configure takes the draws it always took.
+  bool prefill_steps = false;
   /// The weight of a prompt that keeps all that is held, beside the len + 1 cuts of weight 1 each.
   std::size_t whole = 0;
   /// The weight of a commit whose canonical_end claims its generated tokens (refused when there are
@@ -99,7 +102,7 @@ class RandomEvents {
     const bool enabled = below(8) != 0;
     const std::size_t keep_min = maybe_huge(below(5), 4);
     const std::size_t chunk = below(12) == 0 ? 0 : maybe_huge(1 + below(4), 4);
-    return spec::Configure{spec::Config{enabled, keep_min, chunk}};
+    return spec::Configure{spec::Config{enabled, keep_min, chunk, ranges_.prefill_steps ? prefill_step(chunk) : 0}};
   }
 
   /// Called with each event once applied, `model` the state after it: the commits that follow are
@@ -133,6 +136,22 @@ class RandomEvents {
     if (!ranges_.huge || value != top) return value;
     const std::size_t values[] = {top, 64, 1024, std::size_t{1} << 32, SIZE_MAX - 1, SIZE_MAX};
     return values[below(6)];
+  }
+
+  /// A prefill step around the chunk's: equal to it, a multiple, or neither.
+  std::size_t prefill_step(std::size_t chunk) {
+    if (below(2) == 0) return 0;
+    const std::size_t huge = ranges_.huge ? 2 : 0;
+    const std::size_t pick = below(8 + huge);
+    if (pick < 4) return 1 + pick;
+    switch (pick) {
+      case 4: return std::max<std::size_t>(chunk, 1);
+      case 5: return chunk > SIZE_MAX / 2 ? SIZE_MAX : std::max<std::size_t>(2 * chunk, 1);
+      case 6: return 5;
+      case 7: return 8;
+      case 8: return std::size_t{1} << 32;
+      default: return SIZE_MAX;
+    }
   }
 
   spec::Tokens tokens(std::size_t n) {

@@ -3,7 +3,7 @@
 /// \file
 /// The seeded random protocol runs of `pfx audit`: each case configures a fresh machine and model,
 /// then drives both through random events (random_events.hpp, refused ones included), one step per
-/// event, so that every step is compared with the reference model and checked against INV-1..10.
+/// event, so that every step is compared with the reference model and checked against INV-1..12.
 
 #include <pfx/refinement/bridge.hpp>
 #include <pfx/refinement/random_events.hpp>

@@ -1,7 +1,7 @@
 #pragma once
 
 /// \file
-/// `pfx audit` (docs/cli.md, "pfx audit"): checks the invariant catalogue INV-1..11 at run time, on
+/// `pfx audit` (docs/cli.md, "pfx audit"): checks the invariant catalogue INV-1..12 at run time, on
 /// the bounded exhaustive domains (pfx/refinement/exhaustive_proof.hpp), on seeded random protocol
 /// runs and with the bounded model checker (SAFE against the ghost state); then, given the table the
 /// tests' build writes (--traceability FILE, audit_table.hpp), prints it and checks that every
@@ -58,7 +58,7 @@ struct AuditOptions {
 /// folder that cannot be read.
 [[nodiscard]] int run_audit(const AuditOptions& options, const Streams& streams);
 
-/// Every ID the audit traces: INV-1..11 of the catalogue, then spec::requirements; each with its
+/// Every ID the audit traces: INV-1..12 of the catalogue, then spec::requirements; each with its
 /// id and statement only, which traceability_table completes.
 [[nodiscard]] std::vector<TracedRequirement> audited_ids();
 

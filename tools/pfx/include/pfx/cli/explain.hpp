@@ -25,6 +25,7 @@ struct ExplainOptions {
   std::optional<std::size_t> canonical_end;  ///< replaces the record's
   std::optional<std::size_t> chunk;          ///< default_chunk when not given
   std::optional<std::size_t> keep_min;       ///< TF_GLM53_PREFIX_CACHE_MIN (default 64) when not given
+  std::size_t prefill_step = 0;              ///< the engine's prefill step (INV-12); 0: no such premise
   std::optional<bool> enabled;               ///< reuse on or off; TF_GLM53_PREFIX_CACHE when not given
   bool disabled = false;                     ///< deprecated --disabled: the same as enabled = false
   bool json = false;
@@ -47,7 +48,8 @@ struct HeldRecord {
 [[nodiscard]] std::vector<token> read_prompt(std::string_view option, std::string_view argument);
 
 /// The configuration explain decides with: the options, and for what they leave out `pfx replay`'s
-/// defaults (chunk 64; reuse and keep_min from the environment, as a lane reads them). Throws
+/// defaults (chunk 64; reuse and keep_min from the environment, as a lane reads them; no prefill
+/// step). Throws
 /// driver::ConfigError for a malformed environment variable.
 [[nodiscard]] Config explain_config(const ExplainOptions& options);
 
