@@ -1,5 +1,5 @@
 """pfx's check of the vLLM a user serves: does each response equal a cold run of the same request,
-bit for bit (docs/engines.md, "Checking a vLLM server")?
+bit for bit (docs/engines.md, "Checking a server")?
 
 It replays a workload, one request at a time, through a running OpenAI-compatible vLLM server
 (``--url``: the server's own streaming API, as its clients call it) or through a ``vllm.LLM`` in this
