@@ -113,10 +113,12 @@ class Chat:
         self.conversations, self.turns, self.seed, self.max_new_tokens = conversations, turns, seed, max_new_tokens
 
     def describe(self) -> str:
+        """The workload in the report's words."""
         return (f"{_counted(self.conversations, 'conversation')} of {_counted(self.turns, 'turn')} (seed {self.seed}) "
                 f"through chat completions, {self.max_new_tokens} new tokens each")
 
     def requests(self) -> Generator[Request, Response, None]:
+        """The requests, each turn after the answer to the one before it is sent in (generator.send)."""
         number = 0
         chats = text_conversations(random.Random(self.seed), self.conversations, self.turns)
         for conversation_number, conversation in enumerate(chats, 1):
@@ -151,9 +153,11 @@ class Trace:
                               f"one token, and the check compares what it generates")
 
     def describe(self) -> str:
+        """The workload in the report's words."""
         return f"{self.name}: {_counted(len(self.items), 'request')} through completions"
 
     def requests(self) -> Generator[Request, Response, None]:
+        """The trace's requests, in order (what is sent in is not needed)."""
         for number, item in enumerate(self.items, 1):
             yield Request(number, item["line"], item["label"], item["max_new_tokens"], prompt=tuple(item["prompt"]),
                           clear_first=item["clear_first"])
@@ -195,6 +199,7 @@ class Server:
             self.version = "?"  # another server than vLLM's: the report says so
 
     def describe(self) -> str:
+        """The server in the report's words: vLLM's version, the URL, the model."""
         return f"vLLM {self.version} at {self.url}, model {self.model}"
 
     def reset(self) -> None:
@@ -217,6 +222,7 @@ class Server:
                          f"another client's request running?): a cold run would not be cold")
 
     def serve(self, request: Request) -> Response:
+        """`request` streamed through completions (token ids) or chat completions (messages)."""
         body = {"model": self.model, "temperature": 0.0, "ignore_eos": True, "stream": True,
                 "stream_options": {"include_usage": True}, "return_token_ids": True,
                 "return_tokens_as_token_ids": True}
@@ -252,6 +258,7 @@ class Server:
                         int(usage.get("prompt_tokens", 0)), ttft, "".join(text))
 
     def no_counts(self) -> str:
+        """Why a response without the reused-token count cannot be checked, and what to change."""
         return (f"{self.url} does not report the prompt tokens it reused ({self.counter}): start vLLM's server "
                 f"with --enable-prompt-tokens-details")
 
@@ -299,13 +306,16 @@ class Engine:
         self.llm = llm
 
     def describe(self) -> str:
+        """The engine in the report's words: vLLM's version and the configuration that decides its results."""
         return describe(self.llm, self.llm.llm_engine.vllm_config.model_config.model) + ", in this process"
 
     def reset(self) -> None:
+        """Empties the prefix cache; CheckError where vLLM says it did not."""
         if not self.llm.reset_prefix_cache():
             raise CheckError("vLLM did not reset its prefix cache: a cold run would not be cold")
 
     def serve(self, request: Request) -> Response:
+        """`request` served by generate() (token ids) or chat() (messages)."""
         import vllm
         from vllm.inputs import TokensPrompt
         params = vllm.SamplingParams(max_tokens=request.max_tokens, temperature=0.0, logprobs=0, ignore_eos=True,
@@ -321,6 +331,7 @@ class Engine:
                         latency, completion.text or "")
 
     def no_counts(self) -> str:
+        """Why a response without the reused-token count cannot be checked."""
         return "vLLM did not say how many prompt tokens it reused (num_cached_tokens)"
 
 
@@ -662,6 +673,7 @@ def _raise_interrupted(signal_number, _frame):
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The command line (the module's docstring): prints the report, returns the exit status."""
     parser = _parser()
     arguments = parser.parse_args(argv)
     previous = {}
