@@ -154,7 +154,9 @@ def run_check_json(*arguments) -> tuple:
     real_check = vllm_verify.check
     with mock.patch.object(vllm_verify, "check", side_effect=kept):
         status, text, err = run_check(*arguments, "--json")
-    return status, validated(text), str(reports[0]) if reports else "", err
+    if not reports:
+        raise AssertionError(f"the check reported nothing (exit status {status}): {err}")
+    return status, validated(text), str(reports[0]), err
 
 
 def validated(text: str) -> dict:
@@ -391,6 +393,8 @@ class ServedByVllm(unittest.TestCase):
         ids = vllm_verify.check(engine, vllm_verify.Trace(trace))
         self.assertTrue(ids.ok, str(ids))
         self.assertEqual(ids.compared, 4)
+        with self.assertRaisesRegex(vllm_verify.Refused, r"^vLLM refused request 1 \(line 1\): .*vocab"):
+            vllm_verify.check(engine, vllm_verify.Trace([{"prompt": [1, VOCAB], "max_new_tokens": 2}]))
         with mock.patch.object(vllm_verify, "start", return_value=llm) as started:
             status, report, text, err = run_check_json("--model", self.model, "--engine-args", json.dumps(ENGINE),
                                                        "--chat", 1, "--turns", 3, "--seed", SEED % 1000)

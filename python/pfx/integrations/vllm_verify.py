@@ -317,13 +317,19 @@ class Engine:
     def serve(self, request: Request) -> Response:
         """`request` served by generate() (token ids) or chat() (messages)."""
         import vllm
+        from vllm.exceptions import VLLMClientError
         from vllm.inputs import TokensPrompt
         params = vllm.SamplingParams(max_tokens=request.max_tokens, temperature=0.0, logprobs=0, ignore_eos=True,
                                      detokenize=request.messages is not None)
-        if request.messages is not None:
-            out = self.llm.chat(list(request.messages), params, use_tqdm=False)[0]
-        else:
-            out = self.llm.generate([TokensPrompt(prompt_token_ids=list(request.prompt))], params, use_tqdm=False)[0]
+        try:
+            if request.messages is not None:
+                out = self.llm.chat(list(request.messages), params, use_tqdm=False)[0]
+            else:
+                out = self.llm.generate([TokensPrompt(prompt_token_ids=list(request.prompt))], params,
+                                        use_tqdm=False)[0]
+        except (ValueError, VLLMClientError) as error:  # a request vLLM refuses: too long, an id past the vocabulary
+            where = f"request {request.number}" + (f" (line {request.line})" if request.line else "")
+            raise Refused(f"vLLM refused {where}: {error}") from error
         completion = out.outputs[0]
         logprobs = tuple(step[token].logprob for step, token in zip(completion.logprobs, completion.token_ids))
         latency = getattr(out.metrics, "first_token_latency", 0.0) or None
@@ -665,6 +671,11 @@ def _targets(arguments):
     if not isinstance(engine_args, dict):
         raise Refused(f"--engine-args: expected a JSON object of vllm.LLM's keyword arguments, got "
                       f"{arguments.engine_args}")
+    try:
+        import vllm  # noqa: F401
+    except ImportError as error:
+        raise Refused(f"vLLM cannot be imported here ({error}): --model runs it in this process; --url checks a "
+                      f"server from anywhere") from error
     return Engine(start(arguments.model, **engine_args)), None
 
 
