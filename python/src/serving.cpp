@@ -144,8 +144,8 @@ std::optional<driver::TraceRequest> trace_item(py::handle item, const std::strin
 }
 
 /// The items of a JSON Lines file, as `pfx replay` reads one: (line, item) for each line that is not
-/// blank, in order; ValueError naming the line for one that is not a JSON object.
-std::vector<std::pair<std::size_t, py::object>> trace_file(const py::object& path) {
+/// blank, in order; ValueError naming `caller` and the line for one that is not a JSON object.
+std::vector<std::pair<std::size_t, py::object>> trace_file(const py::object& path, const std::string& caller) {
   const std::string file = py::str(py::module_::import("os").attr("fspath")(path));
   const py::object text = py::module_::import("pathlib").attr("Path")(path).attr("read_text")(py::arg("encoding") = "utf-8");
   const py::object loads = py::module_::import("json").attr("loads");
@@ -159,10 +159,11 @@ std::vector<std::pair<std::size_t, py::object>> trace_file(const py::object& pat
       item = loads(text_line);
     } catch (py::error_already_set& e) {
       if (!e.matches(PyExc_ValueError)) throw;  // json.JSONDecodeError is a ValueError
-      throw py::value_error("pfx.verify: " + file + ":" + std::to_string(line) + ": " + std::string(py::str(e.value())));
+      throw py::value_error(std::string(caller) + ": " + file + ":" + std::to_string(line) + ": " +
+                            std::string(py::str(e.value())));
     }
     if (!py::isinstance<py::dict>(item)) {
-      throw py::value_error("pfx.verify: " + file + ":" + std::to_string(line) + ": expected a JSON object");
+      throw py::value_error(std::string(caller) + ": " + file + ":" + std::to_string(line) + ": expected a JSON object");
     }
     items.emplace_back(line, std::move(item));
   }
@@ -170,8 +171,10 @@ std::vector<std::pair<std::size_t, py::object>> trace_file(const py::object& pat
 }
 
 /// The trace's requests, each clear marked on the request after it. A str or path is a JSON Lines
-/// file of `pfx replay`'s format; anything else an iterable of items, item i being line i + 1.
-std::vector<driver::TraceRequest> trace_requests(const py::object& trace, std::size_t max_new_tokens) {
+/// file of `pfx replay`'s format; anything else an iterable of items, item i being line i + 1. A bad
+/// item's error starts with `caller` ("pfx.verify").
+std::vector<driver::TraceRequest> trace_requests(const py::object& trace, std::size_t max_new_tokens,
+                                                 const std::string& caller) {
   std::vector<driver::TraceRequest> requests;
   bool clear = false;
   const auto add = [&](py::handle item, const std::string& element, const std::string& name, std::size_t line) {
@@ -185,16 +188,16 @@ std::vector<driver::TraceRequest> trace_requests(const py::object& trace, std::s
   };
   if (py::isinstance<py::str>(trace) || py::hasattr(trace, "__fspath__")) {
     const std::string file = py::str(py::module_::import("os").attr("fspath")(trace));
-    for (const auto& [line, item] : trace_file(trace)) {
+    for (const auto& [line, item] : trace_file(trace, caller)) {
       const std::string where = file + ":" + std::to_string(line);
-      add(item, where, "pfx.verify: " + where, line);
+      add(item, where, std::string(caller) + ": " + where, line);
     }
     return requests;
   }
   std::size_t index = 0;
   for (const py::handle item : py::iter(trace)) {
     const std::string element = "trace[" + std::to_string(index) + "]";
-    add(item, element, "pfx.verify: " + element + " (line " + std::to_string(index + 1) + ")", index + 1);
+    add(item, element, std::string(caller) + ": " + element + " (line " + std::to_string(index + 1) + ")", index + 1);
     ++index;
   }
   return requests;
@@ -285,7 +288,7 @@ void add_serving(py::module_& m) {
          const py::object& progress) {
         const LaneArguments arguments("pfx.verify", keep_min, capacity, enabled, chunk, rule_chunk, poison);
         const std::vector<driver::TraceRequest> requests =
-            trace_requests(trace, count(max_new_tokens, "pfx.verify: max_new_tokens"));
+            trace_requests(trace, count(max_new_tokens, "pfx.verify: max_new_tokens"), "pfx.verify");
         PythonEngine wrapped(std::move(engine), arguments.chunk, "pfx.verify");
         const ProgressArgument told(progress, "runs", "pfx.verify");
         return driver::verify(wrapped, requests, arguments.on(wrapped), nullptr, told.callback());
@@ -297,6 +300,39 @@ void add_serving(py::module_& m) {
       "Serves `trace` through a pfx.Lane on `engine`, then each request cold, and compares every response "
       "(generated tokens, logits, KV rows where the engine can read them). Returns a VerifyReport; ok is False "
       "when anything differs or nothing was compared.");
+
+  // What a check outside the C++ driver (pfx.integrations.vllm_verify, over vLLM's server) shares with
+  // pfx.verify and `pfx replay`: the trace read as pfx.verify reads one, and the first mismatch told in
+  // their words.
+  m.def(
+      "_read_trace",
+      [](const py::object& trace, py::handle max_new_tokens, const std::string& caller) {
+        py::list requests;
+        for (const driver::TraceRequest& request :
+             trace_requests(trace, count(max_new_tokens, (caller + ": max_new_tokens").c_str()), caller)) {
+          py::dict item;
+          item["prompt"] = request.prompt;
+          item["max_new_tokens"] = request.max_new_tokens;
+          item["line"] = request.line;
+          item["label"] = request.label;
+          item["clear_first"] = request.clear_first;
+          requests.append(std::move(item));
+        }
+        return requests;
+      },
+      py::arg("trace"), py::kw_only(), py::arg("max_new_tokens"), py::arg("caller"),
+      "The requests of `trace`, read as pfx.verify reads one: a dict each (prompt, max_new_tokens, line, label, "
+      "clear_first: a clear came just before it). A bad item raises ValueError or TypeError naming it after "
+      "`caller`.");
+  m.def(
+      "_describe_mismatches",
+      [](std::size_t mismatches, std::size_t request, std::size_t line, const std::string& label,
+         const std::string& what) {
+        return driver::describe_mismatches(mismatches, {.request = request, .line = line, .label = label, .what = what});
+      },
+      py::arg("mismatches"), py::arg("request"), py::arg("line"), py::arg("label"), py::arg("what"),
+      "`pfx replay`'s words for its mismatches: \"N responses differ from their cold run; the first is request R "
+      "(line L, label): what\".");
 }
 
 }  // namespace pfx::python

@@ -194,6 +194,18 @@ inline constexpr std::array requirements = {
                 "its arguments and settings file, with pfx's rule on for every model it loads: through the openai "
                 "client each resumed chat turn equals its cold run where the stock server's differ, each decision "
                 "is logged, and a setting the rule cannot take stops it naming the setting"},
+    Requirement{"SERVE-1",
+                "pfx.integrations.vllm_verify replays a workload through a running vLLM server or a vllm.LLM, one "
+                "request at a time, and compares each response with a cold run of it (after a reset of the prefix "
+                "cache, or from a second server without one), generated tokens and logprobs bit for bit; it reports "
+                "the responses that differ with the first difference, the prompt tokens reused by vLLM's own count "
+                "and the time to first token, with pfx's verdict words and exit statuses; it passes only when a "
+                "response resumed from the cache was compared and none differs, and refuses by name a server it "
+                "cannot check as asked (no reset endpoint, no reused-token counts) and bad input"},
+    Requirement{"SERVE-2",
+                "vLLM's OpenAI-compatible server started with PFX_VLLM=1 answers every resumed turn of a chat sent "
+                "through chat completions by the openai client as its cold run, tokens and logprobs, keeping at "
+                "least half of stock vLLM's reuse, where stock vLLM's answers differ"},
 };
 
 }  // namespace pfx::spec
