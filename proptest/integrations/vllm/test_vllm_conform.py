@@ -95,12 +95,11 @@ class FakeVllm:
         return Served(tokens, logprobs, hit)
 
     def serve_batch(self, prompts, max_tokens):
-        """Each prompt served as serve() serves it; with batch_differs, the last prompt's first logprob
-        moved when others are batched beside it."""
+        """Each prompt served as serve() serves it; with batch_differs, each first logprob moved when
+        prompts are batched together."""
         served = [self.serve(prompt, max_tokens) for prompt in prompts]
         if self.batch_differs and len(prompts) > 1:
-            last = served[-1]
-            served[-1] = dataclasses.replace(last, logprobs=(next_float32(last.logprobs[0]),) + last.logprobs[1:])
+            served = [dataclasses.replace(s, logprobs=(next_float32(s.logprobs[0]),) + s.logprobs[1:]) for s in served]
         return served
 
 

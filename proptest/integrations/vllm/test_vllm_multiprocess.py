@@ -145,19 +145,22 @@ class PluginMultiprocess(unittest.TestCase):
                 last = out
             return last.num_cached_tokens
 
+        async def session_then_extension(engine):  # one event loop: AsyncLLM's output handler lives in it
+            tokens = await session(engine)
+            # The session's prompt grew by the first chunk's output but its last token (rows decode
+            # wrote) and then the second chunk: a request that holds all of it may take the first
+            # prompt's rows and no more.
+            self.assertEqual(len(tokens), 2 * generated)
+            prompt = first + tuple(tokens[:generated - 1]) + second + tuple(tokens[generated:-1]) + (9, 9, 9)
+            return prompt, await extend(engine, prompt)
+
         arguments = dict(model=vllm_lane.tiny_model(), skip_tokenizer_init=True, dtype="float32",
                          enable_prefix_caching=True, block_size=vllm_lane.BLOCK,
                          max_num_batched_tokens=vllm_lane.MAX_NUM_BATCHED_TOKENS, max_model_len=4096,
                          kv_cache_memory_bytes=256 << 20, seed=0, enforce_eager=True)
         engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**arguments))
         try:
-            tokens = asyncio.run(session(engine))
-            # The session's prompt grew by the first chunk's output but its last token (rows decode
-            # wrote) and then the second chunk: a request that holds all of it may take the first
-            # prompt's rows and no more.
-            self.assertEqual(len(tokens), 2 * generated)
-            prompt = first + tuple(tokens[:generated - 1]) + second + tuple(tokens[generated:-1]) + (9, 9, 9)
-            cached = asyncio.run(extend(engine, prompt))
+            prompt, cached = asyncio.run(session_then_extension(engine))
         finally:
             engine.shutdown()
         expected = vllm_lane.pfx_offset(len(first) // vllm_lane.BLOCK * vllm_lane.BLOCK, len(prompt), CHUNK, KEEP_MIN)
