@@ -43,8 +43,8 @@ bool signalled() { return interrupted_by() != 0; }
 
 /// The engine of a run: for shards (--dcp above 1, or ranks under mpirun) its decode-context-parallel
 /// form where it has one (make_engine with a Dcp).
-ChosenEngine run_engine(const ReplayOptions& o, const engines::ReferenceModelShape& shape, driver::Collective* ranks) {
-  if (o.dcp > 1 || ranks != nullptr) return make_engine(o.engine, shape, Dcp{{o.dcp, o.interleave}, ranks});
+ChosenEngine run_engine(const ReplayOptions& o, const engines::ReferenceModelShape& shape, driver::Collective* group) {
+  if (o.dcp > 1 || group != nullptr) return make_engine(o.engine, shape, Dcp{{o.dcp, o.interleave}, group});
   return make_engine(o.engine, shape);
 }
 
@@ -118,23 +118,23 @@ void check_embedded_workload_capacity(std::size_t capacity) {
   }
 }
 
-int replay_on(const ReplayOptions& options, const Streams& streams, driver::Collective* ranks) {
+int replay_on(const ReplayOptions& options, const Streams& streams, driver::Collective* group) {
   // A model's vocabulary and context are its own: the trace is checked against them, so llama's
   // engine comes first.
   ReplayOptions checked = options;
   const engines::ReferenceModelShape shape{.vocab = options.workload.vocab, .chunk = options.chunk};
   ChosenEngine early;
   if (options.engine.name == "llama") {
-    early = run_engine(options, shape, ranks);
+    early = run_engine(options, shape, group);
     checked.workload.vocab = early.engine->vocab();
     checked.workload.capacity = lane_capacity(early, options.workload.capacity, options.capacity_given);
   }
   const driver::LaneOptions lane = lane_options(checked);
   Input input = read_input(checked, early.context);  // every line checked before anything runs
-  const ChosenEngine engine = early.engine ? std::move(early) : run_engine(options, shape, ranks);
+  const ChosenEngine engine = early.engine ? std::move(early) : run_engine(options, shape, group);
   const replay::ReplaySettings settings{.lane = lane, .verify = options.verify, .fault_rate = options.faults,
                                         .seed = options.fault_seed.value_or(options.workload.seed),
-                                        .dcp = options.dcp, .interleave = options.interleave, .collective = ranks,
+                                        .dcp = options.dcp, .interleave = options.interleave, .collective = group,
                                         .stop = signalled};
 
   const std::size_t requests = replay::count_requests(input.items);
@@ -147,9 +147,9 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
     const std::string faults =
         options.faults > 0 ? fmt::format(", faults {} (seed {})", options.faults, settings.seed) : "";
     const std::string shards =
-        options.dcp > 1 || ranks != nullptr
+        options.dcp > 1 || group != nullptr
             ? fmt::format(", {} shards (interleave {}), {}", options.dcp, options.interleave,
-                          ranks != nullptr ? fmt::format("{} ranks", ranks->size()) : "one process")
+                          group != nullptr ? fmt::format("{} ranks", group->size()) : "one process")
             : "";
     std::string header = fmt::format("{:>5} {:>5} {:<13} {:>7} {:>7} {:<16} {:<14} {:>7} {:>9}", "#", "line", "kind",
                                      "prompt", "offset", "reason", "bound", "prefill", "ttft ms");
@@ -178,7 +178,7 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
   return finish(streams, options, signal, summary.requests, summary.passed(options.verify));
 }
 
-int soak_on(const ReplayOptions& given, const Streams& streams, driver::Collective* ranks) {
+int soak_on(const ReplayOptions& given, const Streams& streams, driver::Collective* group) {
   ReplayOptions options = given;
   SoakSettings& settings = options.soak;
   settings.workload = options.workload;
@@ -189,7 +189,7 @@ int soak_on(const ReplayOptions& given, const Streams& streams, driver::Collecti
     throw InputError(fmt::format("--warmup {} leaves no request to watch memory on: it must be less than --requests {}",
                                  settings.warmup, settings.workload.requests));
   }
-  const ChosenEngine engine = run_engine(options, {.vocab = settings.workload.vocab, .chunk = options.chunk}, ranks);
+  const ChosenEngine engine = run_engine(options, {.vocab = settings.workload.vocab, .chunk = options.chunk}, group);
   options.workload.vocab = settings.workload.vocab = engine.engine->vocab();  // llama's: the workload's tokens are the model's
   options.workload.capacity = settings.workload.capacity =  // llama's: the model's context, capped by --capacity
       lane_capacity(engine, settings.workload.capacity, options.capacity_given);
@@ -200,7 +200,7 @@ int soak_on(const ReplayOptions& given, const Streams& streams, driver::Collecti
   settings.replay.stop = signalled;
   settings.replay.dcp = options.dcp;
   settings.replay.interleave = options.interleave;
-  settings.replay.collective = ranks;
+  settings.replay.collective = group;
 
   const std::size_t requests = settings.workload.requests;
   if (!options.json) {
