@@ -80,7 +80,7 @@ json lane_json(json j, const ReplayOptions& o, const std::string& engine, const 
 /// "<engine>, capacity N, reuse on|off, keep_min K": the lane line of the text output.
 std::string describe_lane(const std::string& engine, const driver::LaneOptions& lane) {
   return fmt::format("{}, capacity {}, reuse {}, keep_min {}{}", engine, lane.capacity, lane.config.enabled ? "on" : "off",
-                     lane.config.keep_min, lane.rule_chunk != 0 ? fmt::format(", rule chunk {}", lane.rule_chunk) : "");
+                     lane.config.keep_min, lane.rule_chunk ? fmt::format(", rule chunk {}", *lane.rule_chunk) : "");
 }
 
 json request_json(const RequestReport& r) {
@@ -134,7 +134,7 @@ json ReplayResult::to_json() const {
   if (const std::string why = s.unchecked(o.verify); !why.empty()) j["unchecked"] = why;
   j["ok"] = !interrupted && s.passed(o.verify);
   json settings = lane_json({{"trace", source}}, o, engine, lane);
-  settings["rule_chunk"] = lane.rule_chunk != 0 ? lane.rule_chunk : o.chunk;
+  settings["rule_chunk"] = lane.rule_chunk.value_or(o.chunk);
   settings["verify"] = o.verify;
   settings["faults"] = o.faults;
   settings["seed"] = o.workload.seed;

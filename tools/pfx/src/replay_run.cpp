@@ -53,7 +53,7 @@ ChosenEngine run_engine(const ReplayOptions& o, const engines::ReferenceModelSha
 /// poisoning on so that a stale read is caught.
 driver::LaneOptions lane_options(const ReplayOptions& o) {
   driver::LaneOptions lane{.capacity = o.workload.capacity, .config = driver::config_from_environment(),
-                           .rule_chunk = o.rule_chunk.value_or(0), .poison = true};
+                           .rule_chunk = o.rule_chunk, .poison = true};
   if (o.keep_min) lane.config.keep_min = *o.keep_min;
   return lane;
 }
@@ -138,10 +138,10 @@ int replay_on(const ReplayOptions& options, const Streams& streams, driver::Coll
                                         .stop = signalled};
 
   const std::size_t requests = replay::count_requests(input.items);
-  if (lane.rule_chunk % options.chunk != 0) {  // THM-1's premise does not hold: say so first
+  if (lane.rule_chunk && *lane.rule_chunk % options.chunk != 0) {  // THM-1's premise does not hold: say so first
     streams.err << fmt::format("pfx replay: warning: --rule-chunk {} is not a multiple of the engine's chunk {}: resumes "
                                "may start off the prefill grid and differ from a cold run (THM-1)\n",
-                               lane.rule_chunk, options.chunk);
+                               *lane.rule_chunk, options.chunk);
   }
   if (!options.json) {
     const std::string faults =
