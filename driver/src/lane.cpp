@@ -3,6 +3,7 @@
 #include <pfx/driver/lane.hpp>
 
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -28,8 +29,16 @@ Lane::Lane(Engine& engine, const LaneOptions& options, BeforeCommit* before_comm
   if (options.capacity == 0) throw ConfigError("Lane: capacity must be at least 1 token");
   if (engine.chunk() == 0) throw ConfigError("Lane: the engine's prefill chunk must be at least 1");
   if (engine.vocab() == 0) throw ConfigError("Lane: the engine's vocabulary is empty");
-  Config rule = options.config;
-  rule.chunk = options.rule_chunk != 0 ? options.rule_chunk : engine.chunk();
+  if (options.config.chunk != Config{}.chunk) {
+    throw ConfigError("Lane: options.config.chunk is " + std::to_string(options.config.chunk) +
+                      ", but a lane's rule chunk is options.rule_chunk (absent: the engine's chunk); leave "
+                      "config.chunk at its default");
+  }
+  if (options.rule_chunk == std::optional<std::size_t>(0)) {
+    throw ConfigError("Lane: options.rule_chunk must be at least 1 (absent: the engine's chunk), not 0");
+  }
+  Config rule = options.config;  // every knob as given, one added to Config later included
+  rule.chunk = options.rule_chunk.value_or(engine.chunk());
   expect_accepted(machine_.configure(rule), "configure");
   try {
     kv_ = engine.make_kv_state(options.capacity);

@@ -1,24 +1,21 @@
-// The decode-context-parallel reference engine (pfx/engines/dcp_reference_engine.hpp) as CUDA
-// kernels: DcpReferenceEngine's computation, with the reference engine's device functions
-// (reference_kernels.cuh). Per call, on one stream: embed_rows; per layer project_qkv (the chunk's
-// queries, and its K/V rows into a buffer of their own, as the host's DcpRows keeps them), then
-// rank_partials for each rank this process holds (its own rows before the chunk, read from its
-// shard by local row), in a group the all-gather of the partials through the host, then
-// merge_attend (the ranks' partials in rank order, then the chunk's own causal part, then
-// finish_row); after the last layer store_owned writes each held rank's rows of the chunk into its
-// shard, and compute_logits the last row's logits. Each row kernel runs one block per row, each sum
-// is taken by one thread in a fixed order, and there are no atomics.
+// DcpReferenceEngine's computation (pfx/engines/dcp_reference_engine.hpp describes it) as CUDA
+// kernels, with the reference engine's device functions (reference_kernels.cuh). Per call, on one
+// stream: embed_rows; per layer project_qkv (the chunk's queries, and its K/V rows into a buffer of
+// their own, as the host's DcpRows keeps them), then rank_partials for each rank this process holds
+// (its own rows before the chunk, read from its shard by local row), in a group the all-gather of the
+// partials through the host, then merge_attend (the merge, then finish_row); after the last layer
+// store_owned writes each held rank's rows of the chunk into its shard, and compute_logits the last
+// row's logits. Each row kernel runs one block per row, each sum is taken by one thread in a fixed
+// order, and there are no atomics.
 
 #include <pfx/engines/dcp_reference_engine_on_device.hpp>
-#include <pfx/engines/dcp_shards.hpp>
 
 #include <pfx/driver/cuda.hpp>
 #include <pfx/driver/cuda/check.cuh>
 #include <pfx/driver/cuda_shards.hpp>
 #include <pfx/driver/errors.hpp>
-#include <pfx/driver/rank_kv_state.hpp>
-#include <pfx/driver/sharded_kv_state.hpp>
 
+#include "dcp_sharding.hpp"
 #include "reference_kernels.cuh"
 
 #include <cuda_runtime.h>
@@ -116,11 +113,10 @@ __global__ void __launch_bounds__(max_row_threads)
   }
 }
 
-/// For each row i < n of the chunk at `position`: the merge of the `ranks` partials of parts
-/// ([rank][query][width + 1]) in rank order, then the chunk's own causal part (A(p) within
-/// [position, p]), as the host engine's merge: m = the largest log-sum-exp, each part weighted
-/// exp(lse - m), a part over no rows skipped (it adds exactly nothing), each sum in that order; then
-/// finish_row. Reads q[i] and the chunk's K/V rows; writes only h[i]. Shared: RowScratch.
+/// For each row i < n of the chunk at `position`: the host engine's merge of the `ranks` partials of
+/// parts ([rank][query][width + 1]) in rank order, then of the chunk's own causal part (A(p) within
+/// [position, p]), a part over no rows skipped (it adds exactly nothing); then finish_row. Reads q[i]
+/// and the chunk's K/V rows; writes only h[i]. Shared: RowScratch.
 __global__ void __launch_bounds__(max_row_threads)
     merge_attend(float* h, const float* q, const float* parts, ChunkRows chunk, LayerWeights w, std::size_t n,
                  std::size_t position, std::size_t ranks, Dims dims, float scale) {
@@ -185,15 +181,15 @@ void use_device(int device) { check(cudaSetDevice(device), "cudaSetDevice"); }
 
 /// The device of the engine: the current one, or for one rank of a group, rank mod the visible
 /// devices. Checks the layout first, so a bad one is std::invalid_argument before any CUDA call.
-int engine_device(const driver::ShardLayout& layout, const driver::Collective* ranks) {
-  check_dcp_layout(engine_name, layout, ranks);
+int engine_device(const driver::ShardLayout& layout, const driver::Collective* group) {
+  check_dcp_layout(engine_name, layout, group);
   const std::string why_not = driver::cuda::unavailable_reason();
   if (!why_not.empty()) throw driver::CudaError(why_not);
   int device = 0;
-  if (ranks == nullptr) {
+  if (group == nullptr) {
     check(cudaGetDevice(&device), "cudaGetDevice");
   } else {
-    device = static_cast<int>(ranks->rank() % driver::cuda::visible_devices());
+    device = static_cast<int>(group->rank() % driver::cuda::visible_devices());
   }
   use_device(device);
   return device;
@@ -203,7 +199,7 @@ int engine_device(const driver::ShardLayout& layout, const driver::Collective* r
 
 struct DcpReferenceEngineOnDevice::Impl {
   driver::ShardLayout layout;
-  driver::Collective* ranks;
+  driver::Collective* group;  // null: the single controller
   int device;
   DeviceModel model;
 
@@ -215,8 +211,8 @@ struct DcpReferenceEngineOnDevice::Impl {
   std::vector<float> mine;   // this rank's partials, on the host
   std::vector<float> all;    // every rank's, as all_gather returns them
 
-  Impl(const ReferenceModelShape& shape, const driver::ShardLayout& l, driver::Collective* r)
-      : layout(l), ranks(r), device(engine_device(l, r)), model(shape) {}
+  Impl(const ReferenceModelShape& shape, const driver::ShardLayout& l, driver::Collective* g)
+      : layout(l), group(g), device(engine_device(l, g)), model(shape) {}
 
   [[nodiscard]] std::size_t part_floats() const { return model.shape.width + 1; }
 
@@ -224,7 +220,7 @@ struct DcpReferenceEngineOnDevice::Impl {
   /// checking that `kv` is one this engine made for its layout and rank, on its device.
   std::vector<driver::cuda::KvStateOnDevice*> shards_of(driver::KvState& kv) const {
     std::vector<driver::cuda::KvStateOnDevice*> shards =
-        held_shards<driver::cuda::KvStateOnDevice>(engine_name, kv, layout, ranks);
+        held_shards<driver::cuda::KvStateOnDevice>(engine_name, kv, layout, group);
     for (const driver::cuda::KvStateOnDevice* shard : shards) {
       if (shard == nullptr || shard->device_data() == nullptr) continue;  // no rows: nothing to place
       cudaPointerAttributes where{};
@@ -305,7 +301,7 @@ struct DcpReferenceEngineOnDevice::Impl {
             parts.get() + r * block, q, shard_rows(*shards[r], layer, r), n, position, model.dims, model.scale);
         check_launch("rank_partials");
       }
-      if (ranks != nullptr) exchange(stream, block);
+      if (group != nullptr) exchange(stream, block);
       merge_attend<<<row_blocks(n), model.threads, model.row_shared_bytes, stream>>>(
           h, q, parts.get(), own, model.layers[layer], n, position, layout.ranks, model.dims, model.scale);
       check_launch("merge_attend");
@@ -325,11 +321,11 @@ struct DcpReferenceEngineOnDevice::Impl {
   /// This rank's partials to the host once the stream has computed them, every rank's through the
   /// all-gather, and back into `parts` in rank order.
   void exchange(cudaStream_t stream, std::size_t block) {
-    const float* own = parts.get() + ranks->rank() * block;
+    const float* own = parts.get() + group->rank() * block;
     check(cudaMemcpyAsync(mine.data(), own, block * sizeof(float), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync",
           block * sizeof(float));
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-    ranks->all_gather(std::span<const float>(mine.data(), block), std::span<float>(all.data(), layout.ranks * block));
+    group->all_gather(std::span<const float>(mine.data(), block), std::span<float>(all.data(), layout.ranks * block));
     // From pageable memory the copy returns once `all` is staged, so the next layer may rewrite it.
     check(cudaMemcpyAsync(parts.get(), all.data(), layout.ranks * block * sizeof(float), cudaMemcpyHostToDevice,
                           stream),
@@ -338,8 +334,8 @@ struct DcpReferenceEngineOnDevice::Impl {
 };
 
 DcpReferenceEngineOnDevice::DcpReferenceEngineOnDevice(const ReferenceModelShape& shape,
-                                                       const driver::ShardLayout& layout, driver::Collective* ranks)
-    : impl_(std::make_unique<Impl>(shape, layout, ranks)) {}
+                                                       const driver::ShardLayout& layout, driver::Collective* group)
+    : impl_(std::make_unique<Impl>(shape, layout, group)) {}
 
 DcpReferenceEngineOnDevice::~DcpReferenceEngineOnDevice() = default;
 
@@ -354,22 +350,12 @@ std::optional<driver::ShardLayout> DcpReferenceEngineOnDevice::context_parallel(
 }
 
 bool DcpReferenceEngineOnDevice::exchanges() const noexcept {
-  return impl_->ranks != nullptr && impl_->ranks->size() > 1;
+  return impl_->group != nullptr && impl_->group->size() > 1;
 }
 
 std::unique_ptr<driver::KvState> DcpReferenceEngineOnDevice::make_kv_state(std::size_t capacity) const {
-  use_device(impl_->device);
-  const ReferenceModelShape& shape = impl_->model.shape;
-  const driver::ShardLayout& layout = impl_->layout;
-  const driver::KvShape rows{layout.shard_capacity(capacity), shape.layers, shape.width};
-  if (impl_->ranks != nullptr) {
-    return std::make_unique<driver::RankKvState>(capacity, layout, impl_->ranks->rank(),
-                                                 std::make_unique<driver::cuda::KvStateOnDevice>(rows));
-  }
-  std::vector<std::unique_ptr<driver::KvState>> shards;
-  for (std::size_t r = 0; r < layout.ranks; ++r) shards.push_back(std::make_unique<driver::cuda::KvStateOnDevice>(rows));
-  return std::make_unique<driver::ShardedKvState>(driver::KvShape{capacity, shape.layers, shape.width}, layout,
-                                                  std::move(shards));
+  use_device(impl_->device);  // the shards' rows are allocated on the engine's device
+  return make_dcp_kv_state<driver::cuda::KvStateOnDevice>(impl_->model.shape, impl_->layout, impl_->group, capacity);
 }
 
 void DcpReferenceEngineOnDevice::prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,

@@ -1,10 +1,8 @@
 #include <pfx/engines/dcp_reference_engine.hpp>
-#include <pfx/engines/dcp_shards.hpp>
 
 #include <pfx/driver/host_kv_state.hpp>
-#include <pfx/driver/rank_kv_state.hpp>
-#include <pfx/driver/sharded_kv_state.hpp>
 
+#include "dcp_sharding.hpp"
 #include "reference_forward.hpp"
 
 #include <algorithm>
@@ -72,27 +70,19 @@ void merge(std::span<const float* const> parts, std::size_t width, float* out) {
 }  // namespace
 
 DcpReferenceEngine::DcpReferenceEngine(const ReferenceModelShape& shape, const driver::ShardLayout& layout,
-                                       driver::Collective* ranks)
-    : shape_(shape), weights_(ReferenceWeights::generate(shape)), layout_(layout), ranks_(ranks) {
-  check_dcp_layout(engine_name, layout, ranks);
+                                       driver::Collective* group)
+    : shape_(shape), weights_(ReferenceWeights::generate(shape)), layout_(layout), group_(group) {
+  check_dcp_layout(engine_name, layout, group);
 }
 
 std::unique_ptr<driver::KvState> DcpReferenceEngine::make_kv_state(std::size_t capacity) const {
-  const driver::KvShape rows{layout_.shard_capacity(capacity), shape_.layers, shape_.width};
-  if (ranks_ != nullptr) {
-    return std::make_unique<driver::RankKvState>(capacity, layout_, ranks_->rank(),
-                                                 std::make_unique<driver::HostKvState>(rows));
-  }
-  std::vector<std::unique_ptr<driver::KvState>> shards;
-  for (std::size_t r = 0; r < layout_.ranks; ++r) shards.push_back(std::make_unique<driver::HostKvState>(rows));
-  return std::make_unique<driver::ShardedKvState>(driver::KvShape{capacity, shape_.layers, shape_.width}, layout_,
-                                                  std::move(shards));
+  return make_dcp_kv_state<driver::HostKvState>(shape_, layout_, group_, capacity);
 }
 
 void DcpReferenceEngine::prefill(driver::KvState& kv, std::span<const token> tokens, std::size_t position,
                                  std::span<float> logits) {
   // The rows this process holds, by rank.
-  const std::vector<driver::HostKvState*> shards = held_shards<driver::HostKvState>(engine_name, kv, layout_, ranks_);
+  const std::vector<driver::HostKvState*> shards = held_shards<driver::HostKvState>(engine_name, kv, layout_, group_);
   check_call(engine_name, shape_, kv.shape(), tokens, position, logits);
 
   const std::size_t n = tokens.size();
@@ -122,14 +112,14 @@ void DcpReferenceEngine::prefill(driver::KvState& kv, std::span<const token> tok
   reference::forward(
       shape_, weights_, rows, tokens, position, logits,
       [&](std::size_t layer, std::span<const float> queries) {
-        if (ranks_ == nullptr) {  // every rank's partials, computed here in turn
+        if (group_ == nullptr) {  // every rank's partials, computed here in turn
           for (std::size_t r = 0; r < layout_.ranks; ++r) {
             for (std::size_t i = 0; i < n; ++i) summarize(layer, queries, r, i, &all[(r * n + i) * part]);
           }
           return;
         }
-        for (std::size_t i = 0; i < n; ++i) summarize(layer, queries, ranks_->rank(), i, &mine[i * part]);
-        ranks_->all_gather(std::span<const float>(mine), std::span<float>(all));
+        for (std::size_t i = 0; i < n; ++i) summarize(layer, queries, group_->rank(), i, &mine[i * part]);
+        group_->all_gather(std::span<const float>(mine), std::span<float>(all));
       },
       [&](std::size_t layer, std::size_t p, const float* q, float* o) {
         // Every rank's part in rank order, then the chunk's own causal part.

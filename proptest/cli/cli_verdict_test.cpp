@@ -78,9 +78,12 @@ TEST(Interrupt, AnInterruptedSummaryNeverSaysOkOrPassed) {
               ::testing::ExitedWithCode(130), "\"interrupted\":true,\"ok\":false(.|\n)*\\{\"type\":\"interrupted\"");
 }
 
-// Mutant soak-interruption-told-twice: a replay or soak stopped by a signal says so once, in its own
-// line or record after the summary; a summary that judged the run stopped itself would say it twice
-// (run_pfx_signalled exits 98 when the output tells the interruption more than once).
+// Mutants soak-interruption-told-twice and replay-interrupted-status-left-to-run: a replay or soak
+// stopped by a signal says so once, in its own line or record after the summary, and exits with the
+// signal's status itself. A summary that judged the run stopped would say it twice; a run that
+// returned its summary's status would get 130/143 from run()'s line for a success after a signal, a
+// second one, on standard error (run_pfx_signalled exits 98 when the two streams together tell the
+// interruption more than once).
 TEST(Interrupt, AReplayOrSoakStoppedByASignalSaysSoOnce) {
   pfx::test::verifies("CLI-1 SOAK-1");
   GTEST_FLAG_SET(death_test_style, "threadsafe");

@@ -44,7 +44,8 @@ inline PfxRun run_pfx(const std::string& command_line) {
 /// stderr (where EXPECT_EXIT matches), and exits with its status, or with 99 when the output holds
 /// `forbidden` (what an interrupted run must never print, such as "every check passed"), or with 98
 /// when it tells the interruption more than once (an "INTERRUPTED by" line or a {"type":"interrupted"}
-/// record: a run is judged stopped once).
+/// record: a run is judged stopped once), on standard output and standard error together: a command
+/// tells it on one of them, and run()'s own line for a success after a signal goes to the other.
 [[noreturn]] inline void run_pfx_signalled(const std::string& command_line, int signal, std::chrono::milliseconds after,
                                            const std::string& forbidden = "") {
   cli::install_interrupt_handlers();
@@ -57,11 +58,12 @@ inline PfxRun run_pfx(const std::string& command_line) {
     }).detach();
   }
   const PfxRun ran = run_pfx(command_line);
-  std::fputs((ran.out + ran.err).c_str(), stderr);
+  const std::string both = ran.out + ran.err;
+  std::fputs(both.c_str(), stderr);
   std::fflush(stderr);
   std::size_t told = 0;
   for (const std::string marker : {"INTERRUPTED by", "{\"type\":\"interrupted\""}) {
-    for (std::size_t at = ran.out.find(marker); at != std::string::npos; at = ran.out.find(marker, at + 1)) ++told;
+    for (std::size_t at = both.find(marker); at != std::string::npos; at = both.find(marker, at + 1)) ++told;
   }
   std::_Exit(!forbidden.empty() && ran.out.find(forbidden) != std::string::npos ? 99 : told > 1 ? 98 : ran.status);
 }

@@ -117,6 +117,11 @@ TEST(Requests, ALaneOrModelThatCannotWorkIsRefusedAtConstruction) {
   pfx::test::verifies("DRV-3");
   HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = 4, .seed = 3});
   EXPECT_NE(message_of<ConfigError>([&] { Lane lane(engine, {.capacity = 0}); }).find("capacity"), std::string::npos);
+  // The rule's chunk is rule_chunk's alone: a chunk where the lane does not read it is refused, not ignored.
+  EXPECT_NE(message_of<ConfigError>([&] { Lane lane(engine, {.config = {.chunk = 4}}); }).find("options.rule_chunk"),
+            std::string::npos);
+  EXPECT_NE(message_of<ConfigError>([&] { Lane lane(engine, {.rule_chunk = 0}); }).find("rule_chunk must be at least 1"),
+            std::string::npos);
   EXPECT_NE(message_of<std::invalid_argument>([] { HostReferenceEngine one_layer({.layers = 1}); }).find("layers = 1"),
             std::string::npos);
   EXPECT_NE(message_of<std::invalid_argument>([] { HostReferenceEngine no_grid({.chunk = 0}); }).find("chunk = 0"),
@@ -127,6 +132,21 @@ TEST(Requests, ALaneOrModelThatCannotWorkIsRefusedAtConstruction) {
   const std::vector<token> tokens = {1, 2};
   EXPECT_NE(message_of<std::out_of_range>([&] { engine.prefill(*kv, tokens, 3, logits); }).find("[3, 5)"),
             std::string::npos);
+}
+
+// A lane configures its machine with options.config as given, every knob but the chunk, which is the
+// rule chunk when one is given and the engine's grid otherwise (THM-1's premise).
+PFX_PROPERTY(Requests, TheMachineIsConfiguredWithTheOptionsAndTheRuleChunkOrTheEnginesGrid, "THM-1", ()) {
+  const std::size_t chunk = *rc::gen::inRange<std::size_t>(1, 9);
+  HostReferenceEngine engine({.vocab = 16, .width = 4, .hidden = 8, .layers = 2, .chunk = chunk, .seed = 3});
+  pfx::driver::LaneOptions options{.capacity = 16};
+  options.config.enabled = *rc::gen::arbitrary<bool>();
+  options.config.keep_min = *rc::gen::inRange<std::size_t>(0, 100);
+  if (*rc::gen::arbitrary<bool>()) options.rule_chunk = *rc::gen::inRange<std::size_t>(1, 20);
+  const Lane lane(engine, options);
+  pfx::Config expected = options.config;
+  expected.chunk = options.rule_chunk.value_or(chunk);
+  RC_ASSERT(lane.machine().config() == expected);
 }
 
 TEST(Requests, AFullWidthCapacityIsRefusedWithAClearErrorNeverWrapped) {

@@ -3,7 +3,8 @@
 # the headers, library and export of pfx::engines (component `engines`); the pfx program (component
 # `program`); the headers, library and export of pfx::conform (component `conform`), and of
 # pfx::llama when it was built (component `llama`). Nothing else: no test code, no proptest/ header, no Markdown, no build-only header. The package states
-# its license (pfx_LICENSE, an SPDX identifier).
+# its license (pfx_LICENSE, an SPDX identifier). A folder's headers are those of its include/: the
+# private ones of its src/ (engines/src/dcp_sharding.hpp, reference_forward.hpp) are never expected.
 #
 # Installs the build tree PFX_BUILD_DIR into WORK_DIR, once whole and once per component, and fails
 # unless each holds exactly the files expected from the source tree PFX_SOURCE_DIR; every installed

@@ -47,7 +47,7 @@ struct LaneArguments {
     options.config.keep_min = count(keep_min, (caller + ": keep_min").c_str());
     options.config.enabled = flag(enabled, (caller + ": enabled").c_str());
     // One meaning everywhere (`pfx replay --rule-chunk`, pfx.conform): None is the engine's chunk, 0 is refused.
-    options.rule_chunk = positive_or_none(rule_chunk, caller + ": rule_chunk", "the engine's chunk").value_or(0);
+    options.rule_chunk = positive_or_none(rule_chunk, caller + ": rule_chunk", "the engine's chunk");
     options.poison = flag(poison, (caller + ": poison").c_str());
   }
 

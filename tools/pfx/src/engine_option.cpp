@@ -125,7 +125,7 @@ ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceMod
   const std::string layout = fmt::format("decode context parallel over {} ranks, interleave {}", dcp.layout.ranks,
                                          dcp.layout.interleave);
   if (!has_dcp_form(choice.name)) {
-    if (dcp.ranks != nullptr) {
+    if (dcp.group != nullptr) {
       throw InputError(fmt::format("--engine {} has no decode-context-parallel form: under mpirun each rank holds "
                                    "its own KV rows alone, which only --engine reference and --engine cuda attend "
                                    "to (run it in one process with --dcp N to shard its state there)",
@@ -136,10 +136,10 @@ ChosenEngine make_engine(const EngineChoice& choice, const engines::ReferenceMod
   try {
     if (choice.name == "cuda") {
       require_cuda();
-      return {std::make_unique<engines::cuda::DcpReferenceEngineOnDevice>(shape, dcp.layout, dcp.ranks),
+      return {std::make_unique<engines::cuda::DcpReferenceEngineOnDevice>(shape, dcp.layout, dcp.group),
               fmt::format("CUDA {}, {}", describe_model(shape), layout)};
     }
-    return {std::make_unique<engines::DcpReferenceEngine>(shape, dcp.layout, dcp.ranks),
+    return {std::make_unique<engines::DcpReferenceEngine>(shape, dcp.layout, dcp.group),
             fmt::format("host {}, {}", describe_model(shape), layout)};
   } catch (const std::invalid_argument& e) {
     throw InputError(e.what());

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -29,15 +30,16 @@ inline constexpr bool poison_by_default = true;
 struct LaneOptions {
   std::size_t capacity = 4096;  ///< token rows of the KV state, allocated once
   /// The rule's knobs, with pfx::Config's meanings and defaults (reuse on, keep_min 64;
-  /// docs/configuration.md): `options.config = config_from_environment(options.config)` applies
-  /// TF_GLM53_PREFIX_CACHE and TF_GLM53_PREFIX_CACHE_MIN. config.chunk is not read: the rule's chunk
-  /// is rule_chunk's.
+  /// docs/configuration.md), given to the machine as they are, every knob but the chunk: that is
+  /// rule_chunk's, and a config.chunk other than Config's default is refused rather than ignored.
+  /// `options.config = config_from_environment(options.config)` applies TF_GLM53_PREFIX_CACHE and
+  /// TF_GLM53_PREFIX_CACHE_MIN.
   Config config{};
-  /// The rule's chunk (INV-5): 0, the default, takes the engine's prefill chunk, as THM-1 requires.
-  /// Another value is for showing why it does: the lane still prefills on the engine's grid, from
-  /// whatever offset the rule grants, so a rule chunk that is not a multiple of the engine's lets
-  /// resumes start off the grid and differ from a cold run (docs/spec.md, THM-1).
-  std::size_t rule_chunk = 0;
+  /// The rule's chunk (INV-5): absent, the default, the engine's prefill chunk, as THM-1 requires.
+  /// A value (at least 1) is for showing why it does: the lane still prefills on the engine's grid,
+  /// from whatever offset the rule grants, so a rule chunk that is not a multiple of the engine's
+  /// lets resumes start off the grid and differ from a cold run (docs/spec.md, THM-1).
+  std::optional<std::size_t> rule_chunk = std::nullopt;
   /// Fill rows a request gives up with NaN, so that an engine that reads one is caught. On in debug
   /// builds; the tests turn it on everywhere.
   bool poison = poison_by_default;
@@ -84,12 +86,14 @@ class BeforeCommit {
 /// without locking: call them only while no serve() or clear() runs.
 class Lane {
  public:
-  /// A lane on `engine`: the machine's chunk is the engine's (or options.rule_chunk). `before_commit`,
-  /// if given, is the step between writes and commit; it must outlive the lane.
+  /// A lane on `engine`: the machine is configured with options.config, its chunk the engine's (or
+  /// options.rule_chunk). `before_commit`, if given, is the step between writes and commit; it must
+  /// outlive the lane.
   /// Effect: the KV state is allocated (engine.make_kv_state(capacity)) and the record reserved, once;
   /// with poisoning on, every row is NaN.
-  /// Throws: ConfigError when capacity, the engine's chunk or its vocabulary is 0, or the engine's KV
-  /// state does not have the requested capacity; what the engine's allocation throws.
+  /// Throws: ConfigError when capacity, the engine's chunk or its vocabulary is 0, rule_chunk is 0,
+  /// config.chunk is not Config's default, or the engine's KV state does not have the requested
+  /// capacity; what the engine's allocation throws.
   Lane(Engine& engine, const LaneOptions& options, BeforeCommit* before_commit = nullptr);
 
   /// Serves one request: query, begin, poison, prefill on the chunk grid from the offset, greedy

@@ -22,10 +22,13 @@
 /// is not the unsharded engine's result: the merge adds in another order.
 ///
 /// Two forms compute the same floats:
-///  - single controller (no collective): one process holds every rank's rows, a ShardedKvState of
+///  - single controller (no group): one process holds every rank's rows, a ShardedKvState of
 ///    HostKvStates, and computes each rank's partials in turn;
 ///  - one rank of a group (a Collective of layout.ranks ranks, one process or thread per rank): its
 ///    KV state is a RankKvState, its own rows alone, and the partials travel through all_gather.
+///
+/// The same computation on a CUDA device is cuda::DcpReferenceEngineOnDevice
+/// (dcp_reference_engine_on_device.hpp).
 
 #include <pfx/driver/collective.hpp>
 #include <pfx/driver/engine.hpp>
@@ -41,19 +44,19 @@ namespace pfx::engines {
 
 class DcpReferenceEngine final : public driver::Engine {
  public:
-  /// `ranks` null: the single controller. Otherwise this rank's end of a group of layout.ranks ranks,
+  /// `group` null: the single controller. Otherwise this rank's end of a group of layout.ranks ranks,
   /// which must outlive the engine; every rank makes the same calls in the same order.
   /// Throws std::invalid_argument for an unusable shape, ranks or interleave 0, or a group whose size
   /// is not layout.ranks.
   DcpReferenceEngine(const ReferenceModelShape& shape, const driver::ShardLayout& layout,
-                     driver::Collective* ranks = nullptr);
+                     driver::Collective* group = nullptr);
 
   [[nodiscard]] std::size_t chunk() const noexcept override { return shape_.chunk; }
   [[nodiscard]] std::size_t vocab() const noexcept override { return shape_.vocab; }
   [[nodiscard]] const ReferenceModelShape& model() const noexcept { return shape_; }
   [[nodiscard]] std::optional<driver::ShardLayout> context_parallel() const noexcept override { return layout_; }
   /// True for one rank of a group of more than one.
-  [[nodiscard]] bool exchanges() const noexcept override { return ranks_ != nullptr && ranks_->size() > 1; }
+  [[nodiscard]] bool exchanges() const noexcept override { return group_ != nullptr && group_->size() > 1; }
 
   /// Single controller: a ShardedKvState of layout.ranks HostKvStates. One rank: a RankKvState of
   /// this rank's rows, layout.shard_capacity(capacity) of them.
@@ -70,7 +73,7 @@ class DcpReferenceEngine final : public driver::Engine {
   ReferenceModelShape shape_;
   ReferenceWeights weights_;
   driver::ShardLayout layout_;
-  driver::Collective* ranks_;
+  driver::Collective* group_;  ///< null: the single controller
 };
 
 }  // namespace pfx::engines

@@ -1,9 +1,9 @@
 #pragma once
 
 /// \file
-/// The decode-context-parallel reference engine (pfx/engines/dcp_reference_engine.hpp) as CUDA
-/// kernels, on KV states on the device. The header needs no CUDA headers; when pfx was built without
-/// a CUDA compiler, the constructor throws CudaError saying so.
+/// The decode-context-parallel reference engine on a CUDA device (the computation is
+/// DcpReferenceEngine's, dcp_reference_engine.hpp), on KV states on the device. Needs no CUDA
+/// headers, as ReferenceEngineOnDevice (reference_engine_on_device.hpp).
 
 #include <pfx/driver/collective.hpp>
 #include <pfx/driver/cuda.hpp>
@@ -19,22 +19,17 @@
 
 namespace pfx::engines::cuda {
 
-/// DcpReferenceEngine's computation on one device, with the same weights: per layer each
-/// rank reduces each query over its own rows among A(p) before the chunk into a partial (normalised
-/// output and log-sum-exp; over no rows 0 ... 0, -inf), the partials are all-gathered, and every
-/// rank merges them in rank order, then the chunk's own causal part, in fp32; each rank writes only
-/// its own rows of the chunk. Every sum has a fixed order and there are no atomics, so a resume on
-/// the chunk grid equals a cold run of the same ranks and interleave bit for bit, in both forms, on
-/// one kind of device. Its floats need not equal the host DCP engine's. It keeps scratch buffers
-/// between calls, so one caller at a time (one lane).
-///
-/// Two forms, as DcpReferenceEngine: the single controller (no collective) holds every rank's rows
-/// on its one device, a ShardedKvState of KvStateOnDevice shards, and computes each rank's
-/// partials in turn; one rank of a group holds its own rows alone, a RankKvState over a
-/// KvStateOnDevice, and its partials travel through the Collective by way of the host.
+/// DcpReferenceEngine's computation, in its two forms and with the same weights, as CUDA kernels on
+/// one device: a resume on the chunk grid equals a cold run of the same ranks and interleave bit for
+/// bit, on one kind of device. Its floats need not equal the host DCP engine's. What it shares with
+/// ReferenceEngineOnDevice holds here too: sums in a fixed order without atomics, CudaError from the
+/// constructor when pfx was built without CUDA, and scratch buffers kept between calls, so one caller
+/// at a time (one lane). The single controller's shards are KvStateOnDevice on its one device; one
+/// rank of a group holds a RankKvState over a KvStateOnDevice, and its partials travel through the
+/// Collective by way of the host.
 class DcpReferenceEngineOnDevice final : public driver::Engine {
  public:
-  /// `ranks` null: the single controller. Otherwise this rank's end of a group of layout.ranks ranks,
+  /// `group` null: the single controller. Otherwise this rank's end of a group of layout.ranks ranks,
   /// which must outlive the engine; every rank makes the same calls in the same order. The engine's
   /// device is the current one (single controller) or rank mod the visible devices (one rank, one
   /// device per process as under mpirun); the constructor and every call make it current. Uploads
@@ -42,7 +37,7 @@ class DcpReferenceEngineOnDevice final : public driver::Engine {
   /// interleave 0, or a group whose size is not layout.ranks; CudaError on a CUDA failure or when
   /// built without CUDA.
   DcpReferenceEngineOnDevice(const ReferenceModelShape& shape, const driver::ShardLayout& layout,
-                             driver::Collective* ranks = nullptr);
+                             driver::Collective* group = nullptr);
   ~DcpReferenceEngineOnDevice() override;
 
   [[nodiscard]] std::size_t chunk() const noexcept override;

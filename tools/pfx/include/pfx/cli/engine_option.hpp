@@ -78,7 +78,7 @@ void check_llama_options_unused(const CLI::App& command, const EngineChoice& cho
 /// each rank is a process of its own (under mpirun); null: one process drives every rank.
 struct Dcp {
   driver::ShardLayout layout;
-  driver::Collective* ranks = nullptr;
+  driver::Collective* group = nullptr;
 };
 
 /// Whether `--engine NAME` has a decode-context-parallel form: reference and cuda.
