@@ -151,7 +151,10 @@ class PyVllmSwitch(unittest.TestCase):
                 with self.assertRaises(pfx.ConfigError, msg=repr(value)) as refused:
                     plugin.settings_from_environment({"PFX_VLLM": value})
                 self.assertIn("PFX_VLLM=", str(refused.exception))
-                self.assertIn("empty (on)", str(refused.exception))  # the message lists what empty means
+                # The message lists what empty means, and what on and off mean for vLLM.
+                self.assertIn("1, true, on, yes or empty (the plugin on:", str(refused.exception))
+                self.assertIn("0, false, off or no (the plugin off: vLLM's own prefix caching, unchanged)",
+                              str(refused.exception))
                 continue
             settings = plugin.settings_from_environment({"PFX_VLLM": value})
             self.assertEqual(settings is not None, on, repr(value))
