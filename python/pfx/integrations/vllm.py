@@ -241,13 +241,18 @@ def _config_post_init(self) -> None:
     cache = self.cache_config
     if not cache.enable_prefix_caching:
         return
-    block = cache.block_size
-    reasons = refusals(self)
-    if settings.chunk is not None and block and settings.chunk % block:
-        reasons.append(f"{CHUNK_VARIABLE}={settings.chunk} is not a multiple of vLLM's block size {block}: vLLM "
-                       f"resumes a prompt only at a block bound; use a multiple of {block}")
+    reasons = refusals(self) + _chunk_refusals(settings.chunk, cache.block_size)
     if reasons:
         raise Refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
+
+
+def _chunk_refusals(chunk: Optional[int], block: Optional[int]) -> list:
+    """The chunk off vLLM's block grid, if it is: vLLM resumes a prompt only at a block bound (None: the
+    block size, or a block size not known yet)."""
+    if chunk is None or not block or chunk % block == 0:
+        return []
+    return [f"{CHUNK_VARIABLE}={chunk} is not a multiple of vLLM's block size {block}: vLLM resumes a prompt only "
+            f"at a block bound; use a multiple of {block}"]
 
 
 def refusals(vllm_config) -> list:
@@ -320,12 +325,9 @@ def _scheduler_init(self, *args, **kwargs) -> None:
         _logger.info("pfx: vLLM's prefix caching is off, so it reuses nothing and pfx has nothing to decide: every "
                      "request is computed in full")
         return
-    reasons = refusals(self.vllm_config) + group_refusals(self.kv_cache_config)
     block = manager.coordinator.scheduler_block_size
     chunk = block if settings.chunk is None else settings.chunk
-    if chunk % block != 0:
-        reasons.append(f"{CHUNK_VARIABLE}={chunk} is not a multiple of vLLM's block size {block}: vLLM resumes a "
-                       f"prompt only at a block bound; use a multiple of {block}")
+    reasons = refusals(self.vllm_config) + group_refusals(self.kv_cache_config) + _chunk_refusals(chunk, block)
     if reasons:
         raise Refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
     step = prefill_step(self.vllm_config)
