@@ -14,6 +14,12 @@ demand, so that ``import pfx`` needs none of the frameworks:
   of vLLM's prefix cache.
 - ``pfx.integrations.vllm_conform``: the conformance check of a vLLM configuration through its own
   cache (``python -m pfx.integrations.vllm_conform MODEL``).
+- ``pfx.integrations.vllm_verify``: the check of the vLLM a user serves, a running OpenAI-compatible
+  server or a ``vllm.LLM``, each response against a cold run
+  (``python -m pfx.integrations.vllm_verify --url URL``).
+
+``pfx.integrations.vllm_guard`` is imported by Python itself, at start-up where ``PFX_VLLM`` is set
+(``pfx-vllm-guard.pth``): it stops a vLLM that did not load the plugin.
 
 Models and workloads to try them on, for tests, benchmarks and examples, are in ``pfx.fixtures``.
 """
