@@ -2,7 +2,9 @@
 // the shipped ones (host reference, blocked attention: exact exactly on multiples of their chunk;
 // non-deterministic, drifting: flagged as such), and engines made here to catch the checker's own
 // mistakes (one whose rows depend on the chunk's start while its logits do not, so that a checker
-// comparing only logits fails; one that reads a row past its chunk, deterministic yet never exact).
+// comparing only logits fails; one that reads a row past its chunk, deterministic yet never exact;
+// one that computes a one-token prefill step otherwise, exact on every grid only under the rule's
+// prefill step).
 
 #include "support/requirement.hpp"
 
@@ -23,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -507,6 +510,103 @@ TEST(Conform, ADegenerateEngineIsRefusedNamingThePremiseThatFailed) {
   EXPECT_EQ(good.premise_failure, std::nullopt);
   EXPECT_NE(pfx::conform::to_text(good).find("premises: rows written, finite logits, logits depend on tokens"),
             std::string::npos);
+}
+
+/// A stand-in for an engine that computes a prefill step of one token otherwise than a longer one
+/// (INV-12; llama.cpp with flash attention off, vLLM): each prefill call is split into steps of `step`
+/// tokens from the call's start, and when its last step is one token alone its logits are computed
+/// otherwise (here: 0.5 higher). Rows are a function of their token and position only, so that what
+/// differs is the prefill's last step, the one INV-12 speaks of. With `step` dividing the chunk, the
+/// last call of a resume ends alone exactly when the prefill of the prompt's last n - k tokens would:
+/// only a resume the rule under prefill_step = `step` never makes differs from its cold run.
+class OneTokenStepEngine final : public pfx::driver::Engine {
+ public:
+  OneTokenStepEngine(std::size_t chunk, std::size_t step) : chunk_(chunk), step_(step) {}
+  [[nodiscard]] std::size_t chunk() const noexcept override { return chunk_; }
+  [[nodiscard]] std::size_t vocab() const noexcept override { return 8; }
+  [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override {
+    return std::make_unique<HostKvState>(pfx::driver::KvShape{.capacity = capacity, .layers = 1, .width = 1});
+  }
+  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position, std::span<float> logits) override {
+    auto& rows = dynamic_cast<HostKvState&>(kv);
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      *rows.row(0, Plane::key, position + i) = static_cast<float>(tokens[i]) + static_cast<float>(position + i);
+      *rows.row(0, Plane::value, position + i) = static_cast<float>(tokens[i]);
+    }
+    const float alone = (tokens.size() - 1) % step_ == 0 ? 0.5F : 0.0F;  // the one-token step's own kernel
+    for (std::size_t j = 0; j < logits.size(); ++j) {
+      logits[j] = static_cast<float>(j) * static_cast<float>(tokens.back()) + alone;
+    }
+  }
+  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override {
+    prefill(kv, std::span(&next, 1), position, logits);
+  }
+
+ private:
+  std::size_t chunk_;
+  std::size_t step_;
+};
+
+/// INV-12's premise as docs/spec.md defines it, written here apart from the core: a prefill of t
+/// tokens in steps of s ends with a step of one token alone iff (t - 1) % s == 0, and the rule
+/// resumes a prompt of n tokens at k only if that is so for n - k exactly when it is for n.
+bool premise_allows(std::size_t n, std::size_t k, std::size_t s) {
+  const auto alone = [s](std::size_t t) { return (t - 1) % s == 0; };
+  return alone(n - k) == alone(n);
+}
+
+// With the rule's prefill step the check resumes only where the rule would, counts every other offset
+// as skipped (as many as INV-12's definition says, each one a resume that would have differed or not),
+// says why, and finds grid 1 exact; without it, the same engine has no exact grid 1: the skips are
+// what make the verdict, never a skip that hides a resume the rule makes.
+PFX_PROPERTY(Conform, ThePrefillStepSkipsExactlyTheOffsetsTheRuleNeverResumesAt, "CONF-1", ()) {
+  const std::size_t chunk = *rc::gen::inRange<std::size_t>(1, 13);
+  std::vector<std::size_t> divisors;
+  for (std::size_t s = 1; s <= chunk; ++s) {
+    if (chunk % s == 0) divisors.push_back(s);
+  }
+  const std::size_t step = *rc::gen::elementOf(divisors);
+  Budget budget = quick(*rc::gen::arbitrary<std::uint32_t>());
+  budget.exhaustive_up_to = 64;  // every offset of every length resumed or skipped: the count is known
+  OneTokenStepEngine engine(chunk, step);
+  const Report with = pfx::conform::check(
+      engine, CheckOptions{.budget = budget, .rule_chunk = std::nullopt, .prefill_step = step, .engine_name = "test",
+                           .progress = {}});
+  RC_ASSERT(!with.cold_disagreement);
+  for (const pfx::conform::GridResult& g : with.grids) {
+    std::size_t skips = 0;
+    std::size_t offsets = 0;
+    for (const std::size_t n : with.lengths) {
+      RC_ASSERT(n <= budget.exhaustive_up_to);
+      for (std::size_t k = g.grid; k < n; k += g.grid) {
+        offsets += budget.prompts;
+        if (!premise_allows(n, k, step)) skips += budget.prompts;
+      }
+    }
+    RC_ASSERT(g.skipped == skips);
+    RC_ASSERT(g.resumes == offsets - skips);
+    RC_ASSERT(g.mismatch == std::nullopt);
+  }
+  RC_ASSERT(with.find(1)->exact());
+  RC_ASSERT(with.recommended == std::optional<std::size_t>(1));
+  RC_ASSERT(with.verdict == Verdict::safe);
+  RC_ASSERT(with.skip_reason == (with.skipped() > 0 ? pfx::conform::prefill_step_skip_reason(step) : ""));
+  RC_ASSERT((with.skipped() > 0) == (step > 1));  // step 1: every step is one token, cold and resumed
+  if (step > 1) {
+    const std::string text = pfx::conform::to_text(with);
+    RC_ASSERT(text.find("skipped: " + std::to_string(with.skipped()) + " offsets the rule never resumes at: the "
+                        "prefill step (" + std::to_string(step) + " tokens)") != std::string::npos);
+  }
+
+  const Report without = check(engine, std::nullopt, budget);
+  RC_ASSERT(without.skipped() == 0U);
+  RC_ASSERT(without.skip_reason.empty());
+  RC_ASSERT(without.find(1)->exact() == (step == 1));
+  if (step > 1) {
+    const pfx::conform::Mismatch& m = *without.find(1)->mismatch;
+    RC_ASSERT(!premise_allows(m.prompt.size(), m.offset, step));  // a resume the rule never makes
+    RC_ASSERT(m.difference.where == pfx::conform::Difference::Where::logits);
+  }
 }
 
 TEST(Conform, ResumesAShortPromptAtEveryGridMultipleTheLastIncluded) {
