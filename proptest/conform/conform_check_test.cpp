@@ -3,8 +3,8 @@
 // non-deterministic, drifting: flagged as such), and engines made here to catch the checker's own
 // mistakes (one whose rows depend on the chunk's start while its logits do not, so that a checker
 // comparing only logits fails; one that reads a row past its chunk, deterministic yet never exact;
-// one that computes a one-token prefill step otherwise, exact on every grid only under the rule's
-// prefill step).
+// one whose rows are each its token and position, exact on every grid, and which, given a step,
+// computes a one-token prefill step otherwise: then exact on grid 1 only under the rule's prefill step).
 
 #include "support/requirement.hpp"
 
@@ -289,10 +289,18 @@ TEST(Conform, ABadBudgetOrChunkIsRefusedBeforeAnythingRuns) {
   EXPECT_EQ(Budget::named("default"), Budget{});
 }
 
-/// Each row a function of its token and position only: exact on every grid, whatever its chunk.
+/// Each row a function of its token and position only: exact on every grid, whatever its chunk. With
+/// a step, a stand-in for an engine that computes a prefill step of one token otherwise than a longer
+/// one (INV-12; llama.cpp with flash attention off, vLLM): each call is split into steps of `step`
+/// tokens from its start, and when its last step is one token alone its logits come out 0.5 higher.
+/// The rows stay what they are, so that what differs is the prefill's last step, the one INV-12
+/// speaks of: with `step` dividing the chunk, a resume's last call ends alone exactly when a prefill
+/// of the prompt's last n - k tokens would, so only a resume the rule under prefill_step = `step`
+/// never makes differs from its cold run.
 class RowLocalEngine final : public pfx::driver::Engine {
  public:
-  [[nodiscard]] std::size_t chunk() const noexcept override { return 4; }
+  explicit RowLocalEngine(std::size_t chunk = 4, std::size_t step = 0) : chunk_(chunk), step_(step) {}
+  [[nodiscard]] std::size_t chunk() const noexcept override { return chunk_; }
   [[nodiscard]] std::size_t vocab() const noexcept override { return 8; }
   [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override {
     return std::make_unique<HostKvState>(pfx::driver::KvShape{.capacity = capacity, .layers = 1, .width = 1});
@@ -303,11 +311,16 @@ class RowLocalEngine final : public pfx::driver::Engine {
       *rows.row(0, Plane::key, position + i) = static_cast<float>(tokens[i]) + static_cast<float>(position + i);
       *rows.row(0, Plane::value, position + i) = static_cast<float>(tokens[i]);
     }
-    for (std::size_t j = 0; j < logits.size(); ++j) logits[j] = static_cast<float>(tokens.back());
+    const float alone = step_ > 0 && (tokens.size() - 1) % step_ == 0 ? 0.5F : 0.0F;  // the one-token step's kernel
+    for (std::size_t j = 0; j < logits.size(); ++j) logits[j] = static_cast<float>(tokens.back()) + alone;
   }
   void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override {
     prefill(kv, std::span(&next, 1), position, logits);
   }
+
+ private:
+  std::size_t chunk_;
+  std::size_t step_;
 };
 
 // A grid below the engine's chunk can be exact as measured; the report says THM-1 does not cover it.
@@ -512,41 +525,6 @@ TEST(Conform, ADegenerateEngineIsRefusedNamingThePremiseThatFailed) {
             std::string::npos);
 }
 
-/// A stand-in for an engine that computes a prefill step of one token otherwise than a longer one
-/// (INV-12; llama.cpp with flash attention off, vLLM): each prefill call is split into steps of `step`
-/// tokens from the call's start, and when its last step is one token alone its logits are computed
-/// otherwise (here: 0.5 higher). Rows are a function of their token and position only, so that what
-/// differs is the prefill's last step, the one INV-12 speaks of. With `step` dividing the chunk, the
-/// last call of a resume ends alone exactly when the prefill of the prompt's last n - k tokens would:
-/// only a resume the rule under prefill_step = `step` never makes differs from its cold run.
-class OneTokenStepEngine final : public pfx::driver::Engine {
- public:
-  OneTokenStepEngine(std::size_t chunk, std::size_t step) : chunk_(chunk), step_(step) {}
-  [[nodiscard]] std::size_t chunk() const noexcept override { return chunk_; }
-  [[nodiscard]] std::size_t vocab() const noexcept override { return 8; }
-  [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override {
-    return std::make_unique<HostKvState>(pfx::driver::KvShape{.capacity = capacity, .layers = 1, .width = 1});
-  }
-  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position, std::span<float> logits) override {
-    auto& rows = dynamic_cast<HostKvState&>(kv);
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-      *rows.row(0, Plane::key, position + i) = static_cast<float>(tokens[i]) + static_cast<float>(position + i);
-      *rows.row(0, Plane::value, position + i) = static_cast<float>(tokens[i]);
-    }
-    const float alone = (tokens.size() - 1) % step_ == 0 ? 0.5F : 0.0F;  // the one-token step's own kernel
-    for (std::size_t j = 0; j < logits.size(); ++j) {
-      logits[j] = static_cast<float>(j) * static_cast<float>(tokens.back()) + alone;
-    }
-  }
-  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override {
-    prefill(kv, std::span(&next, 1), position, logits);
-  }
-
- private:
-  std::size_t chunk_;
-  std::size_t step_;
-};
-
 /// INV-12's premise as docs/spec.md defines it, written here apart from the core: a prefill of t
 /// tokens in steps of s ends with a step of one token alone iff (t - 1) % s == 0, and the rule
 /// resumes a prompt of n tokens at k only if that is so for n - k exactly when it is for n.
@@ -568,7 +546,7 @@ PFX_PROPERTY(Conform, ThePrefillStepSkipsExactlyTheOffsetsTheRuleNeverResumesAt,
   const std::size_t step = *rc::gen::elementOf(divisors);
   Budget budget = quick(*rc::gen::arbitrary<std::uint32_t>());
   budget.exhaustive_up_to = 64;  // every offset of every length resumed or skipped: the count is known
-  OneTokenStepEngine engine(chunk, step);
+  RowLocalEngine engine(chunk, step);
   const Report with = pfx::conform::check(
       engine, CheckOptions{.budget = budget, .rule_chunk = std::nullopt, .prefill_step = step, .engine_name = "test",
                            .progress = {}});

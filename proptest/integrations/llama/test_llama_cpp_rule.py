@@ -244,6 +244,15 @@ def describe(steps: list) -> str:
 class ExactReuse(unittest.TestCase):
     """With the rule on, every resumed response equals its cold run, and reuses what the rule allows."""
 
+    def assert_served_as_the_rule_allows(self, steps: list) -> None:
+        """Every response equals its cold run, pfx decided the offset the test computed, and llama.cpp
+        evaluated the rest of the prompt, by its own counters."""
+        for step in steps:
+            self.assertFalse(step.differs, f"a response differs from its cold run:\n{describe(steps)}")
+            self.assertEqual(step.decided, step.expected, f"pfx decided another offset:\n{describe(steps)}")
+            self.assertEqual(step.evaluated, step.prompt_length - step.expected,
+                             f"llama.cpp evaluated another number of prompt tokens:\n{describe(steps)}")
+
     @verifies("LLAMA-1 THM-1 INV-1 INV-2 INV-3 INV-4 INV-5")
     @seed(SEED)
     @PROPERTY
@@ -260,11 +269,7 @@ class ExactReuse(unittest.TestCase):
             self.assertEqual((rule.grid, rule.chunk, rule.prefill_step), (grid, expected_chunk, step))
             steps = serve_chat(llm, reference, chat_of_steps(chat), kinds, expected_chunk, keep_min, max_tokens,
                                random.Random(chat), step)
-        for step in steps:
-            self.assertFalse(step.differs, f"a response differs from its cold run:\n{describe(steps)}")
-            self.assertEqual(step.decided, step.expected, f"pfx decided another offset:\n{describe(steps)}")
-            self.assertEqual(step.evaluated, step.prompt_length - step.expected,
-                             f"llama.cpp evaluated another number of prompt tokens:\n{describe(steps)}")
+        self.assert_served_as_the_rule_allows(steps)
 
     @verifies("LLAMA-1 THM-1 INV-12")
     @seed(SEED)
@@ -286,11 +291,7 @@ class ExactReuse(unittest.TestCase):
             turns = ["free", "one row left", "ends alone", "free"] + targets
             steps = serve_chat(llm, reference, edge_chat(random.Random(chat), n_ubatch, turns), ["complete"] * len(turns),
                                1, 0, max_tokens, random.Random(chat), n_ubatch)
-        for step in steps:
-            self.assertFalse(step.differs, f"a response differs from its cold run:\n{describe(steps)}")
-            self.assertEqual(step.decided, step.expected, f"pfx decided another offset:\n{describe(steps)}")
-            self.assertEqual(step.evaluated, step.prompt_length - step.expected,
-                             f"llama.cpp evaluated another number of prompt tokens:\n{describe(steps)}")
+        self.assert_served_as_the_rule_allows(steps)
 
     @verifies("LLAMA-1 CEX-1")
     def test_stock_llama_serves_resumed_turns_that_differ_from_their_cold_runs(self):
