@@ -7,13 +7,16 @@ docs/performance.md, "llama-cpp-python's Llama", shows its tables.
 
     python3 bench/python/llama_cpp_chat_bench.py [--model M.gguf] [--n-ubatch 32,128] [--n-ctx 4096]
         [--chats 3] [--turns 4] [--first 50,300] [--new 10,100] [--max-tokens 20] [--threads 1] [--seed 1]
+        [--grid]
 
 Without --model it writes the suites' tiny random-weight model (pfx.fixtures.tiny_gguf: 2 layers,
 width 128, vocabulary 512, f16). A chat's first prompt has --first tokens (a range); each turn adds
 the response and --new tokens (pfx.fixtures.llama_chats.turns). The cold configuration draws the
 prompts (each turn holds the cold response) and the others serve the same ones. Every request is a
 stream (greedy, logprobs=1): its time to first token is the time to its first chunk. n_batch is
-llama-cpp-python's default (512). Needs llama-cpp-python (scripts/llama.sh --python) and gguf; never
+llama-cpp-python's default (512), and so is flash attention (off): pfx's rule is enable's default,
+chunk 1 with the prefill step n_ubatch, or with --grid the ubatch grid (enable(llm, chunk=n_ubatch), what
+enable takes with flash attention on). Needs llama-cpp-python (scripts/llama.sh --python) and gguf; never
 run by the tests. Exits 0 whatever the figures: a benchmark measures, it does not assert.
 """
 from __future__ import annotations
@@ -58,8 +61,10 @@ def run(model: str, n_ubatch: int, arguments) -> dict:
         llm = llama_cpp.Llama(model, n_ctx=arguments.n_ctx, n_ubatch=n_ubatch, n_threads=arguments.threads,
                               n_threads_batch=arguments.threads, logits_all=True, verbose=False)
         llama_chats.warm_up(llm)
+        rule = None
         if configuration == "Llama with pfx":
-            adapter.enable(llm)
+            rule = adapter.enable(llm, chunk=n_ubatch if arguments.grid else None)
+            rule = (rule.chunk, rule.prefill_step)
         served = []
         began = time.perf_counter()
         for chat in range(arguments.chats):
@@ -77,7 +82,7 @@ def run(model: str, n_ubatch: int, arguments) -> dict:
                 response = outcome["response"]
                 served.append(dict(outcome, prompt_length=len(prompt), turn=turn))
         results[configuration] = {"served": served, "total_s": time.perf_counter() - began,
-                                  "n_batch": llm.n_batch}
+                                  "n_batch": llm.n_batch, "rule": rule}
         llm.close()
     return results
 
@@ -90,7 +95,8 @@ def report(results: dict, n_ubatch: int, arguments) -> None:
           f"{arguments.threads} thread(s)): {arguments.chats} chats of {arguments.turns} turns, first prompts "
           f"{arguments.first[0]}..{arguments.first[1] - 1} tokens, {arguments.new[0]}..{arguments.new[1] - 1} new tokens "
           f"a turn, {arguments.max_tokens} generated, seed {arguments.seed}: {prompt_tokens} prompt tokens, "
-          f"{len(resumed)} resumed turns")
+          f"{len(resumed)} resumed turns; pfx's rule: chunk {results['Llama with pfx']['rule'][0]}, prefill step "
+          f"{results['Llama with pfx']['rule'][1] or 'none'}")
     print(f"  {'configuration':16} {'prompt tokens not evaluated':>30} {'ttft median':>12} {'total':>9} "
           f"{'resumed responses differing from cold':>40}")
     reuse = {}
@@ -123,6 +129,8 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--grid", action="store_true",
+                        help="pfx's rule on the ubatch grid (chunk n_ubatch), not enable's default")
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         model = arguments.model

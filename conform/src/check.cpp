@@ -5,6 +5,7 @@
 
 #include <pfx/driver/generation.hpp>
 #include <pfx/driver/kv_state.hpp>
+#include <pfx/offset_rule.hpp>
 
 #include <algorithm>
 #include <bit>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -126,6 +128,14 @@ std::vector<std::byte> row_bytes(const Run& run, std::size_t row, std::size_t ro
   return out;
 }
 
+/// Whether pfx's rule, on `grid` and told the engine's prefill step, would resume `prompt` at `offset`
+/// after a run of the prompt's first `offset` tokens: the core's own answer (decide), never the
+/// premise derived again here.
+bool rule_resumes_at(std::span<const token> prompt, std::size_t offset, std::size_t grid, std::size_t prefill_step) {
+  const pfx::Config config{.enabled = true, .keep_min = 0, .chunk = grid, .prefill_step = prefill_step};
+  return pfx::decide(config, prompt.first(offset), offset, prompt).offset == offset;
+}
+
 class Checker {
  public:
   Checker(driver::Engine& engine, const CheckOptions& options) : engine_(engine), options_(options) {}
@@ -170,6 +180,7 @@ class Checker {
         if (options_.progress) options_.progress(report_.prompts, total);
       }
     }
+    if (report_.skipped() > 0) report_.skip_reason = prefill_step_skip_reason(options_.prefill_step);
     decide(report_);
     report_.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return std::move(report_);
@@ -297,6 +308,10 @@ class Checker {
     for (GridResult& g : report_.grids) {
       if (g.mismatch) continue;  // one counterexample per grid is enough
       for (const std::size_t offset : resume_offsets(n, g.grid, options_.budget, random_)) {
+        if (!rule_resumes_at(prompt, offset, g.grid, options_.prefill_step)) {
+          ++g.skipped;  // the rule never makes this resume: nothing to judge
+          continue;
+        }
         const std::vector<token> held = held_for(prompt, offset);
         // As a lane does: the held run from 0, then the rows past the offset given up before the resume.
         // Not poisoned: in pfx's memory they keep what earlier runs wrote, as in a lane without

@@ -187,6 +187,12 @@ std::string measured_only(const Report& r) {
 
 }  // namespace
 
+std::string prefill_step_skip_reason(std::size_t step) {
+  const std::string size = step == SIZE_MAX ? "one step, whatever the length" : counted(step, "token", "tokens");
+  return "the prefill step (" + size + "): pfx's rule (decide, bound 'prefill step') never resumes where the "
+         "resumed prefill would end with a step of one token and the cold run's would not, or the other way round";
+}
+
 std::string Report::explanation() const {
   switch (verdict) {
     case Verdict::safe:
@@ -251,8 +257,8 @@ std::string batching_line(const Batching& b) {
          counted(m.beside.size(), "other", "others") + ": " + m.difference.describe() + "\n";
 }
 
-/// A grid's line after its name. Skips are said only where there were some: `pfx conform` never skips,
-/// and its lines stay as they were.
+/// A grid's line after its name. Skips are said only where there were some: `pfx conform` without
+/// --prefill-step never skips, and its lines stay as they were.
 std::string grid_line(const GridResult& g) {
   const std::string skipped = counted(g.skipped, "offset", "offsets") + " skipped";
   if (g.exact()) {

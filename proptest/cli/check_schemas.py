@@ -34,6 +34,7 @@ RUNS = [  # (schema, arguments, expected exit status)
     ("conform", ["conform", "--budget", "quick", "--json"], 0),
     ("conform", ["conform", "--budget", "quick", "--engine", "nondeterministic", "--json"], 4),
     ("conform", ["conform", "--budget", "quick", "--chunk", "6", "--rule-chunk", "4", "--json"], 1),
+    ("conform", ["conform", "--budget", "quick", "--chunk", "4", "--prefill-step", "4", "--json"], 0),  # skips
     ("audit", ["audit", "--seed", "3", "--cases", "20", "--protocol-length", "1", "--json", "--traceability", TRACED], 0),
     ("audit", ["audit", "--seed", "3", "--cases", "20", "--protocol-length", "1", "--json"], 0),  # table not checked
     ("explain", ["explain", "--record", "[1,2,3,4]", "--prompt", "[1,2,3,5]", "--keep-min", "1", "--chunk", "1", "--json"], 0),

@@ -2,7 +2,9 @@
 // the shipped ones (host reference, blocked attention: exact exactly on multiples of their chunk;
 // non-deterministic, drifting: flagged as such), and engines made here to catch the checker's own
 // mistakes (one whose rows depend on the chunk's start while its logits do not, so that a checker
-// comparing only logits fails; one that reads a row past its chunk, deterministic yet never exact).
+// comparing only logits fails; one that reads a row past its chunk, deterministic yet never exact;
+// one whose rows are each its token and position, exact on every grid, and which, given a step,
+// computes a one-token prefill step otherwise: then exact on grid 1 only under the rule's prefill step).
 
 #include "support/requirement.hpp"
 
@@ -23,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -286,10 +289,18 @@ TEST(Conform, ABadBudgetOrChunkIsRefusedBeforeAnythingRuns) {
   EXPECT_EQ(Budget::named("default"), Budget{});
 }
 
-/// Each row a function of its token and position only: exact on every grid, whatever its chunk.
+/// Each row a function of its token and position only: exact on every grid, whatever its chunk. With
+/// a step, a stand-in for an engine that computes a prefill step of one token otherwise than a longer
+/// one (INV-12; llama.cpp with flash attention off, vLLM): each call is split into steps of `step`
+/// tokens from its start, and when its last step is one token alone its logits come out 0.5 higher.
+/// The rows stay what they are, so that what differs is the prefill's last step, the one INV-12
+/// speaks of: with `step` dividing the chunk, a resume's last call ends alone exactly when a prefill
+/// of the prompt's last n - k tokens would, so only a resume the rule under prefill_step = `step`
+/// never makes differs from its cold run.
 class RowLocalEngine final : public pfx::driver::Engine {
  public:
-  [[nodiscard]] std::size_t chunk() const noexcept override { return 4; }
+  explicit RowLocalEngine(std::size_t chunk = 4, std::size_t step = 0) : chunk_(chunk), step_(step) {}
+  [[nodiscard]] std::size_t chunk() const noexcept override { return chunk_; }
   [[nodiscard]] std::size_t vocab() const noexcept override { return 8; }
   [[nodiscard]] std::unique_ptr<KvState> make_kv_state(std::size_t capacity) const override {
     return std::make_unique<HostKvState>(pfx::driver::KvShape{.capacity = capacity, .layers = 1, .width = 1});
@@ -300,11 +311,16 @@ class RowLocalEngine final : public pfx::driver::Engine {
       *rows.row(0, Plane::key, position + i) = static_cast<float>(tokens[i]) + static_cast<float>(position + i);
       *rows.row(0, Plane::value, position + i) = static_cast<float>(tokens[i]);
     }
-    for (std::size_t j = 0; j < logits.size(); ++j) logits[j] = static_cast<float>(tokens.back());
+    const float alone = step_ > 0 && (tokens.size() - 1) % step_ == 0 ? 0.5F : 0.0F;  // the one-token step's kernel
+    for (std::size_t j = 0; j < logits.size(); ++j) logits[j] = static_cast<float>(tokens.back()) + alone;
   }
   void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override {
     prefill(kv, std::span(&next, 1), position, logits);
   }
+
+ private:
+  std::size_t chunk_;
+  std::size_t step_;
 };
 
 // A grid below the engine's chunk can be exact as measured; the report says THM-1 does not cover it.
@@ -507,6 +523,68 @@ TEST(Conform, ADegenerateEngineIsRefusedNamingThePremiseThatFailed) {
   EXPECT_EQ(good.premise_failure, std::nullopt);
   EXPECT_NE(pfx::conform::to_text(good).find("premises: rows written, finite logits, logits depend on tokens"),
             std::string::npos);
+}
+
+/// INV-12's premise as docs/spec.md defines it, written here apart from the core: a prefill of t
+/// tokens in steps of s ends with a step of one token alone iff (t - 1) % s == 0, and the rule
+/// resumes a prompt of n tokens at k only if that is so for n - k exactly when it is for n.
+bool premise_allows(std::size_t n, std::size_t k, std::size_t s) {
+  const auto alone = [s](std::size_t t) { return (t - 1) % s == 0; };
+  return alone(n - k) == alone(n);
+}
+
+// With the rule's prefill step the check resumes only where the rule would, counts every other offset
+// as skipped (as many as INV-12's definition says, each one a resume that would have differed or not),
+// says why, and finds grid 1 exact; without it, the same engine has no exact grid 1: the skips are
+// what make the verdict, never a skip that hides a resume the rule makes.
+PFX_PROPERTY(Conform, ThePrefillStepSkipsExactlyTheOffsetsTheRuleNeverResumesAt, "CONF-1", ()) {
+  const std::size_t chunk = *rc::gen::inRange<std::size_t>(1, 13);
+  std::vector<std::size_t> divisors;
+  for (std::size_t s = 1; s <= chunk; ++s) {
+    if (chunk % s == 0) divisors.push_back(s);
+  }
+  const std::size_t step = *rc::gen::elementOf(divisors);
+  Budget budget = quick(*rc::gen::arbitrary<std::uint32_t>());
+  budget.exhaustive_up_to = 64;  // every offset of every length resumed or skipped: the count is known
+  RowLocalEngine engine(chunk, step);
+  const Report with = pfx::conform::check(
+      engine, CheckOptions{.budget = budget, .rule_chunk = std::nullopt, .prefill_step = step, .engine_name = "test",
+                           .progress = {}});
+  RC_ASSERT(!with.cold_disagreement);
+  for (const pfx::conform::GridResult& g : with.grids) {
+    std::size_t skips = 0;
+    std::size_t offsets = 0;
+    for (const std::size_t n : with.lengths) {
+      RC_ASSERT(n <= budget.exhaustive_up_to);
+      for (std::size_t k = g.grid; k < n; k += g.grid) {
+        offsets += budget.prompts;
+        if (!premise_allows(n, k, step)) skips += budget.prompts;
+      }
+    }
+    RC_ASSERT(g.skipped == skips);
+    RC_ASSERT(g.resumes == offsets - skips);
+    RC_ASSERT(g.mismatch == std::nullopt);
+  }
+  RC_ASSERT(with.find(1)->exact());
+  RC_ASSERT(with.recommended == std::optional<std::size_t>(1));
+  RC_ASSERT(with.verdict == Verdict::safe);
+  RC_ASSERT(with.skip_reason == (with.skipped() > 0 ? pfx::conform::prefill_step_skip_reason(step) : ""));
+  RC_ASSERT((with.skipped() > 0) == (step > 1));  // step 1: every step is one token, cold and resumed
+  if (step > 1) {
+    const std::string text = pfx::conform::to_text(with);
+    RC_ASSERT(text.find("skipped: " + std::to_string(with.skipped()) + " offsets the rule never resumes at: the "
+                        "prefill step (" + std::to_string(step) + " tokens)") != std::string::npos);
+  }
+
+  const Report without = check(engine, std::nullopt, budget);
+  RC_ASSERT(without.skipped() == 0U);
+  RC_ASSERT(without.skip_reason.empty());
+  RC_ASSERT(without.find(1)->exact() == (step == 1));
+  if (step > 1) {
+    const pfx::conform::Mismatch& m = *without.find(1)->mismatch;
+    RC_ASSERT(!premise_allows(m.prompt.size(), m.offset, step));  // a resume the rule never makes
+    RC_ASSERT(m.difference.where == pfx::conform::Difference::Where::logits);
+  }
 }
 
 TEST(Conform, ResumesAShortPromptAtEveryGridMultipleTheLastIncluded) {

@@ -4,6 +4,7 @@
 #include "cli/in_process.hpp"
 #include "support/requirement.hpp"
 
+#include <pfx/conform/report.hpp>
 #include <pfx/driver/cuda.hpp>
 
 #include <gtest/gtest.h>
@@ -88,10 +89,45 @@ TEST(ConformCli, TheJsonReportOfTheBlockedAttentionEngineNamesItsGrid) {
   }
 }
 
+// --prefill-step S: the offsets the rule never resumes at under it are counted per grid, not resumed,
+// and said with their reason, in the text and in the JSON; 0 is no premise, the run without it.
+TEST(ConformCli, ThePrefillStepSkipsTheOffsetsTheRuleNeverResumesAtAndSaysWhy) {
+  pfx::test::verifies("CONF-2");
+  const pfx::test::PfxRun ran = run_pfx("conform --budget quick --chunk 4 --prefill-step 4 --json");
+  ASSERT_EQ(ran.status, 0) << ran.out << ran.err;
+  const nlohmann::json j = nlohmann::json::parse(ran.out);
+  EXPECT_EQ(j["skip_reason"], pfx::conform::prefill_step_skip_reason(4));
+  for (const auto& grid : j["grids"]) {
+    const std::size_t g = grid["grid"];
+    // On a multiple of the step a resume leaves n - k = n (mod 4): the premise never skips there. The
+    // first prompts have 2 and 3 tokens: grid 1's offset 1 of 2 and grid 2's offset 2 of 3 are skipped.
+    if (g % 4 == 0) {
+      EXPECT_EQ(grid["skipped"], 0) << "grid " << g;
+    }
+    if (g <= 2) {
+      EXPECT_GT(grid["skipped"], 0) << "grid " << g;
+    }
+  }
+  const pfx::test::PfxRun text = run_pfx("conform --budget quick --chunk 4 --prefill-step 4");
+  EXPECT_EQ(text.status, 0) << text.out << text.err;
+  EXPECT_NE(text.out.find(" offsets the rule never resumes at: " + pfx::conform::prefill_step_skip_reason(4)),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("grid 4 (prefill chunk, rule chunk): exact"), std::string::npos) << text.out;
+  const std::string plain = run_pfx("conform --budget quick --chunk 4").out;
+  EXPECT_EQ(plain.find("skipped"), std::string::npos) << plain;
+  nlohmann::json none = nlohmann::json::parse(run_pfx("conform --budget quick --chunk 4 --prefill-step 0 --json").out);
+  nlohmann::json without = nlohmann::json::parse(run_pfx("conform --budget quick --chunk 4 --json").out);
+  none.erase("elapsed_s");
+  without.erase("elapsed_s");
+  EXPECT_EQ(none, without);
+}
+
 TEST(ConformCli, BadInputExits2AndSaysWhy) {
   pfx::test::verifies("CONF-2 CLI-2");
   for (const char* line : {"conform --engine nope", "conform --budget huge", "conform --chunk 0",
-                           "conform --rule-chunk 0", "conform --max-grid -1", "conform --seed x"}) {
+                           "conform --rule-chunk 0", "conform --max-grid -1", "conform --seed x", "conform --prefill-step -1",
+                           "conform --prefill-step x"}) {
     const pfx::test::PfxRun ran = run_pfx(line);
     EXPECT_EQ(ran.status, 2) << line << "\n" << ran.out << ran.err;
     EXPECT_NE(ran.err.find("pfx conform: "), std::string::npos) << line << "\n" << ran.err;

@@ -4,6 +4,7 @@ the report's fields, and every misuse refused with an error that names it. Needs
 from __future__ import annotations
 
 import array
+import json
 import os
 import random
 import unittest
@@ -40,6 +41,23 @@ class Noisy(ChunkShaped):
         return [self.random.random() for _ in range(self.vocab)]
 
 
+class OneTokenStep(ChunkShaped):
+    """Splits each call into steps of `step` tokens from its start and computes a last step of one
+    token otherwise (its logits 0.5 higher): with `step` dividing `chunk`, only a resume the rule under
+    prefill_step = `step` never makes differs from its cold run (INV-12). Rows are its token and position."""
+
+    def __init__(self, chunk, step):
+        super().__init__(chunk)
+        self.step = step
+
+    def prefill(self, tokens, start, kv):
+        for i, t in enumerate(tokens):
+            kv[0, 0, start + i, 0], kv[0, 0, start + i, 1] = t, start + i
+            kv[0, 1, start + i, 0], kv[0, 1, start + i, 1] = t, 0.0
+        alone = 0.5 if (len(tokens) - 1) % self.step == 0 else 0.0
+        return array.array("f", [float(j * tokens[-1]) + alone for j in range(self.vocab)])
+
+
 class ConformProtocol(unittest.TestCase):
     @verifies("CONF-3")
     def test_a_python_engine_is_exact_on_multiples_of_its_chunk(self):
@@ -68,6 +86,33 @@ class ConformProtocol(unittest.TestCase):
         self.assertIsNone(report.grid(5))
         # chunk= overrides the engine's own.
         self.assertEqual(pfx.conform(ChunkShaped(4), budget="quick", chunk=2).chunk, 2)
+
+    @verifies("CONF-3")
+    def test_the_prefill_step_skips_the_offsets_the_rule_never_resumes_at(self):
+        for chunk, step in ((4, 4), (6, 3), (8, 2)):
+            with self.subTest(chunk=chunk, step=step):
+                engine = OneTokenStep(chunk, step)
+                report = pfx.conform(engine, budget="quick", prefill_step=step)
+                self.assertTrue(report.grid(1).exact, str(report))
+                self.assertGreater(report.grid(1).skipped, 0)
+                self.assertEqual((report.recommended, report.verdict), (1, "safe"))
+                self.assertIn(f"the prefill step ({step} tokens)", report.skip_reason)
+                self.assertIn(f"the rule never resumes at: {report.skip_reason}", str(report))
+                j = json.loads(report.to_json())
+                self.assertEqual([g["skipped"] for g in j["grids"]], [g.skipped for g in report.grids])
+                self.assertEqual(j["skip_reason"], report.skip_reason)
+                # Without it the same engine differs on grid 1, at a resume the rule never makes.
+                plain = pfx.conform(engine, budget="quick")
+                untimed = lambda r: {k: v for k, v in json.loads(r.to_json()).items() if k != "elapsed_s"}
+                self.assertEqual(untimed(pfx.conform(engine, budget="quick", prefill_step=0)), untimed(plain))
+                self.assertFalse(plain.grid(1).exact)
+                self.assertEqual(plain.grid(1).mismatch.difference.where, "logits")
+                self.assertEqual(sum(g.skipped for g in plain.grids), 0)
+                self.assertIsNone(plain.skip_reason)
+        with self.assertRaisesRegex(ValueError, "pfx.conform: prefill_step must be >= 0, not -1"):
+            pfx.conform(OneTokenStep(4, 4), budget="quick", prefill_step=-1)
+        with self.assertRaisesRegex(TypeError, "pfx.conform: prefill_step must be an integer, not str"):
+            pfx.conform(OneTokenStep(4, 4), budget="quick", prefill_step="4")
 
     @verifies("CONF-3")
     def test_a_non_deterministic_engine_is_flagged(self):

@@ -267,7 +267,7 @@ class ConformReport:
         """The JSON text `pfx conform --json` prints (docs/schemas/conform.schema.json)."""
         ...
 
-def conform(engine: AnyEngine, *, chunk: int | None = None, rule_chunk: int | None = None,
+def conform(engine: AnyEngine, *, chunk: int | None = None, rule_chunk: int | None = None, prefill_step: int = 0,
             budget: Literal["quick", "default", "thorough"] = "default", seed: int | None = None,
             max_grid: int | None = None, prompts: int | None = None, name: str = "",
             progress: None | Literal[False] | Callable[[int, int], object] = None) -> ConformReport: ...

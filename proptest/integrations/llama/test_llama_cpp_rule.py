@@ -49,10 +49,18 @@ def make(n_ubatch: int = 32, n_batch: int = 512, n_ctx: int = 1024, flash_attn: 
     return llm
 
 
-def allowed(held: list, canonical_end: int, prompt: list, chunk: int, keep_min: int) -> int:
+def alone(t: int, step: int) -> bool:
+    """INV-12's alone(t) (docs/spec.md): a prefill of t tokens in steps of `step` ends with a step of
+    one token."""
+    return (t - 1) % step == 0
+
+
+def allowed(held: list, canonical_end: int, prompt: list, chunk: int, keep_min: int, step: int = 0) -> int:
     """docs/spec.md's offset(prompt), written here from its definitions, not with pfx's code:
     0 when nothing is held; else n = align_down(min(lcp(ids, prompt), canonical_end, len(prompt) - 1),
-    chunk) when n >= keep_min, 0 otherwise."""
+    chunk), lowered by whole chunks while, with a prefill step, the resumed prefill's last step is one
+    token and the cold run's is not, or the other way round (INV-12, the largest such: INV-7), when
+    n >= keep_min; 0 otherwise."""
     if not held:
         return 0
     common = 0
@@ -60,7 +68,16 @@ def allowed(held: list, canonical_end: int, prompt: list, chunk: int, keep_min: 
         common += 1
     n = max(0, min(common, canonical_end, len(prompt) - 1))
     n -= n % chunk
+    while step and n > 0 and alone(len(prompt) - n, step) != alone(len(prompt), step):
+        n -= chunk
     return n if n >= keep_min else 0
+
+
+def prefill_end(length: int, step: int) -> int:
+    """The canonical_end a prefill of `length` tokens leaves: docs/spec.md, "THM-1 with a one-token
+    step": a lane commits len(P) - 1 when alone(len(P)), since a longer prompt computes that row in a
+    longer step."""
+    return length - 1 if step and alone(length, step) else length
 
 
 def grid_of(n_batch: int, n_ubatch: int) -> int:
@@ -70,14 +87,27 @@ def grid_of(n_batch: int, n_ubatch: int) -> int:
     return n_ubatch if n_batch % n_ubatch == 0 else n_batch
 
 
+def rule_of(n_batch: int, n_ubatch: int, flash_attn: bool, chunk: Optional[int]) -> tuple:
+    """(chunk, prefill step) enable takes (docs/engines.md, "Turning the rule on"): a chunk given, on
+    the grid, with no step; else with flash attention off and n_ubatch dividing n_batch chunk 1 and
+    the step n_ubatch (only a one-row ubatch computes a row otherwise, and only a prefill's last
+    ubatch can be short), otherwise the grid with no step."""
+    if chunk is None and not flash_attn and n_batch % n_ubatch == 0:
+        return 1, n_ubatch
+    return chunk or grid_of(n_batch, n_ubatch), 0
+
+
+DEFAULT_CHUNK, DEFAULT_STEP = rule_of(512, 32, False, None)  # make()'s: n_batch 512, n_ubatch 32, flash off
+
+
 class Record:
     """What the test expects pfx to hold: the last prompt whose prefill completed."""
 
-    def __init__(self) -> None:
-        self.ids, self.end = [], 0
+    def __init__(self, step: int = 0) -> None:
+        self.ids, self.end, self.step = [], 0, step
 
     def served(self, prompt) -> None:
-        self.ids, self.end = list(prompt), len(prompt)
+        self.ids, self.end = list(prompt), prefill_end(len(prompt), self.step)
 
     def cut(self, offset: int) -> None:
         self.ids, self.end = self.ids[:offset], min(self.end, offset)
@@ -129,18 +159,18 @@ class Served(NamedTuple):
 
 
 def serve_chat(llm, reference, next_prompt, kinds, chunk: int, keep_min: int, max_tokens: int,
-               r: random.Random) -> list:
+               r: random.Random, step: int = 0) -> list:
     """Serves one chat on `llm` and compares each response with its cold run on `reference`. Kinds:
     "complete", "stream", "interrupt" (a stream closed after one to three chunks), "reset"."""
-    record, response, steps = Record(), None, []
+    record, response, steps = Record(step), None, []
     arguments = dict(GREEDY, max_tokens=max_tokens)
     for kind in kinds:
         if kind == "reset":
             llm.reset()
-            record = Record()
+            record = Record(step)
             continue
         prompt = next_prompt(response)
-        expected = allowed(record.ids, record.end, prompt, chunk, keep_min)
+        expected = allowed(record.ids, record.end, prompt, chunk, keep_min, step)
         if kind == "complete":
             got, evaluated = served(llm, prompt, **arguments)
             want = cold(reference, prompt, **arguments)
@@ -173,6 +203,39 @@ def contexts(draw):
     return dict(n_ubatch=n_ubatch, n_batch=n_batch, chunk=chunk, keep_min=keep_min, flash_attn=draw(st.booleans()))
 
 
+def edge_chat(r: random.Random, n_ubatch: int, targets: list):
+    """A chat whose turns are made to land where a ubatch of one row decides (flash attention off,
+    n_ubatch dividing n_batch). The first prompt has 2 to 149 tokens; each next one is the last one, its
+    response and new tokens, as many as its target says: "one row left": the resume at the last prompt's end (chunk 1's offset without
+    the prefill step) would leave a last ubatch of one row; "ends alone": the prompt's own last ubatch
+    is one row (so its row may not be offered to the turns after it); "free": 1 to 40."""
+    state = {"prompt": None, "targets": iter(targets)}
+
+    def fresh(n):
+        return [r.randrange(3, 512) for _ in range(n)]
+
+    def new_tokens(target: str, before: int, extension: int) -> int:
+        """How many new tokens after `before` held ones and `extension` tokens of response."""
+        if target == "one row left":
+            wanted = (1 - extension) % n_ubatch  # (extension + x) % n_ubatch == 1
+        elif target == "ends alone":
+            wanted = (1 - before - extension) % n_ubatch  # (before + extension + x) % n_ubatch == 1
+        else:
+            return r.randrange(1, 41)
+        return wanted or n_ubatch
+
+    def next_prompt(response):
+        target, prompt = next(state["targets"]), state["prompt"]
+        if prompt is None:
+            prompt = fresh(r.randrange(2, 150))
+        else:
+            prompt = prompt + list(response) + fresh(new_tokens(target, len(prompt), len(response)))
+        state["prompt"] = prompt
+        return prompt
+
+    return next_prompt
+
+
 def describe(steps: list) -> str:
     return "\n".join(f"  {i}: {s}" for i, s in enumerate(steps))
 
@@ -180,6 +243,15 @@ def describe(steps: list) -> str:
 @unittest.skipIf(WHY_NOT, WHY_NOT)
 class ExactReuse(unittest.TestCase):
     """With the rule on, every resumed response equals its cold run, and reuses what the rule allows."""
+
+    def assert_served_as_the_rule_allows(self, steps: list) -> None:
+        """Every response equals its cold run, pfx decided the offset the test computed, and llama.cpp
+        evaluated the rest of the prompt, by its own counters."""
+        for step in steps:
+            self.assertFalse(step.differs, f"a response differs from its cold run:\n{describe(steps)}")
+            self.assertEqual(step.decided, step.expected, f"pfx decided another offset:\n{describe(steps)}")
+            self.assertEqual(step.evaluated, step.prompt_length - step.expected,
+                             f"llama.cpp evaluated another number of prompt tokens:\n{describe(steps)}")
 
     @verifies("LLAMA-1 THM-1 INV-1 INV-2 INV-3 INV-4 INV-5")
     @seed(SEED)
@@ -193,14 +265,33 @@ class ExactReuse(unittest.TestCase):
         with contextlib.closing(make(**context)) as llm, contextlib.closing(make(**context)) as reference:
             rule = adapter.enable(llm, chunk=chunk, keep_min=keep_min)
             grid = grid_of(context["n_batch"], context["n_ubatch"])
-            self.assertEqual((rule.grid, rule.chunk), (grid, chunk or grid))
-            steps = serve_chat(llm, reference, chat_of_steps(chat), kinds, rule.chunk, keep_min, max_tokens,
-                               random.Random(chat))
-        for step in steps:
-            self.assertFalse(step.differs, f"a response differs from its cold run:\n{describe(steps)}")
-            self.assertEqual(step.decided, step.expected, f"pfx decided another offset:\n{describe(steps)}")
-            self.assertEqual(step.evaluated, step.prompt_length - step.expected,
-                             f"llama.cpp evaluated another number of prompt tokens:\n{describe(steps)}")
+            expected_chunk, step = rule_of(context["n_batch"], context["n_ubatch"], context["flash_attn"], chunk)
+            self.assertEqual((rule.grid, rule.chunk, rule.prefill_step), (grid, expected_chunk, step))
+            steps = serve_chat(llm, reference, chat_of_steps(chat), kinds, expected_chunk, keep_min, max_tokens,
+                               random.Random(chat), step)
+        self.assert_served_as_the_rule_allows(steps)
+
+    @verifies("LLAMA-1 THM-1 INV-12")
+    @seed(SEED)
+    @settings(PROPERTY, max_examples=max(EXAMPLES // 2, 1))
+    @given(n_ubatch=st.sampled_from([8, 16, 32, 64, 128]), calls=st.sampled_from([1, 2, 0]),
+           chat=st.integers(0, 2**32 - 1), max_tokens=st.integers(1, 20),
+           targets=st.lists(st.sampled_from(["one row left", "ends alone", "free"]), max_size=2))
+    def test_resumes_around_a_one_row_last_ubatch_equal_their_cold_runs(self, n_ubatch, calls, chat, max_tokens,
+                                                                        targets):
+        # Flash attention off and n_ubatch dividing n_batch (n_ubatch itself, twice it, or 512): the rule
+        # is chunk 1 with the prefill step n_ubatch. The second turn would leave chunk 1's resume a last
+        # ubatch of one row where the cold run's is longer, and a rule without the prefill step differs
+        # there; the third ends with a one-row ubatch, and the fourth extends it: the row the record
+        # leaves out.
+        n_batch = n_ubatch * calls if calls else 512
+        with contextlib.closing(make(n_ubatch, n_batch)) as llm, contextlib.closing(make(n_ubatch, n_batch)) as reference:
+            rule = adapter.enable(llm)
+            self.assertEqual((rule.chunk, rule.prefill_step), (1, n_ubatch))
+            turns = ["free", "one row left", "ends alone", "free"] + targets
+            steps = serve_chat(llm, reference, edge_chat(random.Random(chat), n_ubatch, turns), ["complete"] * len(turns),
+                               1, 0, max_tokens, random.Random(chat), n_ubatch)
+        self.assert_served_as_the_rule_allows(steps)
 
     @verifies("LLAMA-1 CEX-1")
     def test_stock_llama_serves_resumed_turns_that_differ_from_their_cold_runs(self):
@@ -215,8 +306,9 @@ class ExactReuse(unittest.TestCase):
                         if name == "pfx":
                             adapter.enable(llm)
                         next_prompt = llama_chats.turns(random.Random(f"{SEED}:{chat}"))
-                        steps = serve_chat(llm, reference, next_prompt, ["complete"] * 4, n_ubatch, 0, 20,
-                                           random.Random(chat))
+                        chunk, step = rule_of(512, n_ubatch, False, None)
+                        steps = serve_chat(llm, reference, next_prompt, ["complete"] * 4, chunk, 0, 20,
+                                           random.Random(chat), step)
                     for step in steps[1:]:
                         totals[name][0] += 1
                         totals[name][1] += step.differs
@@ -226,14 +318,31 @@ class ExactReuse(unittest.TestCase):
                   f"{totals['pfx'][1]} differ, {totals['pfx'][2]} not evaluated")
             self.assertGreater(totals["stock"][1], 0, f"n_ubatch {n_ubatch}: no stock response differed")
             self.assertEqual(totals["pfx"][1], 0)
+            self.assertGreaterEqual(2 * totals["pfx"][2], totals["stock"][2], "pfx kept less than half of stock's reuse")
 
     @verifies("LLAMA-1")
-    def test_the_default_chunk_is_the_grid_llama_cpp_resumes_exactly_on(self):
-        for n_batch, n_ubatch, grid in ((512, 32, 32), (512, 128, 128), (64, 64, 64), (96, 64, 96), (48, 32, 48)):
-            with contextlib.closing(make(n_ubatch, n_batch)) as llm:
+    def test_the_default_rule_is_what_llama_cpp_resumes_exactly_on(self):
+        for n_batch, n_ubatch, flash_attn, chunk, step in ((512, 32, False, 1, 32), (512, 128, False, 1, 128),
+                                                           (64, 64, False, 1, 64), (96, 64, False, 96, 0),
+                                                           (48, 32, False, 48, 0), (512, 32, True, 32, 0),
+                                                           (96, 64, True, 96, 0)):
+            with self.subTest(n_batch=n_batch, n_ubatch=n_ubatch, flash_attn=flash_attn), \
+                    contextlib.closing(make(n_ubatch, n_batch, flash_attn=flash_attn)) as llm:
+                grid = grid_of(n_batch, n_ubatch)
                 rule = adapter.enable(llm)
-                self.assertEqual((rule.n_batch, rule.n_ubatch, rule.grid, rule.chunk), (n_batch, n_ubatch, grid, grid))
-                self.assertEqual(adapter.exact_grid(n_batch, n_ubatch), grid_of(n_batch, n_ubatch))
+                self.assertEqual((rule.n_batch, rule.n_ubatch, rule.grid, rule.chunk, rule.prefill_step),
+                                 (n_batch, n_ubatch, grid, chunk, step))
+                self.assertEqual((rule.machine.config.chunk, rule.machine.config.prefill_step), (chunk, step))
+                self.assertEqual(adapter.exact_grid(n_batch, n_ubatch), grid)
+                adapter.disable(llm)
+                rule = adapter.enable(llm, chunk=grid)  # a chunk given is taken as it is, with no step
+                self.assertEqual((rule.chunk, rule.prefill_step), (grid, 0))
+        # Flash attention auto (a context made otherwise than through Llama's flash_attn, which asks on or
+        # off): llama.cpp does not say what it resolved to, and the grid holds either way.
+        with contextlib.closing(make()) as llm:
+            llm.context_params.flash_attn_type = llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
+            rule = adapter.enable(llm)
+            self.assertEqual((rule.chunk, rule.prefill_step), (32, 0))
 
 
 def chat_steps(llm, reference, prompts_and_expected, test):
@@ -264,6 +373,13 @@ class TheRecordFollowsTheContext(unittest.TestCase):
     def next_turn(self, llm, prompt, new: int = 40) -> list:
         return prompt + llama_chats.held_response(llm, prompt) + self.tokens(new)
 
+    @staticmethod
+    def expect(held: list, prompt: list, end: Optional[int] = None) -> int:
+        """The offset make()'s default rule allows `prompt` when the record is `held`, whose prefill
+        completed (canonical_end: prefill_end), or cut at `end`."""
+        end = prefill_end(len(held), DEFAULT_STEP) if end is None else end
+        return allowed(held, end, prompt, DEFAULT_CHUNK, 0, DEFAULT_STEP)
+
     @verifies("LLAMA-2")
     def test_reset_forgets_the_record(self):
         with self.pair() as (llm, reference):
@@ -280,12 +396,15 @@ class TheRecordFollowsTheContext(unittest.TestCase):
         with self.pair(n_ctx=256) as (llm, reference):
             first = self.tokens(100)
             chat_steps(llm, reference, [(first, 0)], self)
-            generator = llm.generate(first + self.tokens(300), temp=0.0)
+            longer = first[:90] + self.tokens(310)
+            offset = self.expect(first, longer)
+            self.assertLess(offset, 100)
+            generator = llm.generate(longer, temp=0.0)
             with self.assertRaises(RuntimeError):
                 next(generator)
-            self.assertEqual((self.rule.last.offset, self.rule.machine.canonical_end), (96, 96))
+            self.assertEqual((self.rule.last.offset, self.rule.machine.canonical_end), (offset, offset))
             following = first + self.tokens(20)
-            chat_steps(llm, reference, [(following, 96)], self)
+            chat_steps(llm, reference, [(following, self.expect(first, following, offset))], self)
 
     @verifies("LLAMA-2")
     def test_a_prompt_longer_than_the_context_is_refused_and_changes_nothing(self):
@@ -295,7 +414,7 @@ class TheRecordFollowsTheContext(unittest.TestCase):
             with self.assertRaises(ValueError):
                 llm.create_completion(first + self.tokens(200), max_tokens=4)
             following = self.next_turn(llm, first, 20)
-            chat_steps(llm, reference, [(following, allowed(first, 100, following, 32, 0))], self)
+            chat_steps(llm, reference, [(following, self.expect(first, following))], self)
 
     @verifies("LLAMA-2")
     def test_a_call_that_fails_or_stops_after_its_prefill_keeps_the_prompt_rows(self):
@@ -311,11 +430,11 @@ class TheRecordFollowsTheContext(unittest.TestCase):
                 llm.create_completion(prompt, max_tokens=10, stopping_criteria=llama_cpp.StoppingCriteriaList([fail]),
                                       **GREEDY)
             following = self.next_turn(llm, prompt)
-            chat_steps(llm, reference, [(following, allowed(prompt, len(prompt), following, 32, 0))], self)
+            chat_steps(llm, reference, [(following, self.expect(prompt, following))], self)
             # A generator made and dropped before its first token changes nothing.
             llm.generate(self.tokens(50), temp=0.0).close()
             again = self.next_turn(llm, following)
-            chat_steps(llm, reference, [(again, allowed(following, len(following), again, 32, 0))], self)
+            chat_steps(llm, reference, [(again, self.expect(following, again))], self)
 
     @verifies("LLAMA-2")
     def test_a_saved_state_brings_its_record_back_where_its_rows_are_the_same(self):
@@ -326,11 +445,11 @@ class TheRecordFollowsTheContext(unittest.TestCase):
             x_next = self.next_turn(llm, x)
             chat_steps(llm, reference, [(y, 0)], self)
             llm.load_state(state)
-            chat_steps(llm, reference, [(x_next, allowed(x, len(x), x_next, 32, 0))], self)
+            chat_steps(llm, reference, [(x_next, self.expect(x, x_next))], self)
             self.assertGreater(self.rule.last.offset, 0)
             # Another Llama with the same settings takes the record with the state; one whose rows are
             # computed otherwise (another n_ubatch), or a state saved without pfx, starts cold.
-            for n_ubatch, enabled_when_saved, expected in ((32, True, allowed(x, len(x), x_next, 32, 0)),
+            for n_ubatch, enabled_when_saved, expected in ((32, True, self.expect(x, x_next)),
                                                            (16, True, 0), (32, False, 0)):
                 with contextlib.closing(make(n_ubatch)) as other, contextlib.closing(make(n_ubatch)) as other_reference:
                     saved = state
@@ -352,7 +471,7 @@ class TheRecordFollowsTheContext(unittest.TestCase):
                 held = {}  # each chat's last prompt, whose state the cache keeps
                 for turn in range(3):
                     for chat, prompt in chats.items():
-                        expected = allowed(held[chat], len(held[chat]), prompt, 32, 0) if chat in held else 0
+                        expected = self.expect(held[chat], prompt) if chat in held else 0
                         with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):  # LlamaDiskCache prints
                             chat_steps(llm, reference, [(prompt, expected)], self)
                         if turn:

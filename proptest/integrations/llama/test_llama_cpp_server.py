@@ -125,7 +125,10 @@ def chat(server: Server, subject: str, turns: int = 4) -> list:
 class LlamaCppServer(unittest.TestCase):
     @verifies("LLAMA-4 LLAMA-1")
     def test_a_multi_turn_chat_through_the_openai_client_resumes_exactly_and_counts_its_reuse(self):
-        with Server("pfx.integrations.llama_cpp_server", ["--model", MODEL, "--model_alias", "tiny"] + SETTINGS) as server:
+        # keep_min 2: the request between a turn and its cold run shares the begin token with it, whose row
+        # chunk 1 would otherwise reuse; the cold run must start from row 0.
+        with Server("pfx.integrations.llama_cpp_server",
+                    ["--model", MODEL, "--model_alias", "tiny", "--pfx-keep-min", "2"] + SETTINGS) as server:
             chats = [chat(server, subject) for subject in SUBJECTS]
             # Streamed, the answer is the same too.
             messages = [{"role": "user", "content": "stream a story " * 8}]
@@ -138,7 +141,8 @@ class LlamaCppServer(unittest.TestCase):
             for turn, (resumed, cold) in enumerate(pairs):
                 self.assertEqual(resumed, cold, f"{subject}, turn {turn}")
         self.assertEqual(streamed, again.choices[0].message.content)
-        self.assertIn("under pfx's rule: LlamaRule(chunk=32, keep_min=0, grid=32 (n_batch 512, n_ubatch 32)", log)
+        self.assertIn("under pfx's rule: LlamaRule(chunk=1, keep_min=2, prefill_step=32, grid=32 (n_batch 512, "
+                      "n_ubatch 32)", log)
         # Three requests a turn (resumed, the one that shares nothing, cold), then the two streamed ones.
         decisions = [(int(p), int(h), int(r)) for p, h, r in DECISION.findall(log)]
         turns = sum(len(pairs) for pairs in chats)
@@ -148,7 +152,9 @@ class LlamaCppServer(unittest.TestCase):
         cold = [decisions[3 * t + 2] for t in range(turns)]
         for prompt, held, reused in resumed:
             self.assertGreater(reused, 0, log)
-            self.assertEqual(reused % 32, 0)
+            # Flash attention off: chunk 1 and the prefill step 32 (INV-12): the resumed prefill's last
+            # ubatch is one row exactly when the cold run's is.
+            self.assertEqual((prompt - reused - 1) % 32 == 0, (prompt - 1) % 32 == 0)
             self.assertLessEqual(reused, min(held, prompt - 1))
         self.assertEqual([reused for _, _, reused in cold], [0] * len(cold))
         print(f"pfx's server: {sum(r for _, _, r in resumed)} of {sum(p for p, _, _ in resumed)} prompt tokens of "
@@ -177,8 +183,10 @@ class LlamaCppServer(unittest.TestCase):
                 for alias in ("first", "second"):
                     server.client.completions.create(model=alias, prompt="hello " * 20, max_tokens=4, temperature=0)
                 log = server.output()
-        self.assertIn("under pfx's rule: LlamaRule(chunk=32, keep_min=16, grid=32 (n_batch 512, n_ubatch 32)", log)
-        self.assertIn("under pfx's rule: LlamaRule(chunk=48, keep_min=16, grid=48 (n_batch 48, n_ubatch 32)", log)
+        self.assertIn("under pfx's rule: LlamaRule(chunk=1, keep_min=16, prefill_step=32, grid=32 (n_batch 512, "
+                      "n_ubatch 32)", log)
+        self.assertIn("under pfx's rule: LlamaRule(chunk=48, keep_min=16, prefill_step=0, grid=48 (n_batch 48, "
+                      "n_ubatch 32)", log)
 
     @verifies("LLAMA-4 LLAMA-3")
     def test_what_the_rule_cannot_take_stops_the_server_naming_it(self):

@@ -5,15 +5,26 @@
 rows that decode wrote included, at any offset, and removes the rest: a resumed response then differs
 from a cold one (docs/engines.md, "llama.cpp"). With the rule on, how much of each prompt ``llm`` takes
 from its KV cache is pfx's decision (``pfx.Machine``, the core's rule: strict prefix, never past the
-last prompt's end, at least one token left, aligned down to the chunk, keep_min), and nothing else
-changes: generate still evaluates the prompt from that offset on, samples, streams and stops as it
-does. The record is what prefill wrote: the last prompt, canonical_end at its end.
+last prompt's end, at least one token left, aligned down to the chunk, the prefill step where it
+applies, keep_min), and nothing else changes: generate still evaluates the prompt from that offset
+on, samples, streams and stops as it does. The record is what prefill wrote: the last prompt,
+canonical_end at its end, or one row short of it where the prefill step applies and the prompt's
+last ubatch was that row alone (a longer prompt computes it in a longer ubatch: docs/spec.md, "THM-1
+with a one-token step").
 
-The grid: llama-cpp-python evaluates the rest of a prompt in calls of ``n_batch`` tokens from the
-offset on, and llama.cpp splits each call into ubatches of ``n_ubatch`` rows; a row's bits depend on
-the size of the ubatch it was computed in. A resume keeps every ubatch where a cold run has it when
-the offset is a multiple of ``n_ubatch`` and ``n_batch`` is a multiple of ``n_ubatch``; otherwise
-only at multiples of ``n_batch``. That grid is the default chunk; a chunk off it is refused.
+The grid and the step: llama-cpp-python evaluates the rest of a prompt in calls of ``n_batch`` tokens
+from the offset on, and llama.cpp splits each call into ubatches of ``n_ubatch`` rows from the call's
+start. A resume at a multiple of ``n_ubatch`` keeps every ubatch where a cold run has it when
+``n_batch`` is a multiple of ``n_ubatch``; otherwise only one at a multiple of ``n_batch`` does. That
+grid (``exact_grid``) is the default chunk with flash attention on, whose tiled path makes a row's
+bits depend on the size of its ubatch, and wherever ``n_ubatch`` does not divide ``n_batch``. With
+flash attention off (llama-cpp-python's default) only a ubatch of one row computes a row otherwise
+(``pfx conform --engine llama --prefill-step``, docs/engines.md), and with ``n_batch`` a multiple of
+``n_ubatch`` only a prefill's last ubatch can be short: llama.cpp is then the engine of INV-12 with a
+prefill step of ``n_ubatch``, and the default is chunk 1 with ``prefill_step = n_ubatch``: the core
+lowers an offset only where the resumed prefill's last ubatch would be one row and the cold run's
+not, or the other way round. A chunk given explicitly must be on the grid and is taken as it is,
+with no prefill step.
 
 The rule is put on one ``Llama`` object, not its class: six of its methods are shadowed on the
 instance (generate, eval, reset, save_state, load_state, embed), so that the record follows every way
@@ -60,20 +71,23 @@ def exact_grid(n_batch: int, n_ubatch: int) -> int:
 
 
 class LlamaRule:
-    """pfx's rule on one ``Llama`` (what ``enable`` returns): ``chunk``, ``keep_min``, ``grid``
-    (``exact_grid(n_batch, n_ubatch)``), ``machine`` (the ``pfx.Machine`` holding the record),
+    """pfx's rule on one ``Llama`` (what ``enable`` returns): ``chunk``, ``keep_min``, ``prefill_step``
+    (0: none), ``grid`` (``exact_grid(n_batch, n_ubatch)``), ``machine`` (the ``pfx.Machine`` holding the record),
     ``last`` (the last ``pfx.Decision``) and ``decisions`` (a Counter: the decisions by reason name,
     plus "prompts", "prompt_tokens", "tokens_held": the common prefix with what the context held,
     rows decode wrote included, and "tokens_reused": pfx's offsets)."""
 
-    def __init__(self, llm, chunk: int, keep_min: int, grid: int, n_batch: int, n_ubatch: int) -> None:
+    def __init__(self, llm, chunk: int, keep_min: int, prefill_step: int, grid: int, n_batch: int,
+                 n_ubatch: int) -> None:
         self.llm = llm
         self.chunk = chunk
         self.keep_min = keep_min
+        self.prefill_step = prefill_step
         self.grid = grid
         self.n_batch = n_batch
         self.n_ubatch = n_ubatch
-        self.machine = _native.Machine(_native.Config(enabled=True, keep_min=keep_min, chunk=chunk))
+        self.machine = _native.Machine(_native.Config(enabled=True, keep_min=keep_min, chunk=chunk,
+                                                      prefill_step=prefill_step))
         self.decisions: collections.Counter = collections.Counter()
         self.last: Optional[_native.Decision] = None
         self.fingerprint = _fingerprint(llm)
@@ -81,8 +95,9 @@ class LlamaRule:
         self._prefilling: Optional[list] = None  # the prompt whose prefill generate is evaluating
 
     def __repr__(self) -> str:
-        return (f"LlamaRule(chunk={self.chunk}, keep_min={self.keep_min}, grid={self.grid} (n_batch {self.n_batch}, "
-                f"n_ubatch {self.n_ubatch}), canonical_end={self.machine.canonical_end})")
+        return (f"LlamaRule(chunk={self.chunk}, keep_min={self.keep_min}, prefill_step={self.prefill_step}, "
+                f"grid={self.grid} (n_batch {self.n_batch}, n_ubatch {self.n_ubatch}), "
+                f"canonical_end={self.machine.canonical_end})")
 
     # The record and the context.
 
@@ -147,9 +162,19 @@ class LlamaRule:
         if prompt is not None:
             self._prefilling = None
             if self.llm.n_tokens == len(prompt):
-                self.machine.commit(prompt, len(prompt))  # rows decode writes next lie past canonical_end
+                # Rows decode writes next lie past canonical_end, and so does a last prompt row that a
+                # one-row ubatch computed under the prefill step.
+                self.machine.commit(prompt, self._prefill_end(len(prompt)))
             else:
                 self.machine.abort()
+
+    def _prefill_end(self, length: int) -> int:
+        """The canonical_end of a prefill of `length` tokens: its length, less the last row where the
+        prefill step applies and the prefill's last ubatch was that row alone (INV-12's alone(length)).
+        A cold or resumed run of a longer prompt computes that row in a ubatch of several rows, so
+        offering it would break INV-12's premise (docs/spec.md, "THM-1 with a one-token step")."""
+        step = self.prefill_step
+        return length - 1 if step and (length - 1) % step == 0 else length
 
     def reset(self) -> None:
         self.originals["reset"]()
@@ -189,8 +214,13 @@ _GENERATE = None  # the signature of Llama.generate, read when the rule is first
 
 def enable(llm, chunk: Optional[int] = None, keep_min: int = 0) -> LlamaRule:
     """Puts pfx's rule in charge of how much of each prompt ``llm`` (a ``llama_cpp.Llama``) takes from
-    its KV cache, from now on, and returns the ``LlamaRule``. ``chunk`` None is the grid llama.cpp is
-    exact on (``exact_grid(n_batch, n_ubatch)``); a chunk must be a multiple of it. ``keep_min`` is the
+    its KV cache, from now on, and returns the ``LlamaRule``. ``chunk`` None is what llama.cpp is
+    exact on with the context's settings: with flash attention off and ``n_ubatch`` dividing
+    ``n_batch``, chunk 1 with ``prefill_step = n_ubatch`` (only a ubatch of one row computes a row
+    otherwise, and only a prefill's last ubatch can be short); else the grid ``exact_grid(n_batch,
+    n_ubatch)`` with no prefill step (flash attention on or auto: a row's bits depend on its ubatch's
+    size; ``n_ubatch`` not dividing ``n_batch``: each call's last ubatch may be one row, anywhere). A
+    chunk given must be a multiple of the grid and is taken with no prefill step. ``keep_min`` is the
     fewest tokens worth reusing.
 
     Raises TypeError or ValueError naming a bad argument, and RuntimeError for what pfx cannot vouch
@@ -215,18 +245,30 @@ def enable(llm, chunk: Optional[int] = None, keep_min: int = 0) -> LlamaRule:
     n_batch = llm.n_batch
     n_ubatch = llama_cpp.llama_n_ubatch(llm.ctx)
     grid = exact_grid(n_batch, n_ubatch)
+    prefill_step = 0
     if chunk is None:
-        chunk = grid
+        chunk, prefill_step = (1, n_ubatch) if _prefill_step_applies(llama_cpp, llm, n_batch, n_ubatch) else (grid, 0)
     elif chunk < 1 or chunk % grid != 0:
         raise ValueError(f"enable: chunk {chunk} is not a multiple of the grid {grid} on which llama.cpp resumes "
                          f"exactly (n_batch {n_batch}, n_ubatch {n_ubatch}); use a multiple of {grid}, or None")
     if _GENERATE is None:
         _GENERATE = inspect.signature(llama_cpp.Llama.generate)
-    rule = LlamaRule(llm, chunk, keep_min, grid, n_batch, n_ubatch)
+    rule = LlamaRule(llm, chunk, keep_min, prefill_step, grid, n_batch, n_ubatch)
     for name in SHADOWED:
         setattr(llm, name, _shadow(getattr(rule, name), rule.originals[name]))
     setattr(llm, RULE_ATTRIBUTE, rule)
     return rule
+
+
+def _prefill_step_applies(llama_cpp, llm, n_batch: int, n_ubatch: int) -> bool:
+    """Whether llama.cpp, as `llm`'s context computes, is INV-12's engine with a prefill step of
+    n_ubatch: flash attention asked off, where only a ubatch of one row computes a row otherwise
+    (docs/engines.md, "Under the prefill step"), and n_batch a multiple of n_ubatch, so that every
+    ubatch but a prefill's last is full. llama-cpp-python's Llama asks for flash attention on or off,
+    never auto; llama.cpp does not report what auto resolved to (on the CPU build measured it behaved
+    as on), so auto is taken as on."""
+    return (llm.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+            and n_batch % n_ubatch == 0)
 
 
 def _shadow(method, original):

@@ -7,12 +7,14 @@ Every other argument is the server's own, as ``python -m llama_cpp.server`` take
 ``--n_ubatch``, ``--host``, ``--port``, ``--config_file``, ...), and so are its environment variables
 (``CONFIG_FILE``, ``HOST``, ``PORT``): this runs that server's own ``main``, with each ``Llama`` it
 loads (the default model at start, another when a request names it) passed to
-``pfx.integrations.llama_cpp.enable`` before it serves. ``--pfx-chunk`` (default: each model's exact
-grid) and ``--pfx-keep-min`` (default 0) are enable's ``chunk`` and ``keep_min``. A model pfx cannot
+``pfx.integrations.llama_cpp.enable`` before it serves. ``--pfx-chunk`` (default: what enable chooses
+for each model: chunk 1 with the prefill step n_ubatch where flash attention is off and n_ubatch
+divides n_batch, else the exact grid) and ``--pfx-keep-min`` (default 0) are enable's ``chunk`` and
+``keep_min``. A model pfx cannot
 vouch for is refused with enable's error; an untested llama-cpp-python version stops the start with
 exit status 2. Each decision is logged on standard error, one line a prompt:
 
-    pfx: prompt of 412 tokens: the context held 398 of it, the rule allows 384 (reused, bound alignment)
+    pfx: prompt of 171 tokens: the context held 122 of it, the rule allows 111 (reused, bound common_prefix)
 
 The server's dependencies and the ``openai`` client: ``pip install '.[llama-server]'``.
 """
@@ -46,7 +48,9 @@ def _parser() -> argparse.ArgumentParser:
         description="llama-cpp-python's server with pfx's rule on for every model it loads; every other argument "
                     "is the server's own (python -m llama_cpp.server --help)")
     parser.add_argument("--pfx-chunk", type=_count(1), default=None,
-                        help="the rule's chunk, a multiple of each model's exact grid (default: the grid)")
+                        help="the rule's chunk, a multiple of each model's exact grid (default: enable's choice; "
+                             "with flash attention off and n_ubatch dividing n_batch, 1 with the prefill step "
+                             "n_ubatch, else the grid)")
     parser.add_argument("--pfx-keep-min", type=_count(0), default=0, help="the fewest tokens worth reusing (default 0)")
     return parser
 

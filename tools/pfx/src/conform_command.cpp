@@ -25,6 +25,7 @@ struct ConformOptions {
   EngineChoice engine;
   std::size_t chunk = default_chunk;
   std::optional<std::size_t> rule_chunk;
+  std::size_t prefill_step = 0;  ///< the rule's prefill step (Config::prefill_step; 0: none)
   std::string budget = "default";
   std::optional<std::uint64_t> seed;
   std::optional<std::size_t> max_grid;
@@ -54,6 +55,7 @@ int run_conform(const ConformOptions& o, const Streams& streams) {
   if (o.seed) check.budget.seed = *o.seed;
   if (o.max_grid) check.budget.max_grid = *o.max_grid;
   check.rule_chunk = o.rule_chunk;
+  check.prefill_step = o.prefill_step;
   const ChosenEngine engine = o.dcp > 1 ? make_engine(o.engine, {.chunk = o.chunk}, Dcp{{o.dcp, o.interleave}, nullptr})
                                         : make_engine(o.engine, {.chunk = o.chunk});
   check.engine_name = engine.description;
@@ -107,6 +109,11 @@ void add_conform_command(CLI::App& app, const Streams& streams, int& status) {
       ->capture_default_str();
   command->add_option("--rule-chunk", options->rule_chunk, "The chunk the rule would use (default: --chunk)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 12));
+  command->add_option("--prefill-step", options->prefill_step,
+                      "The rule's prefill step (Config::prefill_step, INV-12): offsets the rule never resumes at "
+                      "under it are skipped and counted, not resumed; 0: none")
+      ->check(non_negative())
+      ->capture_default_str();
   command->add_option("--budget", options->budget, "How much to run: quick, default or thorough")
       ->check(CLI::IsMember(conform::Budget::names()))
       ->capture_default_str();

@@ -20,6 +20,9 @@ struct CheckOptions {
   Budget budget;
   /// The chunk the rule would use; unset: the engine's chunk.
   std::optional<std::size_t> rule_chunk;
+  /// The rule's prefill step (Config::prefill_step, INV-12): an offset the rule told it never resumes
+  /// at is skipped, not resumed. 0: no premise, every offset is resumed at.
+  std::size_t prefill_step = 0;
   /// How the report names the engine.
   std::string engine_name = "engine";
   /// Called after each prompt with (prompts done, prompts in all), for a progress bar.
@@ -40,7 +43,9 @@ struct CheckOptions {
 ///    prompt's first o tokens, then a random tail of 0 .. chunk tokens that does not continue the
 ///    prompt), forget(o), then prefill_on_grid of the prompt from o; rows [0, n), where the state can
 ///    be read (as bytes in the engine's format), and the logits must equal the first cold run's, bit
-///    for bit. A grid stops being resumed at its first mismatch.
+///    for bit. A grid stops being resumed at its first mismatch. An offset at which pfx::decide, with
+///    chunk g and the options' prefill_step, would not resume the prompt held up to o is skipped
+///    (GridResult::skipped, Report::skip_reason): the rule never makes that resume.
 /// Effect: only on KV states the check makes itself; the engine is driven directly, never through a
 /// Lane, so that a bug in the lane cannot hide in the check.
 /// Throws: std::invalid_argument for a bad budget, an engine whose chunk or vocabulary is 0, or a

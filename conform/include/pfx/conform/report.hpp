@@ -154,7 +154,8 @@ struct Report {
   std::optional<ColdDisagreement> cold_disagreement;
   std::vector<GridResult> grids;  ///< ascending
   /// Why offsets were skipped (GridResult::skipped): the premise of the rule for this engine that never
-  /// makes such a resume. Empty when the check skips nothing (`pfx conform` never skips).
+  /// makes such a resume. Empty when the check skips nothing (`pfx conform` skips only under
+  /// --prefill-step: prefill_step_skip_reason).
   std::string skip_reason;
   std::optional<DecodeRows> decode_rows;  ///< unset unless the check tried rows decode wrote
   std::optional<Batching> batching;       ///< unset unless the check served batches
@@ -172,6 +173,10 @@ struct Report {
   /// The offsets skipped on every grid together (GridResult::skipped).
   [[nodiscard]] std::size_t skipped() const noexcept;
 };
+
+/// Report::skip_reason for offsets skipped because the rule, told the engine's prefill step of `step`
+/// tokens (Config::prefill_step, INV-12), never resumes there.
+[[nodiscard]] std::string prefill_step_skip_reason(std::size_t step);
 
 /// The verdict from the results (report.recommended and report.verdict), as check() sets them:
 /// degenerate when a premise failed; nondeterministic when the cold runs disagree; else the smallest exact grid is recommended, and the
