@@ -87,7 +87,7 @@ TEST(Exhaustive, EveryCompileTimeSliceGrantsANonZeroOffset) {
   slices(pfx::refinement::compile_time_rule_domain,
          [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) { return pfx::refinement::prove_rule_over(d, s); });
   slices(pfx::refinement::compile_time_step_domain, [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) {
-    const pfx::refinement::Tally t = pfx::refinement::prove_rule_over(d, s);
+    pfx::refinement::Tally t = pfx::refinement::prove_rule_over(d, s);
     EXPECT_GT(t.lowered, 0U) << "chunk " << s.chunk << ", keep_min " << s.keep_min;  // as compile_time_proof.cpp asserts
     return t;
   });

@@ -271,9 +271,19 @@ std::size_t prompt_length(std::size_t step) {
 
 PFX_PROPERTY(Rule, ThePrefillStepBoundIsTheLargestOffsetKeepingTheStepByBruteForce, "INV-7 INV-12", ()) {
   const pfx::spec::Config c = *pfx::gen::config();
-  const std::size_t chunk = c.chunk;
-  const std::size_t step = c.prefill_step != 0 ? c.prefill_step : pfx::gen::prefill_step(chunk);
-  const std::size_t n = prompt_length(step);
+  std::size_t chunk = c.chunk;
+  std::size_t step = c.prefill_step != 0 ? c.prefill_step : pfx::gen::prefill_step(chunk);
+  std::size_t n = prompt_length(step);
+  // One case in eight: a chunk and a step near 2^32 whose lcm is past 2^64 - 1, and a prompt whose
+  // cold run ends alone, long enough to hold a chunk: only 0 keeps the step, where an lcm that
+  // wrapped round would keep more.
+  const bool lcm_past_the_top = *rc::gen::weightedElement<bool>({{7, false}, {1, true}});
+  if (lcm_past_the_top) {
+    constexpr std::size_t two_to_32 = std::size_t{1} << 32;
+    chunk = pfx::gen::one_of({two_to_32 + 1, two_to_32 + 3});  // coprime to each step below
+    step = pfx::gen::one_of({two_to_32, two_to_32 + 5, 3 * two_to_32});
+    n = 1 + step * *rc::gen::inRange<std::size_t>(2, SIZE_MAX / step);
+  }
   // aligned: a multiple of chunk at most n - 1 (INV-3, INV-5), near the top or anywhere.
   const std::size_t below = pfx::gen::one_of({n - 1, n - 1 - std::min<std::size_t>(n - 1, *rc::gen::inRange<std::size_t>(0, 50)),
                                               *rc::gen::inRange<std::size_t>(0, SIZE_MAX)});
@@ -286,6 +296,7 @@ PFX_PROPERTY(Rule, ThePrefillStepBoundIsTheLargestOffsetKeepingTheStepByBruteFor
   RC_TAG(step == 0 ? "no step" : alone(n, step) ? "cold run ends alone" : "cold run does not end alone",
          found ? "searched to the answer" : "searched a window");
   RC_CLASSIFY(got < aligned, "lowered");
+  RC_CLASSIFY(lcm_past_the_top, "lcm past 2^64 - 1");
   RC_ASSERT(got <= aligned);
   RC_ASSERT(got % chunk == 0);
   const bool keeps_the_step = step == 0 || got == 0 || alone(n - got, step) == alone(n, step);
@@ -315,17 +326,18 @@ PFX_PROPERTY(Rule, KeepMinJudgesTheOffsetThePrefillStepLeaves, "INV-4 INV-7 INV-
   if (chunk % step == 0) ++chunk;  // a step that divides the chunk lowers only to 0, or not at all
   const pfx::Config config{true, 0, chunk, step};
   std::size_t n = *rc::gen::inRange<std::size_t>(2, 200);
+  // The brute force, not the core, finds the length and the lowered offset, so that a core that
+  // never lowers cannot make the search run forever.
   const auto lowered_at = [&](std::size_t length) {
     const std::size_t aligned = (length - 1) - (length - 1) % chunk;
-    const std::size_t stepped = pfx::prefill_step_bound(length, aligned, chunk, step);
+    const std::size_t stepped = *step_search(length, aligned, chunk, step);
     return 0 < stepped && stepped < aligned;
   };
   // Every length m * chunk + 1 with m >= 2 and m % step == 1 is lowered (one chunk down, chunk %
   // step != 0), so the search ends within (step + 1) * chunk + 1 lengths.
   while (!lowered_at(n)) ++n;
   const std::size_t aligned = (n - 1) - (n - 1) % chunk;
-  const std::size_t stepped = *step_search(n, aligned, chunk, step);  // the brute force, not the core
-  RC_ASSERT(0 < stepped && stepped < aligned);
+  const std::size_t stepped = *step_search(n, aligned, chunk, step);
 
   pfx::spec::Tokens prompt(n);
   for (std::size_t i = 0; i < n; ++i) prompt[i] = static_cast<pfx::token>(i % 7);

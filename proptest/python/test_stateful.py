@@ -186,7 +186,7 @@ if not WHY_NOT:
 
 
 @unittest.skipIf(bool(WHY_NOT), WHY_NOT)
-class PrefillStepTest(unittest.TestCase):
+class PyPrefillStep(unittest.TestCase):
     @verifies("PY-3 INV-4 INV-7 INV-12")
     def test_decide_is_the_model_of_the_prefill_step(self):
         @seed(SEED)

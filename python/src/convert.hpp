@@ -44,9 +44,10 @@ class Tokens {
   [[nodiscard]] std::span<const token> all();
 
   /// ids[0 : min(size(), lcp(held, ids) + 1)]: the ids up to and including the first that differs from
-  /// `held` (or the first past its end), each checked; the rest are not read. The offset rule depends
-  /// on a prompt only through lcp(held, prompt) and, when the prompt is a prefix of held, its length,
-  /// so it answers this prefix exactly as it answers the whole prompt.
+  /// `held` (or the first past its end), each checked; the rest are not read. Without a prefill step
+  /// the offset rule depends on a prompt only through lcp(held, prompt) and, when the prompt is a
+  /// prefix of held, its length, so it answers this prefix exactly as it answers the whole prompt;
+  /// with one it depends on the whole length (INV-12), and module.cpp reads all() instead.
   [[nodiscard]] std::span<const token> through_first_difference(std::span<const token> held);
 
  private:
