@@ -1,6 +1,7 @@
 #include <pfx/driver/errors.hpp>
 #include <pfx/driver/generation.hpp>
 #include <pfx/driver/lane.hpp>
+#include <pfx/prefill_step.hpp>
 
 #include <new>
 #include <optional>
@@ -94,7 +95,9 @@ Response Lane::serve(std::span<const token> prompt, std::size_t max_new_tokens) 
     wrote = true;
     if (before_commit_ != nullptr) before_commit_->agree(true);  // a sharded lane's ranks agree here
     t = Clock::now();
-    expect_accepted(machine_.commit(ids_, prompt.size()), "commit");  // canonical_end: AUDIT-260
+    // canonical_end: AUDIT-260; under a prefill step, not a last row its prefill computed alone
+    const std::size_t canonical_end = prefill_canonical_end(prompt.size(), machine_.config().prefill_step);
+    expect_accepted(machine_.commit(ids_, canonical_end), "commit");
     response.timings.protocol += since(t);
   } catch (...) {
     machine_.abort();  // INV-8: the record keeps rows [0, offset), which this request did not touch

@@ -315,6 +315,20 @@ PFX_PROPERTY(Rule, ThePrefillStepBoundIsTheLargestOffsetKeepingTheStepByBruteFor
   }
 }
 
+PFX_PROPERTY(Rule, ACommitClaimsNoLastPromptRowItsPrefillComputedAlone, "INV-2 INV-12", ()) {
+  // prefill_canonical_end: the prompt's length, less its last row exactly when a prefill step makes
+  // the prompt's prefill end with a step of that row alone; lengths up to 2^64 - 1.
+  const std::size_t step = *rc::gen::element<std::size_t>(0, 1, 2, 3, 32, 256, std::size_t{1} << 32, SIZE_MAX);
+  const std::size_t n = pfx::gen::one_of({std::size_t{0}, prompt_length(step)});
+  const std::size_t end = pfx::prefill_canonical_end(n, step);
+  const bool last_row_alone = step != 0 && n != 0 && alone(n, step);
+  RC_TAG(step == 0 ? "no step" : last_row_alone ? "last row computed alone" : "last step longer");
+  RC_ASSERT(end == (last_row_alone ? n - 1 : n));
+  // What it claims is what a longer prompt's cold run computes the same way: a row before the end
+  // is, in the prompt's own prefill, in a step of several tokens or no step premise applies.
+  RC_ASSERT(end <= n);
+}
+
 PFX_PROPERTY(Rule, KeepMinJudgesTheOffsetThePrefillStepLeaves, "INV-4 INV-7 INV-12", ()) {
   // A prompt held whole, so that the caps leave len(prompt) - 1, aligned down to the chunk; the
   // prompt's length is the first from a random one on at which the prefill step lowers that to a

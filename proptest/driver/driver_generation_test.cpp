@@ -124,6 +124,25 @@ PFX_PROPERTY(Generation, TheStaleRowCheckRejectsEveryNonFiniteLogit, "DRV-2", ()
   RC_ASSERT(pfx::driver::all_finite(logits) == std::isfinite(special));
 }
 
+TEST(Lane, UnderAPrefillStepItCommitsNoLastPromptRowComputedAlone) {
+  pfx::test::verifies("INV-2 INV-12 DRV-2");
+  // With prefill_step 4, a 9-token prompt's prefill ends with row 8 alone (8 % 4 == 0): a longer
+  // prompt computes that row in a longer step, so the commit claims rows up to 8, not 9; a 10-token
+  // prompt's last step holds two rows, and the commit claims all ten.
+  RecordingEngine engine(4, 16);
+  pfx::driver::Lane lane(engine, {.capacity = 64, .config = {.enabled = true, .keep_min = 0, .prefill_step = 4}});
+  const std::vector<token> nine = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  lane.serve(nine, 2);
+  EXPECT_EQ(lane.machine().held().canonical_end, 8U);
+  std::vector<token> ten = nine;
+  ten.push_back(3);
+  lane.serve(ten, 2);
+  EXPECT_EQ(lane.machine().held().canonical_end, 10U);
+  pfx::driver::Lane without(engine, {.capacity = 64, .config = {.enabled = true, .keep_min = 0}});
+  without.serve(nine, 2);
+  EXPECT_EQ(without.machine().held().canonical_end, 9U);  // no prefill step: the prompt's length, as THM-1 has it
+}
+
 TEST(Lane, PoisonsBeforeTheEngineRunsAndWaitsForTheDeviceBeforeItCommits) {
   pfx::test::verifies("DRV-2 DRV-4 INV-8");
   RecordingEngine engine(4, 16);

@@ -22,7 +22,7 @@ import collections.abc as _abc
 from ._native import (Bound, Config, ConfigError, ConformColdDisagreement, ConformDifference, ConformGrid,
                       ConformMismatch, ConformPremiseFailure, ConformReport, Decision, Ids, Lane, Machine, Phase,
                       Reason, Refused, Response, VerifyMismatch, VerifyReport, common_prefix, conform, decide,
-                      verify)
+                      prefill_canonical_end, verify)
 from ._native import apply_environment as _apply_environment
 from ._write import Write, write as _write
 
@@ -42,7 +42,7 @@ _abc.Sequence.register(Ids)
 __all__ = ["Bound", "Config", "ConfigError", "ConformColdDisagreement", "ConformDifference", "ConformGrid",
            "ConformMismatch", "ConformPremiseFailure", "ConformReport", "Decision", "Ids", "Lane", "Machine", "Phase",
            "PromptPrefix", "Reason", "Refused", "Response", "VerifyMismatch", "VerifyReport", "Write", "common_prefix",
-           "config_from_environment", "conform", "decide", "verify", "KEEP_MIN", "TF_PREFIX_CACHE"]
+           "config_from_environment", "conform", "decide", "prefill_canonical_end", "verify", "KEEP_MIN", "TF_PREFIX_CACHE"]
 
 
 def config_from_environment(environ=None) -> Config:

@@ -360,6 +360,16 @@ Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
       "The offset rule alone, without a machine: the final offset, every bound applied (the prefill step "
       "included), then keep_min.");
   m.def(
+      "prefill_canonical_end",
+      [](py::handle config, py::handle prompt_length) {
+        const Config& c = instance<Config>(config, "config", "pfx.Config");
+        return pfx::prefill_canonical_end(count(prompt_length, "prompt_length"), c.prefill_step);
+      },
+      py::arg("config"), py::arg("prompt_length"),
+      "The canonical_end a commit of a prompt of prompt_length tokens may claim under config: the prompt's "
+      "length, less its last row when config.prefill_step makes its prefill end with a step computing that "
+      "row alone (a longer prompt computes it in a longer step: docs/spec.md, \"THM-1 with a one-token step\").");
+  m.def(
       "common_prefix",
       [](py::handle a, py::handle b) {
         Tokens first(a, "a");

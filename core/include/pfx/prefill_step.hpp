@@ -45,4 +45,14 @@ namespace pfx {
   return aligned - chunk;  // chunk % step != 0 here, and aligned >= chunk
 }
 
+/// The canonical_end a commit of a prompt of `prompt_length` tokens may claim under the premise
+/// (docs/spec.md, "THM-1 with a one-token step"): every row of its prefill, less the last when that
+/// prefill ended with a step computing it alone (step != 0 and (prompt_length - 1) % step == 0): a
+/// longer prompt's cold run computes that row in a longer step, so it is not the row a later resume
+/// may take (INV-2). step 0 is no premise: the prompt's length, as THM-1 has it.
+[[nodiscard]] constexpr std::size_t prefill_canonical_end(std::size_t prompt_length, std::size_t step) noexcept {
+  if (step == 0 || prompt_length == 0) return prompt_length;
+  return (prompt_length - 1) % step == 0 ? prompt_length - 1 : prompt_length;
+}
+
 }  // namespace pfx

@@ -173,8 +173,7 @@ class LlamaRule:
         prefill step applies and the prefill's last ubatch was that row alone (INV-12's alone(length)).
         A cold or resumed run of a longer prompt computes that row in a ubatch of several rows, so
         offering it would break INV-12's premise (docs/spec.md, "THM-1 with a one-token step")."""
-        step = self.prefill_step
-        return length - 1 if step and (length - 1) % step == 0 else length
+        return _native.prefill_canonical_end(self.machine.config, length)
 
     def reset(self) -> None:
         self.originals["reset"]()

@@ -7,7 +7,8 @@ another order, than the prefill of a cold run does. With the plugin on, vLLM's K
 two things differently, and nothing else:
 
 - only rows that a prefill wrote enter the prefix cache: a request's blocks are cached up to the end
-  of the first prompt it was given, never past it (canonical_end), whatever path the request takes
+  of the first prompt it was given, never past it (canonical_end; less its last row where a one-token
+  step computed that row alone: ``pfx.prefill_canonical_end``), whatever path the request takes
   afterwards (a streaming session that appends its output to its prompt, a preemption and its
   recompute), so a block holding a row that decode wrote is never offered to a later request;
 - each hit is decided by pfx's core (``pfx.decide``, the C++ code every other integration runs): at
@@ -332,7 +333,7 @@ def _scheduler_init(self, *args, **kwargs) -> None:
         raise Refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
     step = prefill_step(self.vllm_config)
     manager.pfx_config = _native.Config(enabled=True, keep_min=settings.keep_min, chunk=chunk, prefill_step=step)
-    manager.coordinator.pfx_prompt_rows_only = True
+    manager.coordinator.pfx_config = manager.pfx_config
     _logger.info("pfx: vLLM's prefix cache under pfx's rule: chunk %d, keep_min %d, prefill step %s; rows decode "
                  "wrote are never cached. A request served alone resumes bit for bit as its cold run; batched "
                  "beside other requests, vLLM's answer can differ by itself, with or without pfx "
@@ -394,11 +395,15 @@ def _get_computed_blocks(self, request):
 
 
 def _cache_blocks(self, request, num_computed_tokens: int) -> None:
-    """vLLM's caching of a request's full blocks, never past the end of the first prompt it was given:
-    rows from there on were written by decode (INV-2, canonical_end). The end is kept on the request at
-    its first caching, because a streaming session later appends its output to its prompt and moves
+    """vLLM's caching of a request's full blocks, never past the canonical end of the first prompt it
+    was given: rows from the prompt's end on were written by decode (INV-2), and where the prompt's
+    prefill ended with a one-token step, its last row was computed alone, otherwise than a longer
+    prompt's cold run computes it (pfx.prefill_canonical_end). The end is kept on the request at its
+    first caching, because a streaming session later appends its output to its prompt and moves
     ``num_prompt_tokens`` past rows decode wrote, and a preempted request recomputes its output's rows."""
-    if getattr(self, "pfx_prompt_rows_only", False):
-        canonical_end = request.__dict__.setdefault("pfx_canonical_end", request.num_prompt_tokens)
+    config = getattr(self, "pfx_config", None)
+    if config is not None:
+        canonical_end = request.__dict__.setdefault(
+            "pfx_canonical_end", _native.prefill_canonical_end(config, request.num_prompt_tokens))
         num_computed_tokens = min(num_computed_tokens, canonical_end)
     _originals["cache_blocks"](self, request, num_computed_tokens)
