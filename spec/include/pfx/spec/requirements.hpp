@@ -175,8 +175,9 @@ inline constexpr std::array requirements = {
                 "offsets it skipped and why"},
     Requirement{"LLAMA-1",
                 "with pfx.integrations.llama_cpp.enable(llm) on a llama-cpp-python Llama, how much of each prompt it "
-                "takes from its KV cache is pfx's core rule (the record: the last prompt's prefill; the chunk: the "
-                "grid llama.cpp resumes exactly on, n_ubatch where it divides n_batch, else n_batch), and every "
+                "takes from its KV cache is pfx's core rule (the record: the last prompt's prefill; with flash "
+                "attention off and n_ubatch dividing n_batch, chunk 1 and the prefill step n_ubatch, else the grid "
+                "llama.cpp resumes exactly on, n_ubatch where it divides n_batch, else n_batch), and every "
                 "response, tokens and logprobs, equals a cold run where stock Llama's differ; the rest of "
                 "llama-cpp-python (sampling, grammars, chat formats, streaming, embeddings) is served as without pfx"},
     Requirement{"LLAMA-2",
