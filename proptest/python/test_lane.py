@@ -6,9 +6,13 @@ degenerate, naming the premise. Needs no numpy."""
 from __future__ import annotations
 
 import array
+import importlib
+import importlib.util
 import os
 import struct
+import sys
 import unittest
+import warnings
 
 import pfx
 from support import rng, verifies
@@ -173,7 +177,28 @@ class Integrations(unittest.TestCase):
         self.assertEqual(os.path.dirname(fixtures), os.path.dirname(pfx.__file__))
         for name in ("tiny_gguf.py", "tiny_llama.py", "workloads.py", "original_prompt_prefix.py"):
             self.assertTrue(os.path.isfile(os.path.join(fixtures, name)), name)
-            self.assertFalse(os.path.exists(os.path.join(folder, name)), name)
+
+    @verifies("PY-4")
+    def test_the_fixtures_old_names_are_aliases_that_warn(self):
+        # tiny_gguf, tiny_llama and workloads were pfx.integrations' modules before they moved to
+        # pfx.fixtures: the old names give the fixtures' own objects, nothing of their own, and warn.
+        for name in ("tiny_gguf", "tiny_llama", "workloads"):
+            if name == "tiny_gguf" and not all(importlib.util.find_spec(m) for m in ("gguf", "numpy")):
+                continue  # the fixture itself needs them
+            with self.subTest(name=name), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                sys.modules.pop(f"pfx.integrations.{name}", None)
+                alias = importlib.import_module(f"pfx.integrations.{name}")
+                fixture = importlib.import_module(f"pfx.fixtures.{name}")
+                self.assertIn(f"pfx.integrations.{name} is now pfx.fixtures.{name}",
+                              [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)])
+                public = [n for n in vars(fixture) if not n.startswith("_")]
+                self.assertTrue(public)
+                for attribute in public:
+                    self.assertIs(getattr(alias, attribute), getattr(fixture, attribute), attribute)
+                own = [n for n, v in vars(alias).items()
+                       if not n.startswith("_") and n not in ("sys", "warnings") and getattr(fixture, n, None) is not v]
+                self.assertEqual(own, [], "an alias defines nothing of its own")
 
 
 class VerifyPythonEngines(unittest.TestCase):

@@ -22,4 +22,6 @@ demand, so that ``import pfx`` needs none of the frameworks:
 (``pfx-vllm-guard.pth``): it stops a vLLM that did not load the plugin.
 
 Models and workloads to try them on, for tests, benchmarks and examples, are in ``pfx.fixtures``.
+Three of them were here before: ``tiny_gguf``, ``tiny_llama`` and ``workloads`` under this package
+are their old names, aliases that give the same objects and warn (DeprecationWarning).
 """
