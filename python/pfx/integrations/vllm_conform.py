@@ -84,8 +84,20 @@ class Engine:
         return serve_batch(self.llm, prompts, max_tokens)
 
     def reset(self) -> None:
-        if not self.llm.reset_prefix_cache():
-            raise CheckError("vLLM did not reset its prefix cache: a cold run would not be cold")
+        reset_prefix_cache(self.llm)
+
+
+def reset_prefix_cache(llm) -> None:
+    """Empties `llm`'s prefix cache, so that what it serves next is a cold run; CheckError where vLLM
+    says it did not."""
+    if not llm.reset_prefix_cache():
+        raise CheckError("vLLM did not reset its prefix cache: a cold run would not be cold")
+
+
+def chosen_logprobs(completion) -> tuple:
+    """The logprob vLLM gave each token it generated in `completion` (a CompletionOutput asked for
+    logprobs), in order: what a check compares bit for bit beside the tokens."""
+    return tuple(step[token].logprob for step, token in zip(completion.logprobs, completion.token_ids))
 
 
 def serve(llm, prompt: Sequence[int], max_tokens: int) -> Served:
@@ -105,8 +117,7 @@ def serve_batch(llm, prompts: Sequence[Sequence[int]], max_tokens: int) -> list:
     served = []
     for out in outputs:
         completion = out.outputs[0]
-        logprobs = tuple(step[token].logprob for step, token in zip(completion.logprobs, completion.token_ids))
-        served.append(Served(tuple(completion.token_ids), logprobs, out.num_cached_tokens or 0))
+        served.append(Served(tuple(completion.token_ids), chosen_logprobs(completion), out.num_cached_tokens or 0))
     return served
 
 

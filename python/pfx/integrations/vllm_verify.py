@@ -51,7 +51,7 @@ from typing import Callable, Generator, Optional, Sequence
 from .. import _native
 from .._progress import on_terminal
 from ..fixtures.workloads import text_conversations
-from .vllm_conform import CheckError, describe, first_difference
+from .vllm_conform import CheckError, chosen_logprobs, describe, first_difference, reset_prefix_cache
 
 PROGRAM = "python -m pfx.integrations.vllm_verify"
 RESET_PATH = "/reset_prefix_cache"
@@ -311,8 +311,7 @@ class Engine:
 
     def reset(self) -> None:
         """Empties the prefix cache; CheckError where vLLM says it did not."""
-        if not self.llm.reset_prefix_cache():
-            raise CheckError("vLLM did not reset its prefix cache: a cold run would not be cold")
+        reset_prefix_cache(self.llm)
 
     def serve(self, request: Request) -> Response:
         """`request` served by generate() (token ids) or chat() (messages)."""
@@ -331,9 +330,8 @@ class Engine:
             where = f"request {request.number}" + (f" (line {request.line})" if request.line else "")
             raise Refused(f"vLLM refused {where}: {error}") from error
         completion = out.outputs[0]
-        logprobs = tuple(step[token].logprob for step, token in zip(completion.logprobs, completion.token_ids))
         latency = getattr(out.metrics, "first_token_latency", 0.0) or None
-        return Response(tuple(completion.token_ids), logprobs, out.num_cached_tokens or 0, len(out.prompt_token_ids),
+        return Response(tuple(completion.token_ids), chosen_logprobs(completion), out.num_cached_tokens or 0, len(out.prompt_token_ids),
                         latency, completion.text or "")
 
     def no_counts(self) -> str:
