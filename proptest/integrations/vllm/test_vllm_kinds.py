@@ -1,6 +1,7 @@
 """pfx.integrations.vllm on the models and scheduler settings people serve beyond the plugin suite's
-full-attention Llama with vLLM's defaults, in vLLM's in-process mode with PFX_VLLM=1 (this suite's
-ctests set it, and PFX_VLLM_TEST_KIND, one kind a process):
+full-attention Llama with vLLM's defaults, in vLLM's in-process mode with PFX_VLLM=1 and vLLM's own
+kernels (PFX_VLLM_BATCH_INVARIANT=0: the one-token-step premise applies there, and cuts hits; this
+suite's ctests set both, and PFX_VLLM_TEST_KIND, one kind a process):
 
 - ``hybrid``: a tiny Llama whose layer 0 attends over a sliding window of 64 positions and layer 1 in
   full: two KV cache groups, whose hits vLLM finds group by group;
@@ -54,6 +55,8 @@ class Kind(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         vllm_lane.expect_mode(plugin_on=True, in_process=True)
+        if plugin.settings_from_environment().batch_invariant:
+            raise RuntimeError("this suite runs with PFX_VLLM_BATCH_INVARIANT=0: its ctest sets it")
         layer_types, overrides, cls.step = KINDS[KIND]
         model = vllm_lane.tiny_model(layer_types=layer_types, sliding_window=WINDOW if layer_types else None)
         cls.llm = vllm_lane.start(model, **overrides)

@@ -19,6 +19,7 @@ if not WHY_NOT:
 
 STEPS = 14
 WORKLOADS = 3
+BATCHED_ROUNDS = 3
 
 
 @unittest.skipIf(WHY_NOT, WHY_NOT)
@@ -53,6 +54,16 @@ class StockInProcess(unittest.TestCase):
         print(f"stock vLLM: {differing} of {resumed} resumed responses differ from their cold runs")
         self.assertGreater(differing, 0, "stock vLLM answered every resumed turn as its cold run: the plugin's "
                                          "suite could not fail on these workloads")
+
+    @verifies("VLLM-9")
+    def test_stock_vllm_changes_a_requests_answer_with_what_is_batched_beside_it(self):
+        # vLLM's own kernels (its CPU attention splits a request's KV by the whole step's work): the
+        # plugin suite's batched rounds differ here, so that suite could fail.
+        outcome = vllm_lane.run_batched(self.llm, f"{SEED}:batched", BATCHED_ROUNDS)
+        print(f"stock vLLM under load: {len(outcome.differing)} of {outcome.steps} responses differ from their cold "
+              f"run served alone")
+        self.assertGreater(len(outcome.differing), 0, "stock vLLM answered every batched request as served alone: "
+                                                     "the plugin's batched test could not fail here")
 
 
 if __name__ == "__main__":

@@ -93,13 +93,15 @@ def vllm_hit(held, held_cacheable: int, prompt) -> int:
     return n // BLOCK * BLOCK
 
 
-def pfx_offset(hit: int, prompt_length: int, chunk: int, keep_min: int, step: int = MAX_NUM_BATCHED_TOKENS) -> int:
+def pfx_offset(hit: int, prompt_length: int, chunk: int, keep_min: int, step: int = 0) -> int:
     """docs/spec.md's rule on a record of `hit` rows, every one written by a prefill (canonical_end =
-    hit): align_down(min(lcp, canonical_end, len - 1), chunk), then lowered by chunks while the resumed
-    prefill (in steps of `step` tokens) would end with a step of one token and the cold run's would not,
-    or the other way round (docs/engines.md, "vLLM"); 0 below keep_min."""
+    hit): align_down(min(lcp, canonical_end, len - 1), chunk), then, with a prefill step (`step` > 0:
+    vLLM's own kernels, PFX_VLLM_BATCH_INVARIANT=0), lowered by chunks while the resumed prefill (in
+    steps of `step` tokens) would end with a step of one token and the cold run's would not, or the
+    other way round (docs/engines.md, "vLLM"); 0 below keep_min. `step` 0: the plugin's default, where
+    vLLM computes a one-token step as a longer one and the rule has no step premise."""
     def ends_alone(tokens):
-        return (tokens - 1) % step == 0
+        return step > 0 and (tokens - 1) % step == 0
     n = min(hit, prompt_length - 1) // chunk * chunk
     while n > 0 and ends_alone(prompt_length - n) != ends_alone(prompt_length):
         n -= chunk
@@ -202,4 +204,67 @@ def run_workload(llm, seed, steps: int, model: CacheModel, expected_cached, work
         elif warm.logprobs != reference.logprobs:
             outcome.differing.append((number, step.kind, "logprobs"))
         response = warm.tokens
+    return outcome
+
+
+# ------------------------------------------------------------------------------- served under load
+
+def serve_joining(llm, first, second, after_steps: int, max_new_tokens: int = MAX_NEW_TOKENS) -> tuple:
+    """`first` served, and `second` added to vLLM's engine after `after_steps` of first's steps, so that
+    it joins while first prefills or decodes: (first's Served, second's Served)."""
+    import vllm
+    from vllm.inputs import TokensPrompt
+    params = vllm.SamplingParams(max_tokens=max_new_tokens, temperature=0.0, logprobs=1, detokenize=False,
+                                 ignore_eos=True)
+    engine = llm.llm_engine
+    engine.add_request("pfx-first", TokensPrompt(prompt_token_ids=list(first)), params)
+    done = {}
+    steps = 0
+    while len(done) < 2:
+        if steps == after_steps:
+            engine.add_request("pfx-second", TokensPrompt(prompt_token_ids=list(second)), params)
+        for out in engine.step():
+            if out.finished:
+                completion = out.outputs[0]
+                done[out.request_id] = Served(tuple(completion.token_ids), vllm_conform.chosen_logprobs(completion),
+                                              out.num_cached_tokens or 0)
+        steps += 1
+        if steps > after_steps and not engine.has_unfinished_requests() and len(done) < 2:
+            raise RuntimeError(f"vLLM finished {sorted(done)} only")
+    return done["pfx-first"], done["pfx-second"]
+
+
+def run_batched(llm, seed, rounds: int, vocab: int = 512) -> Outcome:
+    """Rounds of requests served under load, each response compared with its cold run served alone (the
+    prefix cache reset first), tokens and logprobs: four prompts of 117 to 300 tokens in one call, one
+    of them resuming a session the cache holds (prefills share steps of MAX_NUM_BATCHED_TOKENS tokens:
+    chunked prefill), then a request that joins while another one prefills or decodes. Whatever the
+    rule allows is taken from the cache, so resumed requests are batched too."""
+    r = random.Random(seed)
+    outcome = Outcome()
+
+    def draw(low, high):
+        return tuple(r.randrange(vocab) for _ in range(r.randrange(low, high)))
+
+    def compare(number, kind, served, prompt):
+        reference = cold(llm, prompt)
+        outcome.steps += 1
+        outcome.resumed += served.cached > 0
+        outcome.reused_tokens += served.cached
+        if served.tokens != reference.tokens:
+            outcome.differing.append((number, kind, "tokens"))
+        elif served.logprobs != reference.logprobs:
+            outcome.differing.append((number, kind, "logprobs"))
+
+    for number in range(rounds):
+        session = draw(117, 200)
+        cold(llm, session)  # the cache holds the session's rows
+        prompts = [session + draw(1, 100), draw(117, 301), draw(117, 301), draw(117, 301)]
+        r.shuffle(prompts)
+        for prompt, served in zip(prompts, vllm_conform.serve_batch(llm, prompts, MAX_NEW_TOKENS)):
+            compare(number, "batched", served, prompt)
+        first, second = draw(117, 301), session + draw(1, 100)
+        cold(llm, session)
+        for prompt, served in zip((first, second), serve_joining(llm, first, second, r.randrange(1, 6))):
+            compare(number, "joining", served, prompt)
     return outcome

@@ -20,13 +20,22 @@ two things differently, and nothing else:
   at the hit's end, which a slice of a longer hit would not hold. vLLM's ``num_cached_tokens`` of the
   request is pfx's offset.
 
-The guarantee is for a request served alone, as vLLM's scheduler runs it (the long-prefill threshold
-dropped, each step at most ``max_num_scheduled_tokens``): batched beside other requests, vLLM's CPU
-build changes a request's answer by itself (``pfx.integrations.vllm_conform`` measures it). The plugin
-says so at start. It refuses at start, naming what it cannot vouch for, rather than serve: a model
-with layers whose hits cannot be cut exactly (Mamba and other state-space or linear-attention layers,
-layers that replay a window after a hit), speculative decoding, a KV connector, a chunk off vLLM's
-block grid: a ``Refused`` error, before the model loads wherever vLLM's configuration tells.
+The guarantee holds whatever vLLM batches beside a request: by default the plugin makes vLLM compute
+each request's answer independently of its batch (``batch_invariance()``: on vLLM's CPU build its
+attention no longer splits a request's KV by the whole step's work, ``VLLM_CPU_ATTN_SPLIT_KV=0``; on a
+CUDA build vLLM's batch-invariant mode, ``VLLM_BATCH_INVARIANT=1``, untested here) and says at start
+what it set and why. With ``PFX_VLLM_BATCH_INVARIANT=0`` vLLM keeps its own kernels and the guarantee
+is for a request served alone, as vLLM's scheduler runs it (the long-prefill threshold dropped, each
+step at most ``max_num_scheduled_tokens``), which the plugin then says at start. Where vLLM computes a
+one-token prefill step as a longer one (the CPU build with the split off, measured by
+``pfx.integrations.vllm_conform``), the rule needs no prefill-step premise and keeps that reuse
+(``prefill_step()``). Speculative decoding with n-gram drafts is served: a resume that leaves one
+token is admitted padded to 1 + k rows, which the core's step model knows (``Config.admission_padding``).
+It refuses at start, naming what it cannot vouch for, rather than serve: a model with layers whose
+hits cannot be cut exactly (Mamba and other state-space or linear-attention layers, layers that replay
+a window after a hit), a speculative method other than n-gram drafts, a KV connector, a chunk off
+vLLM's block grid, a batch-invariance setting vLLM was told otherwise: a ``Refused`` error, before the
+model loads wherever vLLM's configuration tells.
 
 It is loaded in every vLLM process through the ``vllm.general_plugins`` entry point (``register``),
 the engine-core process included, and is off unless ``PFX_VLLM`` turns it on. With ``PFX_VLLM`` set,
@@ -40,9 +49,11 @@ pfx's one environment parser (a malformed value stops vLLM's start, before the m
 - ``PFX_VLLM_CHUNK``: the chunk grid, a multiple of vLLM's block size; unset: the block size, the
   grid ``pfx.integrations.vllm_conform`` finds exact on vLLM's CPU build (docs/engines.md).
 - ``PFX_VLLM_KEEP_MIN``: the fewest cached tokens worth taking; unset: 0 (any aligned hit, as vLLM).
+- ``PFX_VLLM_BATCH_INVARIANT``: 1, true, on, yes, empty or unset: vLLM computes batch invariantly
+  (above); 0, false, off or no: vLLM's own kernels, and a guarantee for a request served alone.
 
-In code, ``enable(chunk=..., keep_min=...)`` before ``vllm.LLM(...)`` does the same: it sets the
-three variables for the processes vLLM starts, and patches this one. ``decisions()`` counts this
+In code, ``enable(chunk=..., keep_min=..., batch_invariant=...)`` before ``vllm.LLM(...)`` does the
+same: it sets the four variables for the processes vLLM starts, and patches this one. ``decisions()`` counts this
 process's decisions by reason; each is logged at debug level on the logger ``vllm.pfx``.
 
 The plugin patches four methods (the configuration's check, the scheduler's constructor, the hit
@@ -64,7 +75,12 @@ TESTED_VERSIONS = ("0.32.0",)
 ENABLE_VARIABLE = "PFX_VLLM"
 CHUNK_VARIABLE = "PFX_VLLM_CHUNK"
 KEEP_MIN_VARIABLE = "PFX_VLLM_KEEP_MIN"
+BATCH_INVARIANT_VARIABLE = "PFX_VLLM_BATCH_INVARIANT"
 DEFAULT_KEEP_MIN = 0
+SPECULATIVE_METHODS = ("ngram",)
+"""The speculative methods the plugin serves: n-gram drafts, measured exact on vLLM's CPU build with the
+padded admission in the rule (docs/engines.md, "Speculative decoding"). Draft-model and EAGLE methods
+need a second model on the device, which vLLM's CPU build does not run; they are refused by name."""
 ONE_STEP = 2**64 - 1
 """``Config.prefill_step`` of a scheduler that prefills a whole prompt in one step (no chunked
 prefill): a step longer than any prompt, so that a prefill ends with a one-token step only when it
@@ -78,6 +94,10 @@ _MEANINGS = {
                     "on), or leave it unset for the block size",
     KEEP_MIN_VARIABLE: "a count of tokens >= 0 (a cached prefix shorter than this is not taken: the prompt is "
                        "computed in full), or leave it unset for 0",
+    BATCH_INVARIANT_VARIABLE: "1, true, on, yes, empty or unset (vLLM computes each request's answer "
+                              "independently of what is batched beside it, and pfx's guarantee holds under load) "
+                              "or 0, false, off or no (vLLM's own kernels: the guarantee is for a request served "
+                              "alone)",
 }
 
 _logger = logging.getLogger("vllm.pfx")
@@ -91,9 +111,11 @@ class Refused(RuntimeError):
 
 @dataclass(frozen=True)
 class Settings:
-    """What the plugin applies: ``chunk`` None means vLLM's block size."""
+    """What the plugin applies: ``chunk`` None means vLLM's block size; ``batch_invariant``, whether vLLM
+    is made to compute each request's answer independently of its batch (batch_invariance())."""
     chunk: Optional[int] = None
     keep_min: int = DEFAULT_KEEP_MIN
+    batch_invariant: bool = True
 
 
 def _read(variable: str, value: str, read):
@@ -106,7 +128,8 @@ def _read(variable: str, value: str, read):
 
 
 def settings_from_environment(environ=None) -> Optional[Settings]:
-    """The settings PFX_VLLM, PFX_VLLM_CHUNK and PFX_VLLM_KEEP_MIN of ``environ`` (default: os.environ)
+    """The settings PFX_VLLM, PFX_VLLM_CHUNK, PFX_VLLM_KEEP_MIN and PFX_VLLM_BATCH_INVARIANT of ``environ``
+    (default: os.environ)
     ask for; None when the plugin is off (PFX_VLLM unset or off). PFX_VLLM is read as every pfx switch
     is (driver/src/environment.cpp: 1, true, on, yes or empty mean on), so that one spelling means one
     thing everywhere. A malformed value raises pfx.ConfigError naming its variable and what each value
@@ -117,10 +140,13 @@ def settings_from_environment(environ=None) -> Optional[Settings]:
         return None
     chunk = environ.get(CHUNK_VARIABLE)
     keep_min = environ.get(KEEP_MIN_VARIABLE)
+    batch_invariant = environ.get(BATCH_INVARIANT_VARIABLE)
     settings = Settings(
         chunk=None if chunk is None else _read(CHUNK_VARIABLE, chunk, _native.read_environment_count),
         keep_min=DEFAULT_KEEP_MIN if keep_min is None else _read(KEEP_MIN_VARIABLE, keep_min,
-                                                                 _native.read_environment_count))
+                                                                 _native.read_environment_count),
+        batch_invariant=batch_invariant is None or _read(BATCH_INVARIANT_VARIABLE, batch_invariant,
+                                                         _native.read_environment_flag))
     if settings.chunk == 0:
         raise _native.ConfigError(f'{CHUNK_VARIABLE}="{chunk}" is malformed: expected {_MEANINGS[CHUNK_VARIABLE]}')
     return settings
@@ -134,17 +160,20 @@ def register() -> None:
         _install(settings)
 
 
-def enable(chunk: Optional[int] = None, keep_min: int = DEFAULT_KEEP_MIN) -> Settings:
+def enable(chunk: Optional[int] = None, keep_min: int = DEFAULT_KEEP_MIN, batch_invariant: bool = True) -> Settings:
     """Turns the plugin on for this process and the processes vLLM starts from it (call it before
-    ``vllm.LLM(...)``): sets PFX_VLLM=1, PFX_VLLM_CHUNK (unless ``chunk`` is None: vLLM's block size)
-    and PFX_VLLM_KEEP_MIN. Raises TypeError or ValueError naming a bad argument, RuntimeError for a
-    vLLM version the plugin was not tested with."""
+    ``vllm.LLM(...)``): sets PFX_VLLM=1, PFX_VLLM_CHUNK (unless ``chunk`` is None: vLLM's block size),
+    PFX_VLLM_KEEP_MIN and PFX_VLLM_BATCH_INVARIANT, and, with ``batch_invariant``, vLLM's own variable
+    that makes it compute batch invariantly (batch_invariance()). Raises ValueError naming a bad
+    argument, RuntimeError for a vLLM version the plugin was not tested with."""
     if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
         raise ValueError(f"chunk must be None (vLLM's block size) or an int >= 1, a multiple of the block size; "
                          f"got {chunk!r}")
     if isinstance(keep_min, bool) or not isinstance(keep_min, int) or keep_min < 0:
         raise ValueError(f"keep_min must be an int >= 0; got {keep_min!r}")
-    settings = Settings(chunk=chunk, keep_min=keep_min)
+    if not isinstance(batch_invariant, bool):
+        raise ValueError(f"batch_invariant must be True or False; got {batch_invariant!r}")
+    settings = Settings(chunk=chunk, keep_min=keep_min, batch_invariant=batch_invariant)
     _install(settings)
     os.environ[ENABLE_VARIABLE] = "1"
     if chunk is None:
@@ -152,6 +181,7 @@ def enable(chunk: Optional[int] = None, keep_min: int = DEFAULT_KEEP_MIN) -> Set
     else:
         os.environ[CHUNK_VARIABLE] = str(chunk)
     os.environ[KEEP_MIN_VARIABLE] = str(keep_min)
+    os.environ[BATCH_INVARIANT_VARIABLE] = "1" if batch_invariant else "0"
     return settings
 
 
@@ -161,8 +191,11 @@ def disable() -> None:
     global _settings
     with _lock:
         _settings = None
-    for variable in (ENABLE_VARIABLE, CHUNK_VARIABLE, KEEP_MIN_VARIABLE):
+    for variable in (ENABLE_VARIABLE, CHUNK_VARIABLE, KEEP_MIN_VARIABLE, BATCH_INVARIANT_VARIABLE):
         os.environ.pop(variable, None)
+    for variable in _set_by_pfx:  # vLLM's own variables the plugin set, and only those
+        os.environ.pop(variable, None)
+    _set_by_pfx.clear()
 
 
 def decisions() -> collections.Counter:
@@ -197,6 +230,7 @@ _lock = threading.Lock()
 _settings: Optional[Settings] = None
 _originals: dict = {}
 _decisions: collections.Counter = collections.Counter()
+_set_by_pfx: set = set()
 
 
 def _check_version() -> None:
@@ -219,6 +253,8 @@ def _install(settings: Settings) -> None:
     from vllm.v1.core.sched.scheduler import Scheduler
     with _lock:
         _settings = settings
+        if settings.batch_invariant:
+            apply_batch_invariance()
         if _originals:
             return
         _originals["config"] = VllmConfig.__post_init__
@@ -229,6 +265,53 @@ def _install(settings: Settings) -> None:
         Scheduler.__init__ = _scheduler_init
         KVCacheManager.get_computed_blocks = _get_computed_blocks
         KVCacheCoordinator.cache_blocks = _cache_blocks
+
+
+def batch_invariance():
+    """(variable, value): vLLM's own environment variable, and its value, that make it compute each
+    request's answer independently of what is batched beside it on this platform; None where pfx knows
+    no such setting. On the CPU build the cause of batch dependence is its attention's KV split
+    (``VLLM_CPU_ATTN_SPLIT_KV``, on by default): whether a request's KV is split depends on the whole
+    step's work, not on that request alone; its linear layers (oneDNN) give every row the same bits for
+    any row count (docs/engines.md, "Batched requests"). On CUDA it is vLLM's batch-invariant mode
+    (``VLLM_BATCH_INVARIANT``), wired but untested here: no GPU ran it."""
+    from vllm.platforms import current_platform
+    if current_platform.is_cpu():
+        return ("VLLM_CPU_ATTN_SPLIT_KV", "0")
+    if current_platform.is_cuda():
+        return ("VLLM_BATCH_INVARIANT", "1")
+    return None
+
+
+def apply_batch_invariance() -> None:
+    """Sets batch_invariance()'s variable in this process's environment, which the processes vLLM starts
+    inherit, unless the user set it: a value that asks otherwise is refused at start
+    (batch_invariance_refusals()), never overridden silently. vLLM reads it lazily, when its engine
+    builds a step, so setting it when the plugin loads is in time."""
+    setting = batch_invariance()
+    if setting is not None and setting[0] not in os.environ:
+        os.environ[setting[0]] = setting[1]
+        _set_by_pfx.add(setting[0])
+
+
+def batch_invariance_refusals(settings: Settings) -> list:
+    """What stops batch invariance, if it is asked for: a platform pfx knows no setting of, or vLLM's
+    variable set by the user to ask otherwise."""
+    if not settings.batch_invariant:
+        return []
+    setting = batch_invariance()
+    if setting is None:
+        from vllm.platforms import current_platform
+        return [f"{BATCH_INVARIANT_VARIABLE} asks for answers independent of their batch, and pfx knows no setting "
+                f"that makes vLLM on {current_platform.device_name or 'this platform'} compute so: set "
+                f"{BATCH_INVARIANT_VARIABLE}=0 for a guarantee for a request served alone"]
+    variable, value = setting
+    if os.environ.get(variable, value).strip() != value:
+        return [f"{variable}={os.environ[variable]} makes a request's answer depend on what vLLM batches beside it, "
+                f"and {BATCH_INVARIANT_VARIABLE} (on unless set to 0) asks for answers independent of their batch: "
+                f"unset {variable} (pfx sets {variable}={value}), or set {BATCH_INVARIANT_VARIABLE}=0 for vLLM's "
+                f"own kernels and a guarantee for a request served alone"]
+    return []
 
 
 def _config_post_init(self) -> None:
@@ -242,7 +325,7 @@ def _config_post_init(self) -> None:
     cache = self.cache_config
     if not cache.enable_prefix_caching:
         return
-    reasons = refusals(self) + _chunk_refusals(settings.chunk, cache.block_size)
+    reasons = refusals(self) + _chunk_refusals(settings.chunk, cache.block_size) + batch_invariance_refusals(settings)
     if reasons:
         raise Refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
 
@@ -265,9 +348,12 @@ def refusals(vllm_config) -> list:
                        f"state-space state: its hit is the state at its end, computed over the earlier run's prefill "
                        f"steps, which a cold run of a longer prompt steps otherwise, so a resume from it is not its "
                        f"cold run")
-    if vllm_config.speculative_config is not None:
-        reasons.append("speculative decoding is on: its draft slots and padding change the prefill steps, and its "
-                       "lookups drop blocks, beyond what pfx's rule models")
+    speculative = vllm_config.speculative_config
+    if speculative is not None and speculative.method not in SPECULATIVE_METHODS:
+        reasons.append(f"speculative decoding by the method {speculative.method!r}: pfx serves n-gram drafts "
+                       f"(method 'ngram'), whose steps its rule models; a draft model's or EAGLE head's own KV "
+                       f"cache and its dropped lookup blocks were never measured exact (vLLM's CPU build does not "
+                       f"run them)")
     if vllm_config.kv_transfer_config is not None:
         connector = getattr(vllm_config.kv_transfer_config, "kv_connector", None)
         reasons.append(f"a KV connector ({connector}) is configured: it extends a hit by tokens it loads, uncut "
@@ -313,9 +399,10 @@ def group_refusals(kv_cache_config) -> list:
 
 def _scheduler_init(self, *args, **kwargs) -> None:
     """vLLM's scheduler, then the rule's configuration for its KV cache manager (None: the plugin was off
-    when it was made): the chunk (a multiple of the block size: vLLM resumes only at block bounds) and
-    the prefill step of a request served alone. Refuses a model whose KV cache groups it cannot cut
-    exactly, naming their layers."""
+    when it was made): the chunk (a multiple of the block size: vLLM resumes only at block bounds), the
+    prefill step where its premise is needed and the admission padding of speculative decoding. Refuses
+    a model whose KV cache groups it cannot cut exactly, naming their layers, and a batch-invariance
+    setting vLLM was told otherwise, and says at start what it applies and what it vouches for."""
     _originals["init"](self, *args, **kwargs)
     settings = _settings
     manager = self.kv_cache_manager
@@ -328,31 +415,80 @@ def _scheduler_init(self, *args, **kwargs) -> None:
         return
     block = manager.coordinator.scheduler_block_size
     chunk = block if settings.chunk is None else settings.chunk
-    reasons = refusals(self.vllm_config) + group_refusals(self.kv_cache_config) + _chunk_refusals(chunk, block)
+    reasons = (refusals(self.vllm_config) + group_refusals(self.kv_cache_config) + _chunk_refusals(chunk, block)
+               + batch_invariance_refusals(settings))
     if reasons:
         raise Refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
     step = prefill_step(self.vllm_config)
-    manager.pfx_config = _native.Config(enabled=True, keep_min=settings.keep_min, chunk=chunk, prefill_step=step)
+    padding = admission_padding(self.vllm_config)
+    manager.pfx_config = _native.Config(enabled=True, keep_min=settings.keep_min, chunk=chunk, prefill_step=step,
+                                        admission_padding=padding)
     manager.coordinator.pfx_config = manager.pfx_config
-    _logger.info("pfx: vLLM's prefix cache under pfx's rule: chunk %d, keep_min %d, prefill step %s; rows decode "
-                 "wrote are never cached. A request served alone resumes bit for bit as its cold run; batched "
-                 "beside other requests, vLLM's answer can differ by itself, with or without pfx "
-                 "(python -m pfx.integrations.vllm_conform measures it)", chunk, settings.keep_min,
-                 "whole prompt" if step == ONE_STEP else step)
+    _logger.info("pfx: vLLM's prefix cache under pfx's rule: chunk %d, keep_min %d, %s%s; rows decode wrote are "
+                 "never cached. %s", chunk, settings.keep_min, _describe_step(step),
+                 f", an admission of one token padded to {1 + padding} rows" if padding else "",
+                 _guarantee(settings))
+
+
+def _describe_step(step: int) -> str:
+    """The step premise in the start message's words (the core's words for a step: whole prompt, or a count)."""
+    if step == 0:
+        return "no prefill-step premise (vLLM computes a one-token prefill step as a longer one)"
+    return "prefill step " + ("whole prompt" if step == ONE_STEP else str(step))
+
+
+def _guarantee(settings: Settings) -> str:
+    """What the plugin vouches for, said once at start: under load, or for a request served alone."""
+    setting = batch_invariance() if settings.batch_invariant else None
+    if setting is not None:
+        variable, value = setting
+        how = "set by pfx" if variable in _set_by_pfx else "as set"
+        return (f"vLLM computes each request's answer independently of its batch ({variable}={value}, {how}; "
+                f"{BATCH_INVARIANT_VARIABLE}=0 keeps vLLM's own kernels): a resumed request equals its cold run "
+                f"served alone, bit for bit, whatever is batched beside it")
+    return (f"{BATCH_INVARIANT_VARIABLE}=0 keeps vLLM's own kernels: a request served alone resumes bit for bit as "
+            f"its cold run; batched beside other requests, vLLM's answer can differ by itself, with or without pfx "
+            f"(python -m pfx.integrations.vllm_conform --vllm-kernels measures it)")
+
+
+def one_token_step_alone() -> bool:
+    """Whether vLLM computes a prefill step of one token otherwise than a longer one, so that the rule
+    needs the prefill-step premise (INV-12). On the CPU build with its attention's KV split off, each
+    query row is computed over its request's KV in one pass whatever the step's row count, and
+    ``pfx.integrations.vllm_conform`` finds every offset exact, one-token steps included (docs/engines.md):
+    False. With the split on (vLLM's default) it was measured to differ: True. Elsewhere it was not
+    measured here: True, the premise kept."""
+    from vllm import envs
+    from vllm.platforms import current_platform
+    return not (current_platform.is_cpu() and not envs.VLLM_CPU_ATTN_SPLIT_KV)
 
 
 def prefill_step(vllm_config) -> int:
-    """How many prompt tokens vLLM's scheduler computes in one step of a request served alone: its
-    scheduled-token budget (``max_num_scheduled_tokens``, by default ``max_num_batched_tokens``), at
-    most ``max_num_batched_tokens``; ONE_STEP without chunked prefill. vLLM drops
-    ``long_prefill_token_threshold`` when a single request is running or waiting (scheduler.py,
-    ``schedule``), so the threshold does not count. Speculative decoding, whose draft slots would count,
-    is refused (refusals())."""
+    """The prefill step the rule's premise needs (``Config.prefill_step``): 0 where vLLM computes a
+    one-token step as a longer one (one_token_step_alone()); else how many prompt tokens vLLM's
+    scheduler computes in one step of a request served alone: its scheduled-token budget
+    (``max_num_scheduled_tokens``, by default ``max_num_batched_tokens``), at most
+    ``max_num_batched_tokens`` less the draft slots a speculative method reserves for each request;
+    ONE_STEP without chunked prefill. vLLM drops ``long_prefill_token_threshold`` when a single request
+    is running or waiting (scheduler.py, ``schedule``), so the threshold does not count."""
+    if not one_token_step_alone():
+        return 0
     scheduler = vllm_config.scheduler_config
     if not scheduler.enable_chunked_prefill:
         return ONE_STEP
+    speculative = vllm_config.speculative_config
+    slots = speculative.max_num_new_slots_for_drafting if speculative is not None else 0
     budget = scheduler.max_num_scheduled_tokens or scheduler.max_num_batched_tokens
-    return min(budget, scheduler.max_num_batched_tokens)
+    return min(budget, scheduler.max_num_batched_tokens - slots)
+
+
+def admission_padding(vllm_config) -> int:
+    """Rows vLLM adds to the admission of a request that has one prompt token left after a hit
+    (``Config.admission_padding``): with speculative decoding, its scheduler pads such a request to
+    1 + num_speculative_tokens rows (scheduler.py, "Pad new decode requests to uniform spec decoding
+    size"), so the resume's one step is not one token alone; 0 without speculative decoding."""
+    speculative = vllm_config.speculative_config
+    return speculative.num_speculative_tokens if speculative is not None else 0
 
 
 def _get_computed_blocks(self, request):
