@@ -332,6 +332,29 @@ class OnVllm(unittest.TestCase):
                 self.assertEqual(mismatch["prompt"][:mismatch["offset"]], mismatch["held"][:mismatch["offset"]])
                 self.assertIn(mismatch["difference"]["where"], ("generated", "logprob"))
 
+    @verifies("VLLM-4 VLLM-9")
+    def test_the_batching_finding_is_does_not_depend_as_the_plugin_computes_and_depends_with_vllms_kernels(self):
+        # start() made vLLM compute as the plugin does (its attention's KV split off): every batch equals
+        # its requests alone. With vLLM's own kernels (the split on, read when vLLM builds a step) a
+        # request's answer depends on its batch: the finding can fail.
+        from vllm import envs
+        self.assertEqual(os.environ.get("VLLM_CPU_ATTN_SPLIT_KV"), "0")
+        self.assertIn("batch invariant", vllm_conform.describe(self.llm, self.model))
+        arguments = dict(name="vLLM", vocab=VOCAB, block_size=vllm_lane.BLOCK, max_length=4096, budget="quick",
+                         seed=SEED, max_grid=vllm_lane.BLOCK)
+        invariant = vllm_conform.check(vllm_conform.Engine(self.llm), **arguments)
+        self.assertTrue(invariant.batching.independent, str(invariant))
+        self.assertGreater(invariant.batching.batches, 0)
+        self.assertIn("every answer equalled the request served alone", str(invariant))
+        envs.disable_envs_cache()  # vLLM cached its variables when its engine started
+        try:
+            with mock.patch.dict(os.environ, {"VLLM_CPU_ATTN_SPLIT_KV": "1"}):
+                kernels = vllm_conform.check(vllm_conform.Engine(self.llm), **arguments)
+        finally:
+            envs.disable_envs_cache()
+        self.assertFalse(kernels.batching.independent, str(kernels))
+        self.assertIn("DEPENDS on what is batched beside it", str(kernels))
+
     @verifies("VLLM-4")
     def test_outputs_that_differ_at_some_offsets_make_the_rule_chunk_not_safe(self):
         engine = Perturbed(vllm_conform.Engine(self.llm), lambda cached: cached % 64 == 32)

@@ -92,6 +92,12 @@ class PluginMultiprocess(unittest.TestCase):
                                             "multiple of vLLM's block size"),
                 ({"PFX_VLLM_KEEP_MIN": "-3"}, 'PFX_VLLM_KEEP_MIN="-3" is malformed: expected a count of tokens >= 0'),
                 ({"PFX_VLLM_CHUNK": "48"}, "PFX_VLLM_CHUNK=48 is not a multiple of vLLM's block size 32"),
+                ({"PFX_VLLM_BATCH_INVARIANT": "sometimes"}, 'PFX_VLLM_BATCH_INVARIANT="sometimes" is malformed: '
+                                                            "expected 1, true, on, yes, empty or unset"),
+                # vLLM told to split its attention's KV while pfx is asked for batch invariance: refused, not
+                # overridden either way.
+                ({"VLLM_CPU_ATTN_SPLIT_KV": "1"}, "VLLM_CPU_ATTN_SPLIT_KV=1 makes a request's answer depend on what "
+                                                  "vLLM batches beside it, and PFX_VLLM_BATCH_INVARIANT"),
                 ({"PFX_VLLM": "maybe"}, 'PFX_VLLM="maybe" is malformed: expected 1, true, on, yes or empty (the plugin '
                                         "on: pfx's rule decides how much of each prompt vLLM takes from its prefix "
                                         "cache) or 0, false, off or no (the plugin off: vLLM's own prefix caching, "
@@ -181,12 +187,15 @@ class Settings(unittest.TestCase):
             self.assertEqual(plugin.settings_from_environment({"PFX_VLLM": value}), plugin.Settings(None, 0), value)
         self.assertEqual(plugin.settings_from_environment(
             {"PFX_VLLM": "on", "PFX_VLLM_CHUNK": "64", "PFX_VLLM_KEEP_MIN": "1_000"}), plugin.Settings(64, 1000))
+        for value, invariant in ((None, True), ("", True), ("on", True), ("0", False), ("off", False)):
+            environ = {"PFX_VLLM": "1"} if value is None else {"PFX_VLLM": "1", "PFX_VLLM_BATCH_INVARIANT": value}
+            self.assertEqual(plugin.settings_from_environment(environ).batch_invariant, invariant, value)
 
     @verifies("VLLM-3")
     def test_malformed_knobs_raise_config_errors_naming_the_variable(self):
         for variable, value in (("PFX_VLLM_CHUNK", "0"), ("PFX_VLLM_CHUNK", "2**5"), ("PFX_VLLM_CHUNK", ""),
                                 ("PFX_VLLM_KEEP_MIN", "-1"), ("PFX_VLLM_KEEP_MIN", "18446744073709551616"),
-                                ("PFX_VLLM", "2")):
+                                ("PFX_VLLM", "2"), ("PFX_VLLM_BATCH_INVARIANT", "2")):
             environ = {"PFX_VLLM": "1", variable: value}
             with self.subTest(variable=variable, value=value), self.assertRaises(pfx.ConfigError) as raised:
                 plugin.settings_from_environment(environ)
@@ -195,7 +204,7 @@ class Settings(unittest.TestCase):
     @verifies("VLLM-3")
     def test_enable_names_a_bad_argument(self):
         for arguments in ({"chunk": 0}, {"chunk": -32}, {"chunk": 32.0}, {"chunk": True}, {"keep_min": -1},
-                          {"keep_min": "64"}):
+                          {"keep_min": "64"}, {"batch_invariant": 1}, {"batch_invariant": "off"}):
             with self.subTest(**arguments), self.assertRaises(ValueError) as raised:
                 plugin.enable(**arguments)
             self.assertIn(next(iter(arguments)), str(raised.exception))
@@ -226,7 +235,7 @@ class Settings(unittest.TestCase):
         if sink is not None:  # a kind the plugin was not shown exact on, though it is full attention's subclass
             self.assertIn("SinkFullAttentionSpec", plugin.group_refusals(groups(sink))[0])
 
-    @verifies("VLLM-5 VLLM-6 VLLM-7 VLLM-8")
+    @verifies("VLLM-5 VLLM-6 VLLM-7 VLLM-8 VLLM-10")
     def test_a_model_with_state_space_layers_or_an_option_pfx_cannot_vouch_for_is_refused_before_it_loads(self):
         import tempfile
 
@@ -242,9 +251,9 @@ class Settings(unittest.TestCase):
         try:
             for model, options, expected in (
                     (folder, {}, "layers 0 (mamba) keep a Mamba, linear-attention or other state-space state"),
-                    (vllm_lane.tiny_model(), {"speculative_config": {"method": "ngram", "num_speculative_tokens": 2,
-                                                                     "prompt_lookup_max": 2}},
-                     "speculative decoding is on"),
+                    (vllm_lane.tiny_model(), {"speculative_config": {"method": "draft_model", "num_speculative_tokens": 2,
+                                                                     "model": vllm_lane.tiny_model(seed=1)}},
+                     "speculative decoding by the method 'draft_model': pfx serves n-gram drafts"),
                     (vllm_lane.tiny_model(), {"kv_transfer_config": {"kv_connector": "ExampleConnector",
                                                                      "kv_role": "kv_both"}},
                      "a KV connector (ExampleConnector) is configured")):
@@ -252,6 +261,15 @@ class Settings(unittest.TestCase):
                     EngineArgs(model=model, skip_tokenizer_init=True, enable_prefix_caching=True, block_size=32,
                                **options).create_engine_config()
                 self.assertIn(expected, str(raised.exception))
+            # n-gram drafts are served: the step model knows the padded admission of k = 3 drafts.
+            config = EngineArgs(model=vllm_lane.tiny_model(), skip_tokenizer_init=True, enable_prefix_caching=True,
+                                block_size=32, max_num_batched_tokens=256,
+                                speculative_config={"method": "ngram", "num_speculative_tokens": 3,
+                                                    "prompt_lookup_max": 2}).create_engine_config()
+            self.assertEqual(plugin.admission_padding(config), 3)
+            self.assertEqual(plugin.prefill_step(config), 0)  # batch invariant: no step premise
+            with mock.patch.dict(os.environ, {"VLLM_CPU_ATTN_SPLIT_KV": "1"}):
+                self.assertEqual(plugin.prefill_step(config), 256)  # vLLM's kernels: n-gram drafts reserve no slot
         finally:
             plugin.disable()
 

@@ -10,8 +10,9 @@ stopped when the suite ends, failed or not (and when this process dies: they get
   caching, the reused-token counts (--enable-prompt-tokens-details) and the development endpoints
   (VLLM_SERVER_DEV_MODE=1: POST /reset_prefix_cache);
 - stock: the same without PFX_VLLM;
-- plain: stock without prefix caching, counts or development endpoints: the cold side of --cold-url,
-  and a server the check refuses.
+- plain: without prefix caching, counts or development endpoints, with PFX_VLLM=1 so that it computes
+  as the pfx server does (the plugin's batch invariance; it has no cache to decide on): the cold side
+  of --cold-url, and a server the check refuses.
 
 A multi-turn chat through chat completions with the official openai client, as a chat client sends
 it, each turn served, then cold after a reset: with the plugin every answer equals its cold run,
@@ -21,6 +22,7 @@ on stock with pfx's verdict words and exit statuses, refuses a server it cannot 
 passes a run that compared nothing resumed. Requests go to 127.0.0.1 only."""
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ctypes
 import io
@@ -62,6 +64,7 @@ START_TIMEOUT_S = 420  # three servers start together on two busy cores
 # The chats: 32 new tokens (the check's default), so that the rows decode wrote fill a block in most
 # turns and stock vLLM reuses them; 10 turns of which 8 resume, of which stock differs in about half.
 CONVERSATIONS, TURNS, NEW_TOKENS = 2, 5, 32
+CONCURRENT = 4  # conversations in flight at once, under load
 ENGINE = {"dtype": "float32", "block_size": vllm_lane.BLOCK, "max_num_batched_tokens": vllm_lane.MAX_NUM_BATCHED_TOKENS,
           "max_model_len": 4096, "kv_cache_memory_bytes": 256 << 20, "seed": 0, "enforce_eager": True}
 SERVER_ARGUMENTS = [f"--{key.replace('_', '-')}={value}" for key, value in ENGINE.items() if key != "enforce_eager"]
@@ -178,7 +181,9 @@ class ServedByVllm(unittest.TestCase):
         dev = {"VLLM_SERVER_DEV_MODE": "1"}
         for name, arguments, environment in (("pfx", COUNTED, {"PFX_VLLM": "1", **dev}),
                                              ("stock", COUNTED, dev),
-                                             ("plain", ["--no-enable-prefix-caching"], {})):
+                                             # The cold side computes as the pfx server does: the plugin
+                                             # sets its kernels, and has no cache to decide on.
+                                             ("plain", ["--no-enable-prefix-caching"], {"PFX_VLLM": "1"})):
             cls.servers[name] = ServerProcess(name, cls.model, arguments, environment)
             cls.addClassCleanup(cls.servers[name].stop)
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -235,6 +240,91 @@ class ServedByVllm(unittest.TestCase):
         self.assertGreaterEqual(2 * with_plugin["reused"], stock["reused"], f"seed {seed}: {with_plugin} vs {stock}")
         self.assertNotEqual(stock["differing"], [], f"seed {seed}: stock vLLM answered every turn as its cold run: "
                                                     f"the first assertion could not fail on this chat")
+
+    def chats_at_once_through_openai(self, name: str, seed) -> dict:
+        """CONCURRENT conversations of the chat of `seed` through chat completions, each in a thread of its
+        own with its own openai client, all at once, each turn after the answer to the one before: the
+        server batches whatever is in flight. Then each turn is served alone, cold, after POST
+        /reset_prefix_cache, and compared. Returns the reused tokens and the turns that differ."""
+        conversations = text_conversations(random.Random(seed), CONCURRENT, TURNS)
+        reset(self.url(name))
+
+        def converse(conversation):
+            client = openai.OpenAI(base_url=f"{self.url(name)}/v1", api_key="unused", max_retries=0, timeout=300)
+            messages = [{"role": "system", "content": conversation.system}]
+            turns = []
+            for message in conversation.messages:
+                messages.append({"role": "user", "content": message})
+                answer = self.ask(client, messages)
+                turns.append((list(messages), answer))
+                messages.append({"role": "assistant", "content": answer[3]})
+            return turns
+
+        with concurrent.futures.ThreadPoolExecutor(CONCURRENT) as pool:
+            served = [turn for turns in pool.map(converse, conversations) for turn in turns]
+        outcome = {"reused": 0, "resumed": 0, "turns": 0, "differing": []}
+        client = openai.OpenAI(base_url=f"{self.url(name)}/v1", api_key="unused", max_retries=0, timeout=300)
+        for number, (messages, (tokens, logprobs, cached, _)) in enumerate(served):
+            reset(self.url(name))
+            cold_tokens, cold_logprobs, cold_cached, _ = self.ask(client, messages)
+            self.assertEqual(cold_cached, 0, f"{name}: the cold run took tokens from the cache")
+            outcome["turns"] += 1
+            outcome["reused"] += cached
+            outcome["resumed"] += cached > 0
+            if (tokens, logprobs) != (cold_tokens, cold_logprobs):
+                outcome["differing"].append((number, cached))
+        return outcome
+
+    @staticmethod
+    def ask(client, messages) -> tuple:
+        """One greedy chat completion: (token ids, their logprobs, tokens reused from the cache, text)."""
+        model = client.models.list().data[0].id
+        answer = client.chat.completions.create(
+            model=model, messages=messages, max_completion_tokens=NEW_TOKENS, temperature=0.0, logprobs=True,
+            top_logprobs=0, extra_body={"ignore_eos": True, "return_token_ids": True})
+        choice = answer.choices[0]
+        return (tuple(choice.token_ids), tuple(entry.logprob for entry in choice.logprobs.content),
+                answer.usage.prompt_tokens_details.cached_tokens, choice.message.content)
+
+    @verifies("SERVE-2 VLLM-1 VLLM-9")
+    def test_concurrent_openai_clients_each_get_their_cold_run_served_alone_with_the_plugin_and_not_on_stock(self):
+        seed = f"{SEED}:concurrent"
+        with_plugin = self.chats_at_once_through_openai("pfx", seed)
+        stock = self.chats_at_once_through_openai("stock", seed)
+        print(f"seed {seed}, {CONCURRENT} clients at once: with the plugin {len(with_plugin['differing'])} of "
+              f"{with_plugin['turns']} answers differ from their cold run alone ({with_plugin['resumed']} resumed, "
+              f"{with_plugin['reused']} tokens reused); stock {len(stock['differing'])} of {stock['turns']} "
+              f"({stock['resumed']} resumed, {stock['reused']} tokens reused)")
+        self.assertEqual(with_plugin["differing"], [], f"seed {seed}: {with_plugin}")
+        self.assertGreater(with_plugin["resumed"], 0, f"seed {seed}: no answer resumed from the cache")
+        self.assertNotEqual(stock["differing"], [], f"seed {seed}: stock vLLM answered every turn as its cold run "
+                                                    f"alone: the first assertion could not fail under this load")
+
+    @verifies("SERVE-1 VLLM-9")
+    def test_the_check_with_requests_in_flight_passes_with_the_plugin_and_fails_on_stock(self):
+        chat = ["--chat", CONCURRENT, "--turns", TURNS, "--seed", SEED % 1000, "--concurrency", CONCURRENT]
+        status, report, text, err = run_check_json("--url", self.url("pfx"), *chat)
+        self.assertEqual((status, report["ok"], report["mismatches"], report["concurrency"]), (0, True, 0, CONCURRENT),
+                         text + err)
+        self.assertEqual(report["requests"], CONCURRENT * TURNS)
+        self.assertGreater(report["resumed"], 0)
+        self.assertIn(f"{CONCURRENT} requests in flight", text)
+        status, stock, text, err = run_check_json("--url", self.url("stock"), *chat)
+        print(f"the check with {CONCURRENT} requests in flight on stock vLLM: {stock['mismatches']} of "
+              f"{stock['requests']} responses differ")
+        self.assertEqual((status, stock["ok"]), (1, False), text + err)
+        self.assertGreater(stock["mismatches"], 0)
+        # Bad input is refused before anything is served: no count, a trace with clears, no server.
+        self.assertEqual(run_check("--url", self.url("pfx"), "--concurrency", 0)[0], 2)
+        status, _, err = run_check("--model", self.model, "--concurrency", 2)
+        self.assertEqual(status, 2)
+        self.assertIn("--concurrency above 1 needs a server (--url)", err)
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as trace:
+            trace.write('{"prompt": [1, 2, 3]}\n{"op": "clear"}\n{"prompt": [1, 2, 3]}\n')
+            trace.flush()
+            status, _, err = run_check("--url", self.url("pfx"), trace.name, "--concurrency", 2)
+        self.assertEqual(status, 2)
+        self.assertIn("cannot be replayed with requests in flight", err)
 
     @verifies("SERVE-1")
     def test_the_check_passes_with_the_plugin_and_fails_on_stock_with_pfx_verdicts(self):

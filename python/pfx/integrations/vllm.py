@@ -442,8 +442,7 @@ def _guarantee(settings: Settings) -> str:
     setting = batch_invariance() if settings.batch_invariant else None
     if setting is not None:
         variable, value = setting
-        how = "set by pfx" if variable in _set_by_pfx else "as set"
-        return (f"vLLM computes each request's answer independently of its batch ({variable}={value}, {how}; "
+        return (f"vLLM computes each request's answer independently of its batch ({variable}={value}; "
                 f"{BATCH_INVARIANT_VARIABLE}=0 keeps vLLM's own kernels): a resumed request equals its cold run "
                 f"served alone, bit for bit, whatever is batched beside it")
     return (f"{BATCH_INVARIANT_VARIABLE}=0 keeps vLLM's own kernels: a request served alone resumes bit for bit as "

@@ -20,10 +20,15 @@ same C++ code (pfx::conform::decide, to_text, to_json).
 
     python -m pfx.integrations.vllm_conform MODEL [--dtype D] [--block-size N] [--max-num-batched-tokens N]
         [--max-num-scheduled-tokens N] [--long-prefill-token-threshold N] [--no-chunked-prefill]
-        [--budget quick|default|thorough] [--seed N] [--rule-chunk N] [--max-model-len N] [--json]
+        [--budget quick|default|thorough] [--seed N] [--rule-chunk N] [--max-model-len N] [--vllm-kernels] [--json]
 
 The check starts its own vLLM engine, in this process, with pfx's plugin off: it checks stock vLLM's
-cache, rows decode wrote included, and refuses to run with PFX_VLLM set. Exit status: 0 safe, 1
+cache, rows decode wrote included, and refuses to run with PFX_VLLM set. vLLM computes as the plugin
+makes it compute, batch invariantly (``pfx.integrations.vllm.batch_invariance()``: on the CPU build its
+attention's KV split off), so that the batching finding and the resumes that end with a one-token
+prefill step are judged as the plugin serves them; ``--vllm-kernels`` keeps vLLM's own kernels, as
+``PFX_VLLM_BATCH_INVARIANT=0`` does for the plugin, and then the check resumes only where the rule
+with vLLM's prefill step would. Exit status: 0 safe, 1
 unsafe, 4 nondeterministic, 5 no exact grid, 6 degenerate (as ``pfx conform``), 2 bad input, 3 the
 check could not run as it says (vLLM did not resume where it was led to).
 """
@@ -130,10 +135,17 @@ def refuse_plugin() -> None:
 
 
 def start(model: str, *, dtype: str = "float32", block_size: int = 32, max_num_batched_tokens: Optional[int] = None,
-          enable_chunked_prefill: bool = True, **engine_args):
+          enable_chunked_prefill: bool = True, batch_invariant: bool = True, **engine_args):
     """The vllm.LLM the check runs: prefix caching on, no tokenizer (token-id prompts), and the
-    configuration asked for; `engine_args` go to vllm.LLM as they are."""
+    configuration asked for; `engine_args` go to vllm.LLM as they are. With `batch_invariant`, vLLM
+    computes as pfx's plugin makes it (batch_invariance()); a variable of vLLM's that asks otherwise is
+    a ValueError naming it."""
     refuse_plugin()
+    if batch_invariant:
+        reasons = plugin.batch_invariance_refusals(plugin.Settings())
+        if reasons:
+            raise ValueError(reasons[0].replace(f"set {plugin.BATCH_INVARIANT_VARIABLE}=0", "give --vllm-kernels"))
+        plugin.apply_batch_invariance()
     import vllm
     arguments = dict(model=model, skip_tokenizer_init=True, dtype=dtype, enable_prefix_caching=True,
                      block_size=block_size, enable_chunked_prefill=enable_chunked_prefill)
@@ -155,13 +167,15 @@ def describe(llm, model: str) -> str:
     if scheduler.long_prefill_token_threshold:
         options.append(f"long_prefill_token_threshold {scheduler.long_prefill_token_threshold}")
     options.append(f"chunked prefill {'on' if scheduler.enable_chunked_prefill else 'off'}")
+    options.append("one-token prefill steps computed alone" if plugin.one_token_step_alone() else
+                   "batch invariant")
     return f"vLLM {vllm.__version__} ({model}, {dtype}, {', '.join(options)})"
 
 
 def conform(model: str, *, dtype: str = "float32", block_size: int = 32, max_num_batched_tokens: Optional[int] = None,
             enable_chunked_prefill: bool = True, budget: str = "default", seed: int = 1,
             rule_chunk: Optional[int] = None, max_grid: Optional[int] = None, prompts: Optional[int] = None,
-            progress: Optional[Callable[[int, int], None]] = None, **engine_args):
+            progress: Optional[Callable[[int, int], None]] = None, batch_invariant: bool = True, **engine_args):
     """Starts vLLM on `model` in this process with the configuration given (pfx's plugin off), checks it
     through its prefix cache, and returns the pfx.ConformReport (str(): `pfx conform`'s text;
     to_json(); exit_status). `rule_chunk` (default: the block size, the plugin's default chunk) must be
@@ -171,7 +185,7 @@ def conform(model: str, *, dtype: str = "float32", block_size: int = 32, max_num
     _budget(budget, seed, max_grid, prompts)  # bad input is refused before vLLM starts (tens of seconds)
     _rule_chunk(rule_chunk, block_size)
     llm = start(model, dtype=dtype, block_size=block_size, max_num_batched_tokens=max_num_batched_tokens,
-                enable_chunked_prefill=enable_chunked_prefill, **engine_args)
+                enable_chunked_prefill=enable_chunked_prefill, batch_invariant=batch_invariant, **engine_args)
     config = llm.llm_engine.vllm_config
     return check(Engine(llm), name=describe(llm, model), vocab=config.model_config.get_vocab_size(),
                  block_size=config.cache_config.block_size, max_length=config.model_config.max_model_len,
@@ -407,19 +421,34 @@ class _Check:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pfx.integrations.vllm_conform",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m pfx.integrations.vllm_conform", description=__doc__.split("\n\n")[0],
+        epilog="Verdicts and exit statuses: 0 safe (the rule chunk is exact), 1 unsafe (a resume on it differs "
+               "from its cold run), 4 nondeterministic (cold runs of one prompt differ), 5 no exact grid, "
+               "6 degenerate (the model's answers ignore the prompt, or are not finite), 2 bad input, 3 no verdict "
+               "(vLLM did not resume where the check led it).")
     parser.add_argument("model", help="a model vLLM loads (a directory or a name)")
-    parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--block-size", type=int, default=32)
-    parser.add_argument("--max-num-batched-tokens", type=int, default=None)
-    parser.add_argument("--max-num-scheduled-tokens", type=int, default=None)
-    parser.add_argument("--long-prefill-token-threshold", type=int, default=None)
-    parser.add_argument("--no-chunked-prefill", action="store_true")
-    parser.add_argument("--max-model-len", type=int, default=None)
-    parser.add_argument("--budget", choices=("quick", "default", "thorough"), default="default")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--rule-chunk", type=int, default=None)
+    parser.add_argument("--dtype", default="float32", help="vLLM's dtype (default float32)")
+    parser.add_argument("--block-size", type=int, default=32,
+                        help="vLLM's block size, the finest grid it resumes on (default 32)")
+    parser.add_argument("--max-num-batched-tokens", type=int, default=None,
+                        help="vLLM's max_num_batched_tokens, the step of a chunked prefill (default vLLM's)")
+    parser.add_argument("--max-num-scheduled-tokens", type=int, default=None,
+                        help="vLLM's cap of a step below max_num_batched_tokens (default none)")
+    parser.add_argument("--long-prefill-token-threshold", type=int, default=None,
+                        help="vLLM's long_prefill_token_threshold (default none; vLLM drops it for a request alone)")
+    parser.add_argument("--no-chunked-prefill", action="store_true",
+                        help="vLLM prefills a whole prompt in one step (default: chunked prefill on)")
+    parser.add_argument("--max-model-len", type=int, default=None, help="vLLM's max_model_len (default the model's)")
+    parser.add_argument("--budget", choices=("quick", "default", "thorough"), default="default",
+                        help="how many prompts, offsets and cold runs, as pfx conform's budgets (default default)")
+    parser.add_argument("--seed", type=int, default=1, help="the seed of the check's prompts (default 1)")
+    parser.add_argument("--rule-chunk", type=int, default=None,
+                        help="the chunk the plugin would be given, a multiple of the block size (default the block "
+                             "size, the plugin's default)")
+    parser.add_argument("--vllm-kernels", action="store_true",
+                        help="keep vLLM's own kernels, as PFX_VLLM_BATCH_INVARIANT=0 does for the plugin (default: "
+                             "vLLM computes batch invariantly, as the plugin makes it)")
     parser.add_argument("--json", action="store_true", help="print the report as pfx conform --json does")
     arguments = parser.parse_args(argv)
     engine_args = {name: value for name, value in (("max_model_len", arguments.max_model_len),
@@ -430,7 +459,8 @@ def main(argv=None) -> int:
         report = conform(arguments.model, dtype=arguments.dtype, block_size=arguments.block_size,
                          max_num_batched_tokens=arguments.max_num_batched_tokens,
                          enable_chunked_prefill=not arguments.no_chunked_prefill, budget=arguments.budget,
-                         seed=arguments.seed, rule_chunk=arguments.rule_chunk, **engine_args)
+                         seed=arguments.seed, rule_chunk=arguments.rule_chunk,
+                         batch_invariant=not arguments.vllm_kernels, **engine_args)
     except (ValueError, PluginOn) as error:
         print(f"{parser.prog}: {error}", file=sys.stderr)
         return 2

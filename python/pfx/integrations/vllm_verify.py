@@ -1,14 +1,20 @@
 """pfx's check of the vLLM a user serves: does each response equal a cold run of the same request,
 bit for bit (docs/engines.md, "Checking a server")?
 
-It replays a workload, one request at a time, through a running OpenAI-compatible vLLM server
+It replays a workload, one request at a time or ``--concurrency N`` at once, through a running
+OpenAI-compatible vLLM server
 (``--url``: the server's own streaming API, as its clients call it) or through a ``vllm.LLM`` in this
 process (``--model`` without ``--url``; ``check(Engine(llm), ...)`` in code). Each request is served
 twice: first as it comes, from whatever vLLM's prefix cache holds, then cold, and the two are
 compared bit for bit: every generated token and its logprob (``vllm_conform.first_difference``).
+With ``--concurrency N`` the workload is served as a loaded server serves it, N requests in flight
+(N conversations at a time, each turn after the answer to the one before; a trace's requests N at a
+time), and only then is each request served cold, alone, one after the other: a response must equal
+its cold run served alone whatever the server batched beside it.
 A cold run is served after ``POST /reset_prefix_cache`` on the same server (``vllm.LLM``:
 ``reset_prefix_cache()``), or by a second server of the same model without prefix caching
-(``--cold-url``). The workload is a generated chat (``--chat N``: N conversations of ``--turns``
+(``--cold-url``), which must compute as the first does (with pfx's plugin on the first, start the second
+with ``PFX_VLLM=1`` too: the plugin's batch invariance changes vLLM's kernels). The workload is a generated chat (``--chat N``: N conversations of ``--turns``
 turns through chat completions, each turn holding the answers before it, as a chat client sends
 them) or a JSON Lines trace of token ids as ``pfx replay`` reads one (docs/cli.md, "Trace format"),
 sent to completions. Every request generates ``max_new_tokens`` tokens greedily, whatever the
@@ -20,7 +26,8 @@ which a server reports only when started with ``--enable-prompt-tokens-details``
 first token, as streamed, of the resumed requests and of their cold runs.
 
     python -m pfx.integrations.vllm_verify --url URL [TRACE | --chat N [--turns T] [--seed S]]
-        [--cold-url URL] [--model NAME] [--api-key KEY] [--timeout S] [--max-new-tokens N] [--json]
+        [--concurrency N] [--cold-url URL] [--model NAME] [--api-key KEY] [--timeout S] [--max-new-tokens N]
+        [--json]
     python -m pfx.integrations.vllm_verify --model MODEL [--engine-args JSON] [TRACE | --chat N ...]
 
 Exit status, as ``pfx``'s: 0 every response equalled its cold run; 1 a response differs, or the
@@ -33,6 +40,7 @@ not be written; 130 and 143 stopped by SIGINT or SIGTERM (what ran is printed, a
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import dataclasses
 import json
@@ -42,6 +50,7 @@ import signal
 import statistics
 import struct
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -119,16 +128,23 @@ class Chat:
 
     def requests(self) -> Generator[Request, Response, None]:
         """The requests, each turn after the answer to the one before it is sent in (generator.send)."""
-        number = 0
+        for stream in self.streams():
+            yield from stream
+
+    def streams(self) -> list:
+        """One generator a conversation, as requests() serves them, numbered as there: conversations that
+        can be served at the same time."""
         chats = text_conversations(random.Random(self.seed), self.conversations, self.turns)
-        for conversation_number, conversation in enumerate(chats, 1):
-            messages = [{"role": "system", "content": conversation.system}]
-            for turn, message in enumerate(conversation.messages, 1):
-                messages.append({"role": "user", "content": message})
-                number += 1
-                served = yield Request(number, 0, f"conversation {conversation_number}, turn {turn}",
-                                       self.max_new_tokens, messages=tuple(messages))
-                messages.append({"role": "assistant", "content": served.text})
+        return [self._conversation(number, conversation) for number, conversation in enumerate(chats, 1)]
+
+    def _conversation(self, conversation_number: int, conversation) -> Generator[Request, Response, None]:
+        messages = [{"role": "system", "content": conversation.system}]
+        for turn, message in enumerate(conversation.messages, 1):
+            messages.append({"role": "user", "content": message})
+            served = yield Request((conversation_number - 1) * self.turns + turn, 0,
+                                   f"conversation {conversation_number}, turn {turn}", self.max_new_tokens,
+                                   messages=tuple(messages))
+            messages.append({"role": "assistant", "content": served.text})
 
 
 class Trace:
@@ -161,6 +177,20 @@ class Trace:
         for number, item in enumerate(self.items, 1):
             yield Request(number, item["line"], item["label"], item["max_new_tokens"], prompt=tuple(item["prompt"]),
                           clear_first=item["clear_first"])
+
+    def streams(self) -> list:
+        """The trace's requests served at the same time, each a stream of its own, in the trace's order:
+        Refused for a trace that clears the cache, since a clear amid requests in flight has no place."""
+        clears = [item["line"] for item in self.items if item["clear_first"]]
+        if clears:
+            raise Refused(f"{self.name}:{clears[0]}: a clear of the prefix cache cannot be replayed with requests in "
+                          f"flight (--concurrency above 1): replay this trace one request at a time")
+        return [_alone(request) for request in self.requests()]
+
+
+def _alone(request: Request) -> Generator[Request, Response, None]:
+    """A stream of one request."""
+    yield request
 
 
 # ------------------------------------------------------------------------------------ the transports
@@ -366,6 +396,7 @@ class Report:
     def __init__(self, target: str, cold: str, workload: str, counter: str):
         self.target, self.cold, self.workload, self.counter = target, cold, workload, counter
         self.rows: list = []
+        self.concurrency = 1
         self.interrupted: Optional[int] = None
         self.elapsed_s = 0.0
 
@@ -467,6 +498,7 @@ class Report:
         first = self.mismatches[0] if self.mismatches else None
         report = {
             "type": "vllm_verify", "target": self.target, "cold": self.cold, "workload": self.workload,
+            "concurrency": self.concurrency,
             "requests": self.compared, "compared": self.compared, "resumed": len(self.resumed),
             "mismatches": len(self.mismatches), "prompt_tokens": self.prompt_tokens,
             "reused_tokens": self.reused_tokens,
@@ -483,40 +515,46 @@ class Report:
         return json.dumps(report)
 
 
-def check(target, workload, *, cold=None, progress: Optional[Callable[[int], None]] = None) -> Report:
+def check(target, workload, *, cold=None, progress: Optional[Callable[[int], None]] = None,
+          concurrency: int = 1) -> Report:
     """Replays `workload` (Chat or Trace) through `target` (Server or Engine), one request at a time:
     each request served as it comes, then cold (after target.reset(), or by `cold`, a second Server
-    without prefix caching), compared bit for bit. Returns the Report; raises Refused for bad input
-    (a target that does not report its reused tokens, a request it refuses), CheckError where a cold
-    run was not cold. A SIGINT (KeyboardInterrupt) or an Interrupted stops it: the Report then covers
-    what ran and says so."""
+    without prefix caching), compared bit for bit. With `concurrency` above 1 (a Server only), the
+    workload's streams are served `concurrency` at a time first, and then each request cold, alone
+    (serve_concurrently()). Returns the Report; raises Refused for bad input (a target that does not
+    report its reused tokens, a request it refuses), CheckError where a cold run was not cold. A SIGINT
+    (KeyboardInterrupt) or an Interrupted stops it: the Report then covers what ran and says so."""
+    _at_least("concurrency", concurrency, 1)
+    if concurrency > 1 and not isinstance(target, Server):
+        raise Refused("--concurrency above 1 needs a server (--url): a vllm.LLM in this process serves one call at a "
+                      "time")
     report = Report(target.describe(),
                     "the same server after POST " + RESET_PATH if cold is None and isinstance(target, Server) else
                     "the same engine after reset_prefix_cache()" if cold is None else
                     f"{cold.describe()}, which must not cache prefixes (--no-enable-prefix-caching)",
-                    workload.describe(), target.counter)
+                    workload.describe() + (f", {concurrency} requests in flight" if concurrency > 1 else ""),
+                    target.counter)
+    report.concurrency = concurrency
     began = time.monotonic()
+    if concurrency > 1:
+        streams = workload.streams()  # bad input (a trace with clears) is refused before anything is served
     try:
         if cold is None:
             target.reset()  # a known start, and the endpoint found before any request is served
+        if concurrency > 1:
+            for request, served in serve_concurrently(target, streams, concurrency):
+                _compare(report, target, cold, request, served)
+                if progress:
+                    progress(report.compared)
+            report.elapsed_s = time.monotonic() - began
+            return report
         requests = workload.requests()
         request = next(requests, None)
         while request is not None:
             if request.clear_first:
                 target.reset()
             served = target.serve(request)
-            if served.cached is None:
-                raise Refused(target.no_counts())
-            if cold is None:
-                target.reset()
-                reference = target.serve(request)
-            else:
-                reference = cold.serve(request)
-            if reference.cached:
-                raise CheckError(f"the cold run of request {request.number} took {reference.cached} prompt tokens from "
-                                 f"the prefix cache: it was not cold")
-            difference = first_difference(served, reference)
-            report.rows.append(Compared(request, served, reference, None if difference is None else _what(difference)))
+            _compare(report, target, cold, request, served)
             if progress:
                 progress(report.compared)
             try:
@@ -529,6 +567,63 @@ def check(target, workload, *, cold=None, progress: Optional[Callable[[int], Non
         report.interrupted = stop.signal_number
     report.elapsed_s = time.monotonic() - began
     return report
+
+
+def _compare(report: Report, target, cold, request: Request, served: Response) -> None:
+    """`request`, served as `served`, served cold (after target.reset(), or by `cold`) and compared bit
+    for bit: a row of the report."""
+    if served.cached is None:
+        raise Refused(target.no_counts())
+    if cold is None:
+        target.reset()
+        reference = target.serve(request)
+    else:
+        reference = cold.serve(request)
+    if reference.cached:
+        raise CheckError(f"the cold run of request {request.number} took {reference.cached} prompt tokens from "
+                         f"the prefix cache: it was not cold")
+    difference = first_difference(served, reference)
+    report.rows.append(Compared(request, served, reference, None if difference is None else _what(difference)))
+
+
+def serve_concurrently(target, streams: list, concurrency: int) -> list:
+    """`streams` (generators of requests, each taking the answer to its last request by send()) served
+    by `concurrency` threads, each taking the next stream and serving it to its end, so that up to
+    `concurrency` requests are in flight at once: [(request, response)] in the requests' numbers'
+    order. The first error stops the threads after their request in flight and is raised."""
+    pending = iter(streams)
+    lock = threading.Lock()
+    stop = threading.Event()
+    served: list = []
+
+    def worker() -> None:
+        while not stop.is_set():
+            with lock:
+                stream = next(pending, None)
+            if stream is None:
+                return
+            request = next(stream, None)
+            try:
+                while request is not None and not stop.is_set():
+                    response = target.serve(request)
+                    with lock:
+                        served.append((request, response))
+                    request = stream.send(response)
+            except StopIteration:
+                pass
+            except BaseException:
+                stop.set()
+                raise
+
+    with concurrent.futures.ThreadPoolExecutor(concurrency, thread_name_prefix="pfx-verify") as pool:
+        futures = [pool.submit(worker) for _ in range(concurrency)]
+        try:
+            for future in futures:
+                future.result()
+        except BaseException:
+            stop.set()
+            raise
+    return sorted(served, key=lambda pair: pair[0].number)
 
 
 # ------------------------------------------------------------------------------------------ the words
@@ -618,7 +713,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("trace", nargs="?", help="a JSON Lines trace of token ids, as pfx replay reads one "
                                                  "(default: a generated chat, --chat)")
     parser.add_argument("--url", help="a running OpenAI-compatible vLLM server (http://HOST:PORT)")
-    parser.add_argument("--cold-url", help="a second server of the same model, without prefix caching, for the cold "
+    parser.add_argument("--cold-url", help="a second server of the same model, without prefix caching and computing as "
+                                           "--url's does (with pfx's plugin: PFX_VLLM=1 there too), for the cold "
                                            "runs (default: POST /reset_prefix_cache on --url)")
     parser.add_argument("--model", help="with --url: the served model to use (default: the one served); without: "
                                         "the model vLLM loads in this process")
@@ -633,6 +729,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-new-tokens", type=int, default=NEW_TOKENS,
                         help=f"tokens each request generates (default {NEW_TOKENS}; a trace line's max_new_tokens "
                              f"comes first)")
+    parser.add_argument("--concurrency", type=int, default=1,
+                        help="requests in flight at once, as a loaded server serves them (default 1: one at a "
+                             "time); each response is still compared with its cold run served alone. Needs --url")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.add_argument("--no-progress", action="store_true", help="draw no progress bar on a terminal")
     return parser
@@ -650,6 +749,10 @@ def _workload(arguments) -> Chat | Trace:
 
 def _targets(arguments):
     """(target, cold): the server(s) of --url and --cold-url, or an engine started on --model."""
+    _at_least("--concurrency", arguments.concurrency, 1)
+    if arguments.concurrency > 1 and arguments.url is None:
+        raise Refused("--concurrency above 1 needs a server (--url): a vllm.LLM in this process serves one call at a "
+                      "time")
     if arguments.url is not None:
         if arguments.engine_args != "{}":
             raise Refused("--engine-args sets up vLLM in this process; a server at --url was set up when it started")
@@ -695,7 +798,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         target, cold = _targets(arguments)
         bar = None if arguments.no_progress or arguments.json else on_terminal("requests")
         total = workload.conversations * workload.turns if isinstance(workload, Chat) else len(workload.items)
-        report = check(target, workload, cold=cold, progress=None if bar is None else lambda done: bar(done, total))
+        report = check(target, workload, cold=cold, progress=None if bar is None else lambda done: bar(done, total),
+                       concurrency=arguments.concurrency)
     except Refused as error:
         print(f"{PROGRAM}: {error}", file=sys.stderr)
         return 2

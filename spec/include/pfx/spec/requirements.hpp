@@ -154,10 +154,12 @@ inline constexpr std::array requirements = {
                 "model with layers whose hits cannot be cut exactly (Mamba and other state-space layers, windows "
                 "replayed after a hit) is refused at start, naming the layers"},
     Requirement{"VLLM-6",
-                "the plugin's one-token-step premise is the core's prefill-step bound (INV-12), with the step vLLM's "
-                "scheduler takes for a request served alone: max_num_scheduled_tokens, at most "
-                "max_num_batched_tokens, the whole prompt without chunked prefill, and not the long-prefill "
-                "threshold, which vLLM drops for a request alone; speculative decoding is refused at start"},
+                "the plugin's one-token-step premise is the core's prefill-step bound (INV-12), passed only where "
+                "vLLM computes a one-token prefill step otherwise than a longer one (its own kernels; not the CPU "
+                "build with its attention's KV split off, where every such resume equals its cold run), with the "
+                "step vLLM's scheduler takes for a request served alone: max_num_scheduled_tokens, at most "
+                "max_num_batched_tokens less a speculative method's draft slots, the whole prompt without chunked "
+                "prefill, and not the long-prefill threshold, which vLLM drops for a request alone"},
     Requirement{"VLLM-7",
                 "no row decode wrote enters vLLM's prefix cache on any path vLLM takes: a request's blocks are "
                 "cached up to the end of the first prompt it was given, through streaming-input sessions, "
@@ -169,10 +171,19 @@ inline constexpr std::array requirements = {
                 "a chunk off vLLM's block grid or a configuration the plugin refuses stops the start before the "
                 "model loads, with a message that says what each value means for vLLM"},
     Requirement{"VLLM-9",
-                "batching is said and measured: the plugin says at start, once, that its guarantee is for a request "
-                "served alone; pfx.integrations.vllm_conform reports whether a request's answer depends on what is "
-                "batched beside it, with a counterexample, and resumes only where pfx's core would, counting the "
-                "offsets it skipped and why"},
+                "with the plugin on, a request's answer equals its cold run served alone whatever vLLM batches "
+                "beside it (requests sharing prefill steps, a request joining while another decodes, clients in "
+                "flight at once through the OpenAI server): the plugin makes vLLM compute batch invariantly (the "
+                "CPU build's attention KV split off; vLLM's batch-invariant mode on CUDA) and says at start what it "
+                "set and why; PFX_VLLM_BATCH_INVARIANT=0 keeps vLLM's kernels and says the guarantee is then for a "
+                "request served alone; a vLLM variable set otherwise is refused by name; "
+                "pfx.integrations.vllm_conform's batching finding says whether an answer depends on its batch, with "
+                "a counterexample: not under the plugin's settings, and it does with vLLM's kernels"},
+    Requirement{"VLLM-10",
+                "speculative decoding with n-gram drafts is served: the padded admission of a request with one "
+                "prompt token left after a hit (1 + num_speculative_tokens rows) is the core's admission padding "
+                "(INV-12), and every resumed response equals its cold run where stock vLLM's differ; other "
+                "speculative methods (a draft model, EAGLE) are refused at start by name"},
     Requirement{"LLAMA-1",
                 "with pfx.integrations.llama_cpp.enable(llm) on a llama-cpp-python Llama, how much of each prompt it "
                 "takes from its KV cache is pfx's core rule (the record: the last prompt's prefill; with flash "
@@ -197,7 +208,8 @@ inline constexpr std::array requirements = {
                 "is logged, and a setting the rule cannot take stops it naming the setting"},
     Requirement{"SERVE-1",
                 "pfx.integrations.vllm_verify replays a workload through a running vLLM server or a vllm.LLM, one "
-                "request at a time, and compares each response with a cold run of it (after a reset of the prefix "
+                "request at a time or (a server) with --concurrency N requests in flight, and compares each "
+                "response with a cold run of it served alone (after a reset of the prefix "
                 "cache, or from a second server without one), generated tokens and logprobs bit for bit; it reports "
                 "the responses that differ with the first difference, the prompt tokens reused by vLLM's own count "
                 "and the time to first token, with pfx's verdict words and exit statuses; it passes only when a "

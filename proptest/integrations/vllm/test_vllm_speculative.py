@@ -1,0 +1,94 @@
+"""pfx.integrations.vllm with speculative decoding: n-gram drafts of 3 tokens, in vLLM's in-process mode,
+with the plugin on (PFX_VLLM=1, this suite's ctest ``vllm.speculative``) or off (``vllm.speculative_stock``,
+the same workloads on stock vLLM, so that the first can fail).
+
+vLLM admits a request that has one prompt token left after a hit padded to 1 + 3 rows (its scheduler's
+"pad new decode requests"), and every later step verifies drafts: the shapes of a resumed run's steps are
+not a cold run's. With the plugin on, every resumed response of random chats, long turns and
+regenerations (each of which leaves one prompt token after the hit: the padded admission) equals its cold
+run, tokens and logprobs, served alone and batched, and vLLM's num_cached_tokens is what pfx's rule
+allows (the plugin's batch invariance: no prefill-step premise). Stock vLLM's differ. The worker computes
+with two threads."""
+from __future__ import annotations
+
+import os
+import unittest
+
+from support import SEED, verifies
+
+import vllm_lane
+
+WHY_NOT = vllm_lane.WHY_NOT
+if not WHY_NOT:
+    import pfx.integrations.vllm as plugin
+
+DRAFTS = 3
+SPECULATIVE = {"method": "ngram", "num_speculative_tokens": DRAFTS, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+STEPS = 10
+WORKLOADS = 2
+BATCHED_ROUNDS = 2
+PLUGIN_ON = bool(os.environ.get("PFX_VLLM"))
+
+
+@unittest.skipIf(WHY_NOT, WHY_NOT)
+class Speculative(unittest.TestCase):
+    llm = None
+
+    @classmethod
+    def setUpClass(cls):
+        vllm_lane.expect_mode(plugin_on=PLUGIN_ON, in_process=True)
+        # Stats kept: the drafts vLLM accepted are counted, so that the suite knows it speculated.
+        cls.llm = vllm_lane.start(vllm_lane.tiny_model(), speculative_config=SPECULATIVE, disable_log_stats=False)
+
+    def accepted_drafts(self) -> int:
+        return sum(int(metric.value) for metric in self.llm.get_metrics()
+                   if metric.name == "vllm:spec_decode_num_accepted_tokens")
+
+    def serve_workloads(self):
+        """The random chats, the long turns (they resume whatever the chats drew) and the regenerations
+        (a hit that leaves one prompt token: the padded admission), each step warm then cold."""
+        generators = [vllm_lane.chat_workload] * WORKLOADS + [vllm_lane.long_turns, vllm_lane.regenerations]
+        outcomes = []
+        for workload, generator in enumerate(generators):
+            seed = f"{SEED}:speculative:{workload}"
+            if PLUGIN_ON:
+                model, expected = (vllm_lane.CacheModel(prompt_rows_only=True),
+                                   lambda hit, length: vllm_lane.pfx_offset(hit, length, vllm_lane.BLOCK, 0))
+            else:
+                model, expected = vllm_lane.CacheModel(prompt_rows_only=False), lambda hit, length: hit
+            outcomes.append((seed, vllm_lane.run_workload(self.llm, seed, STEPS, model, expected, generator)))
+        return outcomes
+
+    @unittest.skipUnless(PLUGIN_ON, "the plugin's suite (vllm.speculative)")
+    @verifies("VLLM-1 VLLM-2 VLLM-10 INV-12 THM-1")
+    def test_every_resumed_response_equals_its_cold_run_under_ngram_drafts(self):
+        config = self.llm.llm_engine.vllm_config
+        self.assertEqual(plugin.admission_padding(config), DRAFTS)
+        self.assertEqual(self.llm.llm_engine.engine_core.engine_core.scheduler.kv_cache_manager.pfx_config
+                         .admission_padding, DRAFTS)
+        resumed = 0
+        for seed, outcome in self.serve_workloads():
+            with self.subTest(seed=seed):
+                self.assertEqual(outcome.differing, [], outcome.describe(seed))
+                self.assertEqual(outcome.wrong_counts, [], outcome.describe(seed))
+            resumed += outcome.resumed
+        self.assertGreater(resumed, 0)
+        batched = vllm_lane.run_batched(self.llm, f"{SEED}:speculative:batched", BATCHED_ROUNDS)
+        self.assertEqual(batched.differing, [], batched.describe(SEED))
+        self.assertGreater(batched.resumed, 0)
+        self.assertGreater(self.accepted_drafts(), 0, "vLLM accepted no draft token: nothing was speculated")
+
+    @unittest.skipIf(PLUGIN_ON, "stock vLLM's suite (vllm.speculative_stock)")
+    @verifies("VLLM-10")
+    def test_stock_vllm_resumed_responses_differ_under_ngram_drafts(self):
+        outcomes = self.serve_workloads()
+        differing = sum(len(outcome.differing) for _, outcome in outcomes)
+        resumed = sum(outcome.resumed for _, outcome in outcomes)
+        print(f"stock vLLM with n-gram drafts: {differing} of {resumed} resumed responses differ from their cold runs "
+              f"({self.accepted_drafts()} draft tokens accepted)")
+        self.assertGreater(differing, 0, "stock vLLM answered every resumed request as its cold run: the plugin's "
+                                         "speculative suite could not fail on these workloads")
+
+
+if __name__ == "__main__":
+    unittest.main()
