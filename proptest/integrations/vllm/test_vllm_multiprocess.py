@@ -251,9 +251,9 @@ class Settings(unittest.TestCase):
         try:
             for model, options, expected in (
                     (folder, {}, "layers 0 (mamba) keep a Mamba, linear-attention or other state-space state"),
-                    (vllm_lane.tiny_model(), {"speculative_config": {"method": "draft_model", "num_speculative_tokens": 2,
+                    (vllm_lane.tiny_model(), {"speculative_config": {"method": "eagle", "num_speculative_tokens": 2,
                                                                      "model": vllm_lane.tiny_model(seed=1)}},
-                     "speculative decoding by the method 'draft_model': pfx serves n-gram drafts"),
+                     "speculative decoding by the method 'eagle': pfx serves 'ngram' and 'draft_model'"),
                     (vllm_lane.tiny_model(), {"kv_transfer_config": {"kv_connector": "ExampleConnector",
                                                                      "kv_role": "kv_both"}},
                      "a KV connector (ExampleConnector) is configured")):

@@ -1,6 +1,9 @@
-"""pfx.integrations.vllm with speculative decoding: n-gram drafts of 3 tokens, in vLLM's in-process mode,
-with the plugin on (PFX_VLLM=1, this suite's ctest ``vllm.speculative``) or off (``vllm.speculative_stock``,
-the same workloads on stock vLLM, so that the first can fail).
+"""pfx.integrations.vllm with speculative decoding, 3 draft tokens a step, in vLLM's in-process mode: n-gram
+drafts with the plugin on (PFX_VLLM=1, this suite's ctest ``vllm.speculative_ngram``) or off
+(``vllm.speculative_stock``, the same workloads on stock vLLM, so that the first can fail), and a draft
+model with the plugin on (``vllm.speculative_draft_model``: the target itself as its drafter, so that
+vLLM accepts drafts; a drafter of other weights has every draft rejected). PFX_VLLM_TEST_SPECULATIVE
+names the method.
 
 vLLM admits a request that has one prompt token left after a hit padded to 1 + 3 rows (its scheduler's
 "pad new decode requests"), and every later step verifies drafts: the shapes of a resumed run's steps are
@@ -23,7 +26,7 @@ if not WHY_NOT:
     import pfx.integrations.vllm as plugin
 
 DRAFTS = 3
-SPECULATIVE = {"method": "ngram", "num_speculative_tokens": DRAFTS, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+METHOD = os.environ.get("PFX_VLLM_TEST_SPECULATIVE", "ngram")
 STEPS = 10
 WORKLOADS = 2
 BATCHED_ROUNDS = 2
@@ -37,8 +40,11 @@ class Speculative(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         vllm_lane.expect_mode(plugin_on=PLUGIN_ON, in_process=True)
+        model = vllm_lane.tiny_model()
+        speculative = {"method": METHOD, "num_speculative_tokens": DRAFTS}
+        speculative.update({"prompt_lookup_max": 4, "prompt_lookup_min": 2} if METHOD == "ngram" else {"model": model})
         # Stats kept: the drafts vLLM accepted are counted, so that the suite knows it speculated.
-        cls.llm = vllm_lane.start(vllm_lane.tiny_model(), speculative_config=SPECULATIVE, disable_log_stats=False)
+        cls.llm = vllm_lane.start(model, speculative_config=speculative, disable_log_stats=False)
 
     def accepted_drafts(self) -> int:
         return sum(int(metric.value) for metric in self.llm.get_metrics()
@@ -59,9 +65,9 @@ class Speculative(unittest.TestCase):
             outcomes.append((seed, vllm_lane.run_workload(self.llm, seed, STEPS, model, expected, generator)))
         return outcomes
 
-    @unittest.skipUnless(PLUGIN_ON, "the plugin's suite (vllm.speculative)")
+    @unittest.skipUnless(PLUGIN_ON, "the plugin's suites (vllm.speculative_ngram, vllm.speculative_draft_model)")
     @verifies("VLLM-1 VLLM-2 VLLM-10 INV-12 THM-1")
-    def test_every_resumed_response_equals_its_cold_run_under_ngram_drafts(self):
+    def test_every_resumed_response_equals_its_cold_run_while_speculating(self):
         config = self.llm.llm_engine.vllm_config
         self.assertEqual(plugin.admission_padding(config), DRAFTS)
         self.assertEqual(self.llm.llm_engine.engine_core.engine_core.scheduler.kv_cache_manager.pfx_config
@@ -80,11 +86,11 @@ class Speculative(unittest.TestCase):
 
     @unittest.skipIf(PLUGIN_ON, "stock vLLM's suite (vllm.speculative_stock)")
     @verifies("VLLM-10")
-    def test_stock_vllm_resumed_responses_differ_under_ngram_drafts(self):
+    def test_stock_vllm_resumed_responses_differ_while_speculating(self):
         outcomes = self.serve_workloads()
         differing = sum(len(outcome.differing) for _, outcome in outcomes)
         resumed = sum(outcome.resumed for _, outcome in outcomes)
-        print(f"stock vLLM with n-gram drafts: {differing} of {resumed} resumed responses differ from their cold runs "
+        print(f"stock vLLM speculating ({METHOD}): {differing} of {resumed} resumed responses differ from their cold runs "
               f"({self.accepted_drafts()} draft tokens accepted)")
         self.assertGreater(differing, 0, "stock vLLM answered every resumed request as its cold run: the plugin's "
                                          "speculative suite could not fail on these workloads")

@@ -29,11 +29,12 @@ is for a request served alone, as vLLM's scheduler runs it (the long-prefill thr
 step at most ``max_num_scheduled_tokens``), which the plugin then says at start. Where vLLM computes a
 one-token prefill step as a longer one (the CPU build with the split off, measured by
 ``pfx.integrations.vllm_conform``), the rule needs no prefill-step premise and keeps that reuse
-(``prefill_step()``). Speculative decoding with n-gram drafts is served: a resume that leaves one
-token is admitted padded to 1 + k rows, which the core's step model knows (``Config.admission_padding``).
+(``prefill_step()``). Speculative decoding with n-gram drafts or a draft model is served: a resume
+that leaves one token is admitted padded to 1 + k rows, which the core's step model knows
+(``Config.admission_padding``).
 It refuses at start, naming what it cannot vouch for, rather than serve: a model with layers whose
 hits cannot be cut exactly (Mamba and other state-space or linear-attention layers, layers that replay
-a window after a hit), a speculative method other than n-gram drafts, a KV connector, a chunk off
+a window after a hit), a speculative method other than n-gram drafts and a draft model, a KV connector, a chunk off
 vLLM's block grid, a batch-invariance setting vLLM was told otherwise: a ``Refused`` error, before the
 model loads wherever vLLM's configuration tells.
 
@@ -77,10 +78,11 @@ CHUNK_VARIABLE = "PFX_VLLM_CHUNK"
 KEEP_MIN_VARIABLE = "PFX_VLLM_KEEP_MIN"
 BATCH_INVARIANT_VARIABLE = "PFX_VLLM_BATCH_INVARIANT"
 DEFAULT_KEEP_MIN = 0
-SPECULATIVE_METHODS = ("ngram",)
-"""The speculative methods the plugin serves: n-gram drafts, measured exact on vLLM's CPU build with the
-padded admission in the rule (docs/engines.md, "Speculative decoding"). Draft-model and EAGLE methods
-need a second model on the device, which vLLM's CPU build does not run; they are refused by name."""
+SPECULATIVE_METHODS = ("ngram", "draft_model")
+"""The speculative methods the plugin serves: n-gram drafts and a draft model, measured exact on vLLM's
+CPU build, batched and alone, with the padded admission and the draft slots in the step model
+(docs/engines.md, "Speculative decoding"). EAGLE, MTP and the other methods, whose draft heads keep
+hidden states of their own and whose lookups drop a block, were not measured here: refused by name."""
 ONE_STEP = 2**64 - 1
 """``Config.prefill_step`` of a scheduler that prefills a whole prompt in one step (no chunked
 prefill): a step longer than any prompt, so that a prefill ends with a one-token step only when it
@@ -350,10 +352,10 @@ def refusals(vllm_config) -> list:
                        f"cold run")
     speculative = vllm_config.speculative_config
     if speculative is not None and speculative.method not in SPECULATIVE_METHODS:
-        reasons.append(f"speculative decoding by the method {speculative.method!r}: pfx serves n-gram drafts "
-                       f"(method 'ngram'), whose steps its rule models; a draft model's or EAGLE head's own KV "
-                       f"cache and its dropped lookup blocks were never measured exact (vLLM's CPU build does not "
-                       f"run them)")
+        reasons.append(f"speculative decoding by the method {speculative.method!r}: pfx serves "
+                       f"{' and '.join(repr(m) for m in SPECULATIVE_METHODS)}, measured exact with its rule; this "
+                       f"method's draft head keeps hidden states of its own and drops a block of each hit, and was "
+                       f"never measured exact")
     if vllm_config.kv_transfer_config is not None:
         connector = getattr(vllm_config.kv_transfer_config, "kv_connector", None)
         reasons.append(f"a KV connector ({connector}) is configured: it extends a hit by tokens it loads, uncut "
