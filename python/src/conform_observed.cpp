@@ -260,6 +260,12 @@ void add_conform_observed(py::module_& m) {
       "The offsets the conformance check resumes a prompt of n tokens at on `grid` (docs/conform.md), the "
       "sampled ones drawn from `seed`.");
   m.def(
+      "conform_skip_reason",
+      [](py::handle prefill_step) { return conform::prefill_step_skip_reason(count(prefill_step, "prefill_step")); },
+      py::arg("prefill_step"),
+      "Why the check skips the offsets pfx's rule, told the engine's prefill step, never resumes at: pfx "
+      "conform's own words (2^64 - 1: one step, whatever the length).");
+  m.def(
       "conform_observed",
       [](const std::string& engine, py::handle budget, py::handle chunk, py::handle rule_chunk, py::handle vocab,
          py::handle lengths, py::handle prompts, py::handle cold_runs, py::handle prefilled_tokens,

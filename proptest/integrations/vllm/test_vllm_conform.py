@@ -25,6 +25,7 @@ import vllm_lane
 
 from pfx import _native
 from pfx.integrations import vllm_conform
+from pfx.integrations import vllm as plugin
 from pfx.fixtures.tiny_llama import VOCAB
 from pfx.integrations.vllm_conform import Served
 
@@ -203,6 +204,12 @@ class FakeVerdicts(unittest.TestCase):
         self.assertTrue(any(g.mismatch for g in everywhere.grids), str(everywhere))
         self.assertEqual(sum(g.skipped for g in everywhere.grids), 0)
         self.assertIsNone(everywhere.skip_reason)
+        # Without chunked prefill the step is the whole prompt (2^64 - 1): the reason is pfx conform's own
+        # words for it, from the C++ report, never the number.
+        whole = fake_check(StepFake(step), budget="default", prefill_step=plugin.ONE_STEP)
+        self.assertGreater(sum(g.skipped for g in whole.grids), 0, str(whole))
+        self.assertIn("the prefill step (one step, whatever the length)", whole.skip_reason)
+        self.assertNotIn(str(plugin.ONE_STEP), str(whole) + whole.to_json())
 
     @verifies("VLLM-9")
     def test_answers_that_depend_on_the_batch_are_reported_and_leave_the_verdict(self):
@@ -333,7 +340,7 @@ class OnVllm(unittest.TestCase):
                 self.assertIn(mismatch["difference"]["where"], ("generated", "logprob"))
 
     @verifies("VLLM-4 VLLM-9")
-    def test_the_batching_finding_is_does_not_depend_as_the_plugin_computes_and_depends_with_vllms_kernels(self):
+    def test_the_batching_finding_is_independent_as_the_plugin_computes_and_dependent_with_vllms_kernels(self):
         # start() made vLLM compute as the plugin does (its attention's KV split off): every batch equals
         # its requests alone. With vLLM's own kernels (the split on, read when vLLM builds a step) a
         # request's answer depends on its batch: the finding can fail.

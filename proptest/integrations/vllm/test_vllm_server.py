@@ -193,38 +193,75 @@ class ServedByVllm(unittest.TestCase):
     def url(self, name: str) -> str:
         return self.servers[name].url
 
+    def client(self, name: str):
+        return openai.OpenAI(base_url=f"{self.url(name)}/v1", api_key="unused", max_retries=0, timeout=300)
+
+    @staticmethod
+    def ask(client, messages) -> tuple:
+        """One greedy chat completion: (token ids, their logprobs, tokens reused from the cache, text)."""
+        model = client.models.list().data[0].id
+        answer = client.chat.completions.create(
+            model=model, messages=messages, max_completion_tokens=NEW_TOKENS, temperature=0.0, logprobs=True,
+            top_logprobs=0, extra_body={"ignore_eos": True, "return_token_ids": True})
+        choice = answer.choices[0]
+        return (tuple(choice.token_ids), tuple(entry.logprob for entry in choice.logprobs.content),
+                answer.usage.prompt_tokens_details.cached_tokens, choice.message.content)
+
+    def compare_with_cold(self, name: str, client, outcome: dict, where, messages, served: tuple) -> None:
+        """`messages` served again, cold, after POST /reset_prefix_cache, and compared with `served`
+        (ask()'s answer), tokens and logprobs: counted in `outcome`, a difference listed under `where`."""
+        tokens, logprobs, cached, _ = served
+        reset(self.url(name))
+        cold_tokens, cold_logprobs, cold_cached, _ = self.ask(client, messages)
+        self.assertEqual(cold_cached, 0, f"{name}: the cold run took tokens from the cache")
+        self.assertEqual(len(tokens), NEW_TOKENS)
+        outcome["turns"] += 1
+        outcome["reused"] += cached
+        outcome["resumed"] += cached > 0
+        if (tokens, logprobs) != (cold_tokens, cold_logprobs):
+            outcome["differing"].append((*where, cached))
+
     def chat_through_openai(self, name: str, seed) -> dict:
         """The chat of `seed` through chat completions with the openai client, conversation after
         conversation, each turn holding the answers before it: each turn served, then cold after
         POST /reset_prefix_cache. Returns the reused tokens and the turns that differ from cold."""
-        client = openai.OpenAI(base_url=f"{self.url(name)}/v1", api_key="unused", max_retries=0, timeout=300)
-        model = client.models.list().data[0].id
-
-        def ask(messages):
-            answer = client.chat.completions.create(
-                model=model, messages=messages, max_completion_tokens=NEW_TOKENS, temperature=0.0, logprobs=True,
-                top_logprobs=0, extra_body={"ignore_eos": True, "return_token_ids": True})
-            choice = answer.choices[0]
-            return (tuple(choice.token_ids), tuple(entry.logprob for entry in choice.logprobs.content),
-                    answer.usage.prompt_tokens_details.cached_tokens, choice.message.content)
-
+        client = self.client(name)
         outcome = {"reused": 0, "resumed": 0, "turns": 0, "differing": []}
         reset(self.url(name))
         for number, conversation in enumerate(text_conversations(random.Random(seed), CONVERSATIONS, TURNS)):
             messages = [{"role": "system", "content": conversation.system}]
             for turn, message in enumerate(conversation.messages):
                 messages.append({"role": "user", "content": message})
-                tokens, logprobs, cached, text = ask(messages)
-                reset(self.url(name))
-                cold_tokens, cold_logprobs, cold_cached, _ = ask(messages)
-                self.assertEqual(cold_cached, 0, f"{name}: the cold run took tokens from the cache")
-                self.assertEqual(len(tokens), NEW_TOKENS)
-                outcome["turns"] += 1
-                outcome["reused"] += cached
-                outcome["resumed"] += cached > 0
-                if (tokens, logprobs) != (cold_tokens, cold_logprobs):
-                    outcome["differing"].append((number, turn, cached))
-                messages.append({"role": "assistant", "content": text})
+                served = self.ask(client, messages)
+                self.compare_with_cold(name, client, outcome, (number, turn), list(messages), served)
+                messages.append({"role": "assistant", "content": served[3]})
+        return outcome
+
+    def chats_at_once_through_openai(self, name: str, seed) -> dict:
+        """CONCURRENT conversations of the chat of `seed` through chat completions, each in a thread of its
+        own with its own openai client, all at once, each turn after the answer to the one before: the
+        server batches whatever is in flight. Then each turn is served alone, cold, after POST
+        /reset_prefix_cache, and compared. Returns the reused tokens and the turns that differ."""
+        conversations = text_conversations(random.Random(seed), CONCURRENT, TURNS)
+        reset(self.url(name))
+
+        def converse(conversation):
+            client = self.client(name)
+            messages = [{"role": "system", "content": conversation.system}]
+            turns = []
+            for message in conversation.messages:
+                messages.append({"role": "user", "content": message})
+                served = self.ask(client, messages)
+                turns.append((list(messages), served))
+                messages.append({"role": "assistant", "content": served[3]})
+            return turns
+
+        with concurrent.futures.ThreadPoolExecutor(CONCURRENT) as pool:
+            served = [turn for turns in pool.map(converse, conversations) for turn in turns]
+        outcome = {"reused": 0, "resumed": 0, "turns": 0, "differing": []}
+        client = self.client(name)
+        for number, (messages, answer) in enumerate(served):
+            self.compare_with_cold(name, client, outcome, (number,), messages, answer)
         return outcome
 
     @verifies("SERVE-2 VLLM-1 VLLM-3")
@@ -240,51 +277,6 @@ class ServedByVllm(unittest.TestCase):
         self.assertGreaterEqual(2 * with_plugin["reused"], stock["reused"], f"seed {seed}: {with_plugin} vs {stock}")
         self.assertNotEqual(stock["differing"], [], f"seed {seed}: stock vLLM answered every turn as its cold run: "
                                                     f"the first assertion could not fail on this chat")
-
-    def chats_at_once_through_openai(self, name: str, seed) -> dict:
-        """CONCURRENT conversations of the chat of `seed` through chat completions, each in a thread of its
-        own with its own openai client, all at once, each turn after the answer to the one before: the
-        server batches whatever is in flight. Then each turn is served alone, cold, after POST
-        /reset_prefix_cache, and compared. Returns the reused tokens and the turns that differ."""
-        conversations = text_conversations(random.Random(seed), CONCURRENT, TURNS)
-        reset(self.url(name))
-
-        def converse(conversation):
-            client = openai.OpenAI(base_url=f"{self.url(name)}/v1", api_key="unused", max_retries=0, timeout=300)
-            messages = [{"role": "system", "content": conversation.system}]
-            turns = []
-            for message in conversation.messages:
-                messages.append({"role": "user", "content": message})
-                answer = self.ask(client, messages)
-                turns.append((list(messages), answer))
-                messages.append({"role": "assistant", "content": answer[3]})
-            return turns
-
-        with concurrent.futures.ThreadPoolExecutor(CONCURRENT) as pool:
-            served = [turn for turns in pool.map(converse, conversations) for turn in turns]
-        outcome = {"reused": 0, "resumed": 0, "turns": 0, "differing": []}
-        client = openai.OpenAI(base_url=f"{self.url(name)}/v1", api_key="unused", max_retries=0, timeout=300)
-        for number, (messages, (tokens, logprobs, cached, _)) in enumerate(served):
-            reset(self.url(name))
-            cold_tokens, cold_logprobs, cold_cached, _ = self.ask(client, messages)
-            self.assertEqual(cold_cached, 0, f"{name}: the cold run took tokens from the cache")
-            outcome["turns"] += 1
-            outcome["reused"] += cached
-            outcome["resumed"] += cached > 0
-            if (tokens, logprobs) != (cold_tokens, cold_logprobs):
-                outcome["differing"].append((number, cached))
-        return outcome
-
-    @staticmethod
-    def ask(client, messages) -> tuple:
-        """One greedy chat completion: (token ids, their logprobs, tokens reused from the cache, text)."""
-        model = client.models.list().data[0].id
-        answer = client.chat.completions.create(
-            model=model, messages=messages, max_completion_tokens=NEW_TOKENS, temperature=0.0, logprobs=True,
-            top_logprobs=0, extra_body={"ignore_eos": True, "return_token_ids": True})
-        choice = answer.choices[0]
-        return (tuple(choice.token_ids), tuple(entry.logprob for entry in choice.logprobs.content),
-                answer.usage.prompt_tokens_details.cached_tokens, choice.message.content)
 
     @verifies("SERVE-2 VLLM-1 VLLM-9")
     def test_concurrent_openai_clients_each_get_their_cold_run_served_alone_with_the_plugin_and_not_on_stock(self):

@@ -367,9 +367,7 @@ class _Check:
                     break
 
     def skip_reason(self) -> str:
-        return (f"the prefill step ({self.prefill_step} tokens) of a request served alone: pfx's rule "
-                f"(pfx.decide, bound 'prefill step') never resumes where the resumed prefill would end with a "
-                f"step of one token and the cold run's would not, or the other way round")
+        return _native.conform_skip_reason(self.prefill_step)  # pfx conform's words, from the same C++ code
 
     def batching(self):
         """Each of the budget's prompts served cold alone and cold in one batch with BESIDE others (each
