@@ -347,7 +347,7 @@ TEST(Conform, TheTextReportNamesTheVerdictAndTheGridToUse) {
   EXPECT_NE(text.find("Configure the rule's chunk to 4"), std::string::npos) << text;
 }
 
-// A check through what an engine serves (vLLM's, pfx.integrations.vllm_conform) names a generated
+// A check through what an engine serves (vLLM's, pfx.integrations.vllm.conform) names a generated
 // token or its logprob, and may add the decode rows' finding; a report without one (every report of
 // pfx::conform::check) prints and writes exactly what it did before.
 TEST(Conform, AReportOfWhatAnEngineServedNamesTheStepAndTheDecodeRowsFinding) {

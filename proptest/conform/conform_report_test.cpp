@@ -1,5 +1,5 @@
 // What a conformance report says beyond the grids pfx::conform::check judges, for a check through what
-// an engine serves (vLLM's, pfx.integrations.vllm_conform, through pfx._native.conform_observed):
+// an engine serves (vLLM's, pfx.integrations.vllm.conform, through pfx._native.conform_observed):
 // offsets skipped because the rule never resumes there, and whether a request's answer depends on what
 // is batched beside it. Neither changes the verdict: a skip compares nothing, so it never makes a grid
 // exact, and batching is a finding beside it. A report with neither (every report of

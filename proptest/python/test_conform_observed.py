@@ -1,5 +1,5 @@
 """pfx._native.conform_observed, the report of a check written in Python of what an engine served
-(pfx.integrations.vllm_conform), on what such a check may hand it beyond the grids: offsets it skipped
+(pfx.integrations.vllm.conform), on what such a check may hand it beyond the grids: offsets it skipped
 because the rule never resumes there (per grid, with one reason) and whether a request's answer depends
 on what is batched beside it. Both are read back from ConformReport and its JSON (checked against
 docs/schemas/conform.schema.json where jsonschema is installed), leave the verdict as it is, and bad

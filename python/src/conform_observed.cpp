@@ -1,6 +1,6 @@
 // pfx._native.conform_observed: a conformance report built from what a check written in Python saw
 // of an engine it cannot drive chunk by chunk (vLLM, through its own prefix cache:
-// pfx.integrations.vllm_conform), judged by the one C++ verdict (pfx::conform::decide) and printed by
+// pfx.integrations.vllm.conform), judged by the one C++ verdict (pfx::conform::decide) and printed by
 // the one writer of text and JSON (pfx::conform::to_text, to_json), as `pfx conform` prints its own.
 // With it, the budgets and prompt lengths that check uses are conform's own (budget.hpp).
 
@@ -332,7 +332,7 @@ void add_conform_observed(py::module_& m) {
       py::arg("premises_checked"), py::arg("premise_failure"), py::arg("cold_disagreement"), py::arg("grids"),
       py::arg("decode_rows"), py::arg("elapsed_s"), py::arg("skip_reason") = py::none(),
       py::arg("batching") = py::none(),
-      "A ConformReport from what a check of an engine's output saw (pfx.integrations.vllm_conform), its "
+      "A ConformReport from what a check of an engine's output saw (pfx.integrations.vllm.conform), its "
       "verdict decided by pfx::conform::decide. A grid's optional 'skipped' counts its offsets the rule never "
       "resumes at, and skip_reason says why; batching is whether a request's answer depends on what is batched "
       "beside it.");

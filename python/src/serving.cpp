@@ -301,7 +301,7 @@ void add_serving(py::module_& m) {
       "(generated tokens, logits, KV rows where the engine can read them). Returns a VerifyReport; ok is False "
       "when anything differs or nothing was compared.");
 
-  // What a check outside the C++ driver (pfx.integrations.vllm_verify, over vLLM's server) shares with
+  // What a check outside the C++ driver (pfx.integrations.vllm.verify, over vLLM's server) shares with
   // pfx.verify and `pfx replay`: the trace read as pfx.verify reads one, and the first mismatch told in
   // their words.
   m.def(

@@ -10,7 +10,7 @@
 namespace pfx::python {
 
 /// Adds Lane, Response, verify and VerifyReport to the module, and the trace reader and mismatch
-/// wording that pfx.integrations.vllm_verify shares with them (_read_trace, _describe_mismatches).
+/// wording that pfx.integrations.vllm.verify shares with them (_read_trace, _describe_mismatches).
 void add_serving(pybind11::module_& module);
 
 }  // namespace pfx::python

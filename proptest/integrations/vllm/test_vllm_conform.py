@@ -1,4 +1,4 @@
-"""pfx.integrations.vllm_conform, the conformance check of vLLM through its own prefix cache: on
+"""pfx.integrations.vllm.conform, the conformance check of vLLM through its own prefix cache: on
 vLLM's CPU build (in-process, two threads, PFX_VLLM unset: this suite's ctest), through its command,
 it resumes on every grid and from rows decode wrote and exits with its verdict's status; on stand-ins
 whose outputs differ where a test says (a fake vLLM with a prefix cache of its own, and the real
@@ -24,10 +24,10 @@ from support import SEED, verifies
 import vllm_lane
 
 from pfx import _native
-from pfx.integrations import vllm_conform
+from pfx.integrations.vllm import conform as vllm_conform
 from pfx.integrations import vllm as plugin
 from pfx.fixtures.tiny_llama import VOCAB
-from pfx.integrations.vllm_conform import Served
+from pfx.integrations.vllm.conform import Served
 
 WHY_NOT = ""
 try:

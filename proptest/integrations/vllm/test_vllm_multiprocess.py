@@ -191,6 +191,15 @@ class Settings(unittest.TestCase):
             environ = {"PFX_VLLM": "1"} if value is None else {"PFX_VLLM": "1", "PFX_VLLM_BATCH_INVARIANT": value}
             self.assertEqual(plugin.settings_from_environment(environ).batch_invariant, invariant, value)
 
+    @verifies("VLLM-9")
+    def test_the_start_message_says_what_the_guarantee_covers(self):
+        invariant = plugin._guarantee(plugin.Settings(batch_invariant=True))
+        self.assertIn("independently of its batch (VLLM_CPU_ATTN_SPLIT_KV=0", invariant)
+        self.assertIn("whatever is batched beside it", invariant)
+        kernels = plugin._guarantee(plugin.Settings(batch_invariant=False))
+        self.assertIn("PFX_VLLM_BATCH_INVARIANT=0 keeps vLLM's own kernels: a request served alone", kernels)
+        self.assertIn("vllm_conform --vllm-kernels measures it", kernels)
+
     @verifies("VLLM-3")
     def test_malformed_knobs_raise_config_errors_naming_the_variable(self):
         for variable, value in (("PFX_VLLM_CHUNK", "0"), ("PFX_VLLM_CHUNK", "2**5"), ("PFX_VLLM_CHUNK", ""),

@@ -1,5 +1,5 @@
 """vLLM's OpenAI-compatible server as a user runs it, with pfx's plugin on and off, and
-pfx.integrations.vllm_verify, the check of a server a user runs (and of a vllm.LLM in this process).
+pfx.integrations.vllm.verify, the check of a server a user runs (and of a vllm.LLM in this process).
 
 Three real `python -m vllm.entrypoints.openai.api_server` processes, on 127.0.0.1 and free ports,
 serve the tiny Llama with its tokenizer and chat template (pfx.fixtures.tiny_tokenizer), their workers
@@ -55,7 +55,7 @@ if not WHY_NOT:
     from pfx.fixtures.tiny_llama import VOCAB
     from pfx.fixtures.tiny_tokenizer import write_tiny_tokenizer
     from pfx.fixtures.workloads import text_conversations
-    from pfx.integrations import vllm_verify
+    from pfx.integrations.vllm import verify as vllm_verify
 
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "docs", "schemas",
                       "vllm_verify.schema.json")
@@ -428,8 +428,8 @@ class ServedByVllm(unittest.TestCase):
                 ([trace.name], f"{trace.name}:2[1]: expected a token id"),
                 ([empty.name], f"{empty.name} holds no request: nothing to replay"),
                 (["/nonexistent/trace.jsonl"], "cannot read the trace /nonexistent/trace.jsonl"),
-                (["--chat", 0], "conversations must be an integer >= 1"),
-                (["--max-new-tokens", 0], "max_new_tokens must be an integer >= 1"),
+                (["--chat", 0], "conversations must be an int >= 1"),
+                (["--max-new-tokens", 0], "max_new_tokens must be an int >= 1"),
                 ([empty.name, "--turns", 2], "--turns is an option of the generated chat"),
                 (["--engine-args", "{}", "--cold-url", unreachable], "--cold-url is the cold side of --url"),
                 (["--url", "ftp://x"], "is not a server's URL")):
@@ -441,7 +441,7 @@ class ServedByVllm(unittest.TestCase):
 
     @verifies("SERVE-1")
     def test_the_command_runs_as_a_module_and_its_output_error_is_74(self):
-        command = [sys.executable, "-m", "pfx.integrations.vllm_verify", "--url", self.url("pfx"), "--chat", 1,
+        command = [sys.executable, "-m", "pfx.integrations.vllm.verify", "--url", self.url("pfx"), "--chat", 1,
                    "--seed", SEED % 1000 + 2, "--max-new-tokens", 4, "--turns"]
         done = subprocess.run([str(c) for c in command + [3]], capture_output=True, text=True, timeout=300)
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
@@ -475,7 +475,7 @@ class ServedByVllm(unittest.TestCase):
         ids = vllm_verify.check(engine, vllm_verify.Trace(trace))
         self.assertTrue(ids.ok, str(ids))
         self.assertEqual(ids.compared, 4)
-        with self.assertRaisesRegex(vllm_verify.Refused, r"^vLLM refused request 1 \(line 1\): .*vocab"):
+        with self.assertRaisesRegex(vllm_verify.BadInput, r"^vLLM refused request 1 \(line 1\): .*vocab"):
             vllm_verify.check(engine, vllm_verify.Trace([{"prompt": [1, VOCAB], "max_new_tokens": 2}]))
         with mock.patch.object(vllm_verify, "start", return_value=llm) as started:
             status, report, text, err = run_check_json("--model", self.model, "--engine-args", json.dumps(ENGINE),

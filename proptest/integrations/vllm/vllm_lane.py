@@ -12,8 +12,8 @@ import os
 import random
 import tempfile
 
-from pfx.integrations import vllm_conform
-from pfx.integrations.vllm_conform import Served
+from pfx.integrations.vllm import conform as vllm_conform
+from pfx.integrations.vllm.conform import Served
 from pfx.fixtures.workloads import Step, chat_workload
 
 try:
@@ -65,7 +65,7 @@ def start(model: str, dtype: str = "float32", **overrides):
 
 def serve(llm, prompt, max_new_tokens: int = MAX_NEW_TOKENS) -> Served:
     """The prompt served greedily, max_new_tokens tokens, as the conformance check serves it."""
-    return vllm_conform.serve(llm, prompt, max_new_tokens)
+    return vllm_conform.Engine(llm).serve(prompt, max_new_tokens)
 
 
 def cold(llm, prompt, max_new_tokens: int = MAX_NEW_TOKENS) -> Served:
@@ -261,7 +261,7 @@ def run_batched(llm, seed, rounds: int, vocab: int = 512) -> Outcome:
         cold(llm, session)  # the cache holds the session's rows
         prompts = [session + draw(1, 100), draw(117, 301), draw(117, 301), draw(117, 301)]
         r.shuffle(prompts)
-        for prompt, served in zip(prompts, vllm_conform.serve_batch(llm, prompts, MAX_NEW_TOKENS)):
+        for prompt, served in zip(prompts, vllm_conform.Engine(llm).serve_batch(prompts, MAX_NEW_TOKENS)):
             compare(number, "batched", served, prompt)
         first, second = draw(117, 301), session + draw(1, 100)
         cold(llm, session)

@@ -1,5 +1,5 @@
 """Adapters that let pfx drive engines people run, each over the engine's own KV cache (docs/python.md,
-"Engines that own their cache"; docs/engines.md). Each adapter is a module of its own, imported on
+"Engines that own their cache"; docs/engines.md). One module or package per engine, imported on
 demand, so that ``import pfx`` needs none of the frameworks:
 
 - ``pfx.integrations.transformers``: ``TransformersEngine``, a Hugging Face transformers causal LM
@@ -11,17 +11,18 @@ demand, so that ``import pfx`` needs none of the frameworks:
 - ``pfx.integrations.llama_cpp_server``: llama-cpp-python's OpenAI-compatible server with the rule on
   for every model it loads (``python -m pfx.integrations.llama_cpp_server --model M``).
 - ``pfx.integrations.vllm``: the vLLM plugin (``PFX_VLLM=1``, or ``enable()``), pfx's rule in charge
-  of vLLM's prefix cache.
-- ``pfx.integrations.vllm_conform``: the conformance check of a vLLM configuration through its own
-  cache (``python -m pfx.integrations.vllm_conform MODEL``).
-- ``pfx.integrations.vllm_verify``: the check of the vLLM a user serves, a running OpenAI-compatible
-  server or a ``vllm.LLM``, each response against a cold run
-  (``python -m pfx.integrations.vllm_verify --url URL``).
-
-``pfx.integrations.vllm_guard`` is imported by Python itself, at start-up where ``PFX_VLLM`` is set
-(``pfx-vllm-guard.pth``): it stops a vLLM that did not load the plugin.
+  of vLLM's prefix cache; in its package, ``conform``, the conformance check of a vLLM configuration
+  through its own cache (``python -m pfx.integrations.vllm.conform MODEL``), ``verify``, the check of
+  the vLLM a user serves, a running OpenAI-compatible server or a ``vllm.LLM``, each response against
+  a cold run (``python -m pfx.integrations.vllm.verify --url URL``), and ``guard``, which Python
+  imports at start-up where ``PFX_VLLM`` is set (``pfx-vllm-guard.pth``): it stops a vLLM that did not
+  load the plugin.
 
 Models and workloads to try them on, for tests, benchmarks and examples, are in ``pfx.fixtures``.
-Three of them were here before: ``tiny_gguf``, ``tiny_llama`` and ``workloads`` under this package
-are their old names, aliases that give the same objects and warn (DeprecationWarning).
+Modules that moved keep their old names until pfx ``_aliases.REMOVED_IN``, in one table
+(``pfx.integrations._aliases.ALIASES``): the old name gives the new module and warns
+(DeprecationWarning), and ``python -m OLD`` runs the new one.
 """
+from . import _aliases
+
+_aliases.install()

@@ -26,6 +26,8 @@ import inspect
 
 import torch
 
+from .._arguments import whole
+
 __all__ = ["TransformersEngine"]
 
 
@@ -76,11 +78,7 @@ def _what_else(layer: type) -> str:
 
 def _positive(value, name: str) -> int:
     """value as an int >= 1; TypeError or ValueError naming the argument otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"TransformersEngine: {name} must be an int >= 1, got {type(value).__name__} ({value!r})")
-    if value < 1:
-        raise ValueError(f"TransformersEngine: {name} must be an int >= 1, got {value}")
-    return value
+    return whole(name, value, 1, who="TransformersEngine: ")
 
 
 class TransformersEngine:

@@ -28,7 +28,7 @@ what it set and why. With ``PFX_VLLM_BATCH_INVARIANT=0`` vLLM keeps its own kern
 is for a request served alone, as vLLM's scheduler runs it (the long-prefill threshold dropped, each
 step at most ``max_num_scheduled_tokens``), which the plugin then says at start. Where vLLM computes a
 one-token prefill step as a longer one (the CPU build with the split off, measured by
-``pfx.integrations.vllm_conform``), the rule needs no prefill-step premise and keeps that reuse
+``pfx.integrations.vllm.conform``), the rule needs no prefill-step premise and keeps that reuse
 (``prefill_step()``). Speculative decoding with n-gram drafts or a draft model is served: a resume
 that leaves one token is admitted padded to 1 + k rows, which the core's step model knows
 (``Config.admission_padding``).
@@ -41,14 +41,14 @@ model loads wherever vLLM's configuration tells.
 It is loaded in every vLLM process through the ``vllm.general_plugins`` entry point (``register``),
 the engine-core process included, and is off unless ``PFX_VLLM`` turns it on. With ``PFX_VLLM`` set,
 a vLLM that did not load it (``VLLM_PLUGINS`` naming other plugins only, or pfx failing to import)
-stops at start instead of serving without it (``pfx.integrations.vllm_guard``). Its knobs, read by
+stops at start instead of serving without it (``pfx.integrations.vllm.guard``). Its knobs, read by
 pfx's one environment parser (a malformed value stops vLLM's start, before the model loads, with a
 ``pfx.ConfigError`` naming it and what each value means for vLLM):
 
 - ``PFX_VLLM``: 1, true, on, yes or empty: the plugin on; 0, false, off or no: off (vLLM's own prefix
   caching, unchanged).
 - ``PFX_VLLM_CHUNK``: the chunk grid, a multiple of vLLM's block size; unset: the block size, the
-  grid ``pfx.integrations.vllm_conform`` finds exact on vLLM's CPU build (docs/engines.md).
+  grid ``pfx.integrations.vllm.conform`` finds exact on vLLM's CPU build (docs/engines.md).
 - ``PFX_VLLM_KEEP_MIN``: the fewest cached tokens worth taking; unset: 0 (any aligned hit, as vLLM).
 - ``PFX_VLLM_BATCH_INVARIANT``: 1, true, on, yes, empty or unset: vLLM computes batch invariantly
   (above); 0, false, off or no: vLLM's own kernels, and a guarantee for a request served alone.
@@ -70,7 +70,8 @@ import threading
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import _native
+from ... import _native
+from ..._arguments import whole
 
 TESTED_VERSIONS = ("0.32.0",)
 ENABLE_VARIABLE = "PFX_VLLM"
@@ -168,11 +169,8 @@ def enable(chunk: Optional[int] = None, keep_min: int = DEFAULT_KEEP_MIN, batch_
     PFX_VLLM_KEEP_MIN and PFX_VLLM_BATCH_INVARIANT, and, with ``batch_invariant``, vLLM's own variable
     that makes it compute batch invariantly (batch_invariance()). Raises ValueError naming a bad
     argument, RuntimeError for a vLLM version the plugin was not tested with."""
-    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1):
-        raise ValueError(f"chunk must be None (vLLM's block size) or an int >= 1, a multiple of the block size; "
-                         f"got {chunk!r}")
-    if isinstance(keep_min, bool) or not isinstance(keep_min, int) or keep_min < 0:
-        raise ValueError(f"keep_min must be an int >= 0; got {keep_min!r}")
+    whole("chunk", chunk, 1, ValueError, none="vLLM's block size")  # on the block grid: known when vLLM starts
+    whole("keep_min", keep_min, 0, ValueError)
     if not isinstance(batch_invariant, bool):
         raise ValueError(f"batch_invariant must be True or False; got {batch_invariant!r}")
     settings = Settings(chunk=chunk, keep_min=keep_min, batch_invariant=batch_invariant)
@@ -215,7 +213,7 @@ def check_loaded() -> None:
     """Raises pfx.ConfigError when PFX_VLLM asks for the plugin and this process's vLLM has not
     installed it: vLLM would serve without pfx while its user believes pfx on. vLLM loads its plugins
     only through ``load_general_plugins``, which skips a plugin ``VLLM_PLUGINS`` does not name and goes
-    on when a plugin fails to import; ``pfx.integrations.vllm_guard`` calls this after it."""
+    on when a plugin fails to import; ``pfx.integrations.vllm.guard`` calls this after it."""
     settings = settings_from_environment()
     if settings is None or _originals:
         return
@@ -332,13 +330,24 @@ def _config_post_init(self) -> None:
         raise Refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
 
 
-def _chunk_refusals(chunk: Optional[int], block: Optional[int]) -> list:
-    """The chunk off vLLM's block grid, if it is: vLLM resumes a prompt only at a block bound (None: the
-    block size, or a block size not known yet)."""
+def off_the_block_grid(chunk: Optional[int], block: Optional[int], name: str = CHUNK_VARIABLE) -> str:
+    """Why the chunk `name` is off vLLM's block grid, or "": vLLM resumes a prompt only at a block bound
+    (None: the block size, or a block size not known yet). The one check of the grid, which the
+    plugin's start and pfx.integrations.vllm.conform both make."""
     if chunk is None or not block or chunk % block == 0:
-        return []
-    return [f"{CHUNK_VARIABLE}={chunk} is not a multiple of vLLM's block size {block}: vLLM resumes a prompt only "
-            f"at a block bound; use a multiple of {block}"]
+        return ""
+    return (f"{name}={chunk} is not a multiple of vLLM's block size {block}: vLLM resumes a prompt only at a block "
+            f"bound; use a multiple of {block}")
+
+
+def _chunk_refusals(chunk: Optional[int], block: Optional[int]) -> list:
+    reason = off_the_block_grid(chunk, block)
+    return [reason] if reason else []
+
+
+def settings() -> Optional[Settings]:
+    """The settings this process's plugin applies to the engines made from now on; None when it is off."""
+    return _settings
 
 
 def refusals(vllm_config) -> list:
@@ -449,14 +458,14 @@ def _guarantee(settings: Settings) -> str:
                 f"served alone, bit for bit, whatever is batched beside it")
     return (f"{BATCH_INVARIANT_VARIABLE}=0 keeps vLLM's own kernels: a request served alone resumes bit for bit as "
             f"its cold run; batched beside other requests, vLLM's answer can differ by itself, with or without pfx "
-            f"(python -m pfx.integrations.vllm_conform --vllm-kernels measures it)")
+            f"(python -m pfx.integrations.vllm.conform --vllm-kernels measures it)")
 
 
 def one_token_step_alone() -> bool:
     """Whether vLLM computes a prefill step of one token otherwise than a longer one, so that the rule
     needs the prefill-step premise (INV-12). On the CPU build with its attention's KV split off, each
     query row is computed over its request's KV in one pass whatever the step's row count, and
-    ``pfx.integrations.vllm_conform`` finds every offset exact, one-token steps included (docs/engines.md):
+    ``pfx.integrations.vllm.conform`` finds every offset exact, one-token steps included (docs/engines.md):
     False. With the split on (vLLM's default) it was measured to differ: True. Elsewhere it was not
     measured here: True, the premise kept."""
     from vllm import envs

@@ -18,7 +18,7 @@ both cold (pfx's guarantee is for a request served alone: where they differ, bat
 vLLM's answers). The verdict, its text and JSON, and the exit status are ``pfx conform``'s, from the
 same C++ code (pfx::conform::decide, to_text, to_json).
 
-    python -m pfx.integrations.vllm_conform MODEL [--dtype D] [--block-size N] [--max-num-batched-tokens N]
+    python -m pfx.integrations.vllm.conform MODEL [--dtype D] [--block-size N] [--max-num-batched-tokens N]
         [--max-num-scheduled-tokens N] [--long-prefill-token-threshold N] [--no-chunked-prefill]
         [--budget quick|default|thorough] [--seed N] [--rule-chunk N] [--max-model-len N] [--vllm-kernels] [--json]
 
@@ -35,17 +35,19 @@ check could not run as it says (vLLM did not resume where it was led to).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
-import os
 import random
-import struct
 import sys
 import time
 from typing import Callable, Optional, Sequence
 
-from .. import _native
-from . import vllm as plugin
+from ... import _native
+from ..._arguments import whole
+from .. import vllm as plugin
+from ._check import BadInput, CheckError, Engine, Served, chosen_logprobs, first_difference, start as _start
+
+__all__ = ["BadInput", "CheckError", "Engine", "PluginOn", "Served", "check", "chosen_logprobs", "conform",
+           "describe", "first_difference", "main", "start"]
 
 GENERATED = 4
 """Tokens generated for each served prompt: the first one's logprob reads the prompt's last row, the
@@ -60,78 +62,12 @@ class PluginOn(RuntimeError):
     """pfx's plugin is on in this process: the check would not see stock vLLM's cache."""
 
 
-class CheckError(RuntimeError):
-    """The check could not do what it says (vLLM did not take the cached tokens it was led to): no
-    verdict, never a pass."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Served:
-    """What one request returned: the generated tokens, each one's logprob as vLLM returned it, and
-    vLLM's num_cached_tokens (the prompt's tokens taken from the prefix cache)."""
-    tokens: tuple
-    logprobs: tuple
-    cached: int
-
-
-class Engine:
-    """A vllm.LLM as the check drives it: token-id prompts served greedily with the chosen token's
-    logprob, alone or several in one batch, and the prefix cache reset. A test can stand another object
-    with serve() and reset() in (and serve_batch(), for the batching finding)."""
-
-    def __init__(self, llm):
-        self.llm = llm
-
-    def serve(self, prompt: Sequence[int], max_tokens: int) -> Served:
-        return serve(self.llm, prompt, max_tokens)
-
-    def serve_batch(self, prompts: Sequence[Sequence[int]], max_tokens: int) -> list:
-        return serve_batch(self.llm, prompts, max_tokens)
-
-    def reset(self) -> None:
-        reset_prefix_cache(self.llm)
-
-
-def reset_prefix_cache(llm) -> None:
-    """Empties `llm`'s prefix cache, so that what it serves next is a cold run; CheckError where vLLM
-    says it did not."""
-    if not llm.reset_prefix_cache():
-        raise CheckError("vLLM did not reset its prefix cache: a cold run would not be cold")
-
-
-def chosen_logprobs(completion) -> tuple:
-    """The logprob vLLM gave each token it generated in `completion` (a CompletionOutput asked for
-    logprobs), in order: what a check compares bit for bit beside the tokens."""
-    return tuple(step[token].logprob for step, token in zip(completion.logprobs, completion.token_ids))
-
-
-def serve(llm, prompt: Sequence[int], max_tokens: int) -> Served:
-    """`prompt` (token ids) served by `llm`, a vllm.LLM, greedily, `max_tokens` tokens whatever the
-    end-of-sequence token, with the chosen token's logprob at each step."""
-    return serve_batch(llm, [prompt], max_tokens)[0]
-
-
-def serve_batch(llm, prompts: Sequence[Sequence[int]], max_tokens: int) -> list:
-    """`prompts` served by `llm` in one call, as vLLM batches them, each as serve() serves one."""
-    import vllm
-    from vllm.inputs import TokensPrompt
-    params = vllm.SamplingParams(max_tokens=max_tokens, temperature=0.0, logprobs=1, detokenize=False,
-                                 ignore_eos=True)
-    outputs = llm.generate([TokensPrompt(prompt_token_ids=list(prompt)) for prompt in prompts], params,
-                           use_tqdm=False)
-    served = []
-    for out in outputs:
-        completion = out.outputs[0]
-        served.append(Served(tuple(completion.token_ids), chosen_logprobs(completion), out.num_cached_tokens or 0))
-    return served
-
-
 def refuse_plugin() -> None:
     """Raises PluginOn when pfx's plugin is on in this process: the check must see stock vLLM."""
-    if plugin.settings_from_environment() is not None or plugin._settings is not None:
-        raise PluginOn(f"pfx.integrations.vllm_conform checks stock vLLM's prefix cache, rows decode wrote "
-                           f"included, and pfx's plugin is on ({plugin.ENABLE_VARIABLE} is set, or enable() was "
-                           f"called): unset {plugin.ENABLE_VARIABLE} and run the check in a process of its own")
+    if plugin.settings_from_environment() is not None or plugin.settings() is not None:
+        raise PluginOn(f"pfx.integrations.vllm.conform checks stock vLLM's prefix cache, rows decode wrote "
+                       f"included, and pfx's plugin is on ({plugin.ENABLE_VARIABLE} is set, or enable() was "
+                       f"called): unset {plugin.ENABLE_VARIABLE} and run the check in a process of its own")
 
 
 def start(model: str, *, dtype: str = "float32", block_size: int = 32, max_num_batched_tokens: Optional[int] = None,
@@ -139,20 +75,19 @@ def start(model: str, *, dtype: str = "float32", block_size: int = 32, max_num_b
     """The vllm.LLM the check runs: prefix caching on, no tokenizer (token-id prompts), and the
     configuration asked for; `engine_args` go to vllm.LLM as they are. With `batch_invariant`, vLLM
     computes as pfx's plugin makes it (batch_invariance()); a variable of vLLM's that asks otherwise is
-    a ValueError naming it."""
+    a BadInput naming it."""
     refuse_plugin()
     if batch_invariant:
         reasons = plugin.batch_invariance_refusals(plugin.Settings())
         if reasons:
-            raise ValueError(reasons[0].replace(f"set {plugin.BATCH_INVARIANT_VARIABLE}=0", "give --vllm-kernels"))
+            raise BadInput(reasons[0].replace(f"set {plugin.BATCH_INVARIANT_VARIABLE}=0", "give --vllm-kernels"))
         plugin.apply_batch_invariance()
-    import vllm
-    arguments = dict(model=model, skip_tokenizer_init=True, dtype=dtype, enable_prefix_caching=True,
-                     block_size=block_size, enable_chunked_prefill=enable_chunked_prefill)
+    arguments = dict(skip_tokenizer_init=True, dtype=dtype, block_size=block_size,
+                     enable_chunked_prefill=enable_chunked_prefill)
     if max_num_batched_tokens is not None:
         arguments["max_num_batched_tokens"] = max_num_batched_tokens
     arguments.update(engine_args)
-    return vllm.LLM(**arguments)
+    return _start(model, **arguments)
 
 
 def describe(llm, model: str) -> str:
@@ -197,20 +132,17 @@ def _budget(name: str, seed: int, max_grid: Optional[int], prompts: Optional[int
     budget = _native.conform_budget(name)
     for key, value in (("seed", seed), ("max_grid", max_grid), ("prompts", prompts)):
         if value is not None:
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "seed" else 1):
-                raise ValueError(f"{key} must be an int >= {0 if key == 'seed' else 1}; got {value!r}")
-            budget[key] = value
+            budget[key] = whole(key, value, 0 if key == "seed" else 1, BadInput)
     return budget
 
 
 def _rule_chunk(rule_chunk: Optional[int], block_size: int) -> int:
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise ValueError(f"block_size must be an int >= 1; got {block_size!r}")
-    if rule_chunk is None:
+    whole("block_size", block_size, 1, BadInput)
+    if whole("rule_chunk", rule_chunk, 1, BadInput, none="the block size") is None:
         return block_size
-    if isinstance(rule_chunk, bool) or not isinstance(rule_chunk, int) or rule_chunk < 1 or rule_chunk % block_size:
-        raise ValueError(f"rule_chunk must be a multiple of the block size {block_size} (vLLM resumes a prompt only "
-                         f"at a block bound); got {rule_chunk!r}")
+    reason = plugin.off_the_block_grid(rule_chunk, block_size, "rule_chunk")
+    if reason:
+        raise BadInput(reason)
     return rule_chunk
 
 
@@ -227,18 +159,6 @@ def check(engine, *, name: str, vocab: int, block_size: int, max_length: int, bu
                   _rule_chunk(rule_chunk, block_size), progress, prefill_step).run()
 
 
-def first_difference(got: Served, expected: Served) -> Optional[dict]:
-    """The first step at which two outputs differ: its token, or else its logprob, bit for bit."""
-    for step in range(max(len(got.tokens), len(expected.tokens))):
-        a = got.tokens[step] if step < len(got.tokens) else -1
-        b = expected.tokens[step] if step < len(expected.tokens) else -1
-        if a != b:
-            return {"where": "generated", "step": step, "got": a, "expected": b}
-        if struct.pack("<d", got.logprobs[step]) != struct.pack("<d", expected.logprobs[step]):
-            return {"where": "logprob", "step": step, "got": got.logprobs[step], "expected": expected.logprobs[step]}
-    return None
-
-
 BESIDE = 3
 """Prompts batched beside each prompt of the batching finding."""
 
@@ -247,8 +167,7 @@ class _Check:
     def __init__(self, engine, name, vocab, block, max_length, budget, rule_chunk, progress, prefill_step=0):
         if vocab < 1:
             raise ValueError("the vocabulary must hold at least 1 token")
-        if isinstance(prefill_step, bool) or not isinstance(prefill_step, int) or prefill_step < 0:
-            raise ValueError(f"prefill_step must be an int >= 0 (0: none); got {prefill_step!r}")
+        whole("prefill_step", prefill_step, 0, BadInput)
         self.engine, self.name, self.vocab, self.block, self.max_length = engine, name, vocab, block, max_length
         self.budget, self.rule_chunk, self.progress = budget, rule_chunk, progress
         self.prefill_step = prefill_step
@@ -420,7 +339,7 @@ class _Check:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pfx.integrations.vllm_conform", description=__doc__.split("\n\n")[0],
+        prog="python -m pfx.integrations.vllm.conform", description=__doc__.split("\n\n")[0],
         epilog="Verdicts and exit statuses: 0 safe (the rule chunk is exact), 1 unsafe (a resume on it differs "
                "from its cold run), 4 nondeterministic (cold runs of one prompt differ), 5 no exact grid, "
                "6 degenerate (the model's answers ignore the prompt, or are not finite), 2 bad input, 3 no verdict "

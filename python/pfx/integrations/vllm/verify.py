@@ -6,7 +6,7 @@ OpenAI-compatible vLLM server
 (``--url``: the server's own streaming API, as its clients call it) or through a ``vllm.LLM`` in this
 process (``--model`` without ``--url``; ``check(Engine(llm), ...)`` in code). Each request is served
 twice: first as it comes, from whatever vLLM's prefix cache holds, then cold, and the two are
-compared bit for bit: every generated token and its logprob (``vllm_conform.first_difference``).
+compared bit for bit: every generated token and its logprob (``first_difference``).
 With ``--concurrency N`` the workload is served as a loaded server serves it, N requests in flight
 (N conversations at a time, each turn after the answer to the one before; a trace's requests N at a
 time), and only then is each request served cold, alone, one after the other: a response must equal
@@ -25,10 +25,10 @@ how many prompt tokens vLLM reused by its own count (``usage.prompt_tokens_detai
 which a server reports only when started with ``--enable-prompt-tokens-details``), and the time to
 first token, as streamed, of the resumed requests and of their cold runs.
 
-    python -m pfx.integrations.vllm_verify --url URL [TRACE | --chat N [--turns T] [--seed S]]
+    python -m pfx.integrations.vllm.verify --url URL [TRACE | --chat N [--turns T] [--seed S]]
         [--concurrency N] [--cold-url URL] [--model NAME] [--api-key KEY] [--timeout S] [--max-new-tokens N]
         [--json]
-    python -m pfx.integrations.vllm_verify --model MODEL [--engine-args JSON] [TRACE | --chat N ...]
+    python -m pfx.integrations.vllm.verify --model MODEL [--engine-args JSON] [TRACE | --chat N ...]
 
 Exit status, as ``pfx``'s: 0 every response equalled its cold run; 1 a response differs, or the
 check compared nothing that reuse could break (no response, or none resumed from the cache); 2 bad
@@ -57,21 +57,21 @@ import urllib.parse
 import urllib.request
 from typing import Callable, Generator, Optional, Sequence
 
-from .. import _native
-from .._progress import on_terminal
-from ..fixtures.workloads import text_conversations
-from .vllm_conform import CheckError, chosen_logprobs, describe, first_difference, reset_prefix_cache
+from ... import _native
+from ..._arguments import whole
+from ..._progress import on_terminal
+from ...fixtures.workloads import text_conversations
+from ._check import BadInput, CheckError, Engine, Served, first_difference, start
+from .conform import describe
 
-PROGRAM = "python -m pfx.integrations.vllm_verify"
+__all__ = ["BadInput", "Chat", "CheckError", "Compared", "Engine", "Report", "Request", "Served", "Server", "Trace",
+           "check", "main", "serve_concurrently", "start"]
+
+PROGRAM = "python -m pfx.integrations.vllm.verify"
 RESET_PATH = "/reset_prefix_cache"
 NEW_TOKENS = 32
 """Tokens each request generates by default: enough that the rows decode wrote fill a block of vLLM's
 (32 tokens on its CPU build), which the next turn may then take from the cache."""
-
-
-class Refused(ValueError):
-    """Bad input: the check cannot run as asked (an option, the trace, or a server that is unreachable,
-    lacks the reset endpoint or the reused-token counts, or refuses a request). Exit status 2."""
 
 
 class Interrupted(BaseException):
@@ -95,19 +95,6 @@ class Request:
     clear_first: bool = False         # the trace has {"op": "clear"} before it: the cache is reset first
 
 
-@dataclasses.dataclass(frozen=True)
-class Response:
-    """What vLLM answered: the generated tokens, each one's logprob as vLLM returned it, the prompt's
-    tokens vLLM took from its prefix cache (None: not reported), the prompt's length, the time to
-    first token (None: not measured) and the text."""
-    tokens: tuple
-    logprobs: tuple
-    cached: Optional[int]
-    prompt_tokens: int
-    ttft_s: Optional[float]
-    text: str = ""
-
-
 # ------------------------------------------------------------------------------------ the workloads
 
 class Chat:
@@ -117,8 +104,8 @@ class Chat:
 
     def __init__(self, conversations: int = 3, turns: int = 5, seed: int = 1, max_new_tokens: int = NEW_TOKENS):
         for name, value in (("conversations", conversations), ("turns", turns), ("max_new_tokens", max_new_tokens)):
-            _at_least(name, value, 1)
-        _at_least("seed", seed, 0)
+            whole(name, value, 1, BadInput)
+        whole("seed", seed, 0, BadInput)
         self.conversations, self.turns, self.seed, self.max_new_tokens = conversations, turns, seed, max_new_tokens
 
     def describe(self) -> str:
@@ -126,7 +113,7 @@ class Chat:
         return (f"{_counted(self.conversations, 'conversation')} of {_counted(self.turns, 'turn')} (seed {self.seed}) "
                 f"through chat completions, {self.max_new_tokens} new tokens each")
 
-    def requests(self) -> Generator[Request, Response, None]:
+    def requests(self) -> Generator[Request, Served, None]:
         """The requests, each turn after the answer to the one before it is sent in (generator.send)."""
         for stream in self.streams():
             yield from stream
@@ -137,7 +124,7 @@ class Chat:
         chats = text_conversations(random.Random(self.seed), self.conversations, self.turns)
         return [self._conversation(number, conversation) for number, conversation in enumerate(chats, 1)]
 
-    def _conversation(self, conversation_number: int, conversation) -> Generator[Request, Response, None]:
+    def _conversation(self, conversation_number: int, conversation) -> Generator[Request, Served, None]:
         messages = [{"role": "system", "content": conversation.system}]
         for turn, message in enumerate(conversation.messages, 1):
             messages.append({"role": "user", "content": message})
@@ -153,26 +140,26 @@ class Trace:
     prefix cache before the next request. `max_new_tokens` serves a request that gives none."""
 
     def __init__(self, trace, max_new_tokens: int = NEW_TOKENS):
-        _at_least("max_new_tokens", max_new_tokens, 1)
+        whole("max_new_tokens", max_new_tokens, 1, BadInput)
         self.name = os.fspath(trace) if isinstance(trace, (str, os.PathLike)) else "a trace"
         try:
             self.items = _native._read_trace(trace, max_new_tokens=max_new_tokens, caller=PROGRAM)
         except OSError as error:
-            raise Refused(f"cannot read the trace {self.name}: {error.strerror or error}") from error
+            raise BadInput(f"cannot read the trace {self.name}: {error.strerror or error}") from error
         except (TypeError, ValueError) as error:
-            raise Refused(str(error).removeprefix(PROGRAM + ": ")) from error
+            raise BadInput(str(error).removeprefix(PROGRAM + ": ")) from error
         if not self.items:
-            raise Refused(f"{self.name} holds no request: nothing to replay")
+            raise BadInput(f"{self.name} holds no request: nothing to replay")
         for item in self.items:
             if item["max_new_tokens"] == 0:
-                raise Refused(f"{self.name}:{item['line']}: field \"max_new_tokens\": is 0: vLLM generates at least "
+                raise BadInput(f"{self.name}:{item['line']}: field \"max_new_tokens\": is 0: vLLM generates at least "
                               f"one token, and the check compares what it generates")
 
     def describe(self) -> str:
         """The workload in the report's words."""
         return f"{self.name}: {_counted(len(self.items), 'request')} through completions"
 
-    def requests(self) -> Generator[Request, Response, None]:
+    def requests(self) -> Generator[Request, Served, None]:
         """The trace's requests, in order (what is sent in is not needed)."""
         for number, item in enumerate(self.items, 1):
             yield Request(number, item["line"], item["label"], item["max_new_tokens"], prompt=tuple(item["prompt"]),
@@ -180,15 +167,15 @@ class Trace:
 
     def streams(self) -> list:
         """The trace's requests served at the same time, each a stream of its own, in the trace's order:
-        Refused for a trace that clears the cache, since a clear amid requests in flight has no place."""
+        BadInput for a trace that clears the cache, since a clear amid requests in flight has no place."""
         clears = [item["line"] for item in self.items if item["clear_first"]]
         if clears:
-            raise Refused(f"{self.name}:{clears[0]}: a clear of the prefix cache cannot be replayed with requests in "
+            raise BadInput(f"{self.name}:{clears[0]}: a clear of the prefix cache cannot be replayed with requests in "
                           f"flight (--concurrency above 1): replay this trace one request at a time")
         return [_alone(request) for request in self.requests()]
 
 
-def _alone(request: Request) -> Generator[Request, Response, None]:
+def _alone(request: Request) -> Generator[Request, Served, None]:
     """A stream of one request."""
     yield request
 
@@ -206,22 +193,22 @@ class Server:
                  timeout: float = 600.0):
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise Refused(f"{url!r} is not a server's URL: expected http://HOST:PORT")
+            raise BadInput(f"{url!r} is not a server's URL: expected http://HOST:PORT")
         self.url = url.rstrip("/").removesuffix("/v1")
         self.api_key, self.timeout = api_key, timeout
         try:
             served = [entry["id"] for entry in self._call("GET", "/v1/models")["data"]]
         except urllib.error.HTTPError as error:
             key = " (is --api-key the server's?)" if error.code == 401 else ""
-            raise Refused(f"{self.url}/v1/models answered HTTP {error.code}: {_error_message(error)}{key}") from error
+            raise BadInput(f"{self.url}/v1/models answered HTTP {error.code}: {_error_message(error)}{key}") from error
         except (urllib.error.URLError, OSError) as error:
-            raise Refused(f"cannot reach a server at {self.url}: {_reason(error)}") from error
+            raise BadInput(f"cannot reach a server at {self.url}: {_reason(error)}") from error
         except (KeyError, TypeError) as error:
-            raise Refused(f"{self.url}/v1/models does not list models as an OpenAI-compatible server does") from error
+            raise BadInput(f"{self.url}/v1/models does not list models as an OpenAI-compatible server does") from error
         if model is None and len(served) != 1:
-            raise Refused(f"{self.url} serves {len(served)} models ({', '.join(served)}): name one with --model")
+            raise BadInput(f"{self.url} serves {len(served)} models ({', '.join(served)}): name one with --model")
         if model is not None and model not in served:
-            raise Refused(f"{self.url} does not serve {model!r}; it serves {', '.join(served) or 'nothing'}")
+            raise BadInput(f"{self.url} does not serve {model!r}; it serves {', '.join(served) or 'nothing'}")
         self.model = model if model is not None else served[0]
         try:
             self.version = str(self._call("GET", "/version").get("version", "?"))
@@ -233,14 +220,14 @@ class Server:
         return f"vLLM {self.version} at {self.url}, model {self.model}"
 
     def reset(self) -> None:
-        """POST /reset_prefix_cache: Refused where the server has no such endpoint (vLLM serves it only
+        """POST /reset_prefix_cache: BadInput where the server has no such endpoint (vLLM serves it only
         with VLLM_SERVER_DEV_MODE=1); CheckError where vLLM says it did not reset."""
         for attempt in range(5):
             try:
                 answer = self._call("POST", RESET_PATH)
             except urllib.error.HTTPError as error:
                 if error.code in (404, 405):
-                    raise Refused(f"{self.url} has no POST {RESET_PATH}, with which a cold run is made: vLLM serves it "
+                    raise BadInput(f"{self.url} has no POST {RESET_PATH}, with which a cold run is made: vLLM serves it "
                                   f"only when started with VLLM_SERVER_DEV_MODE=1 in its environment (a development "
                                   f"endpoint; keep such a server to yourself), or give --cold-url, a second server of "
                                   f"the same model with --no-enable-prefix-caching") from error
@@ -251,7 +238,7 @@ class Server:
         raise CheckError(f"{self.url} did not reset its prefix cache ({RESET_PATH} said success false five times: is "
                          f"another client's request running?): a cold run would not be cold")
 
-    def serve(self, request: Request) -> Response:
+    def serve(self, request: Request) -> Served:
         """`request` streamed through completions (token ids) or chat completions (messages)."""
         body = {"model": self.model, "temperature": 0.0, "ignore_eos": True, "stream": True,
                 "stream_options": {"include_usage": True}, "return_token_ids": True,
@@ -280,11 +267,11 @@ class Server:
         if usage is None:
             raise CheckError(f"{self.url} sent no usage for request {request.number} (stream_options.include_usage)")
         if len(tokens) != len(logprobs) or not tokens:
-            raise Refused(f"{self.url} returned {len(tokens)} token ids and {len(logprobs)} logprobs for request "
+            raise BadInput(f"{self.url} returned {len(tokens)} token ids and {len(logprobs)} logprobs for request "
                           f"{request.number}: the check needs vLLM's return_token_ids and logprobs")
         details = usage.get("prompt_tokens_details") or {}
         cached = details.get("cached_tokens")
-        return Response(tuple(tokens), tuple(logprobs), None if cached is None else int(cached),
+        return Served(tuple(tokens), tuple(logprobs), None if cached is None else int(cached),
                         int(usage.get("prompt_tokens", 0)), ttft, "".join(text))
 
     def no_counts(self) -> str:
@@ -304,7 +291,7 @@ class Server:
         return urllib.request.Request(self.url + path, data=data, headers=headers, method=method)
 
     def _stream(self, path: str, body: dict, request: Request):
-        """The JSON chunks of a streamed answer; Refused naming the request when the server refuses it."""
+        """The JSON chunks of a streamed answer; BadInput naming the request when the server refuses it."""
         try:
             answer = urllib.request.urlopen(self._request("POST", path, body), timeout=self.timeout)
         except urllib.error.HTTPError as error:
@@ -324,68 +311,14 @@ class Server:
                 yield chunk
 
 
-class Engine:
-    """A vllm.LLM in this process: requests served with its generate() (token ids) or chat() (messages),
-    greedy, with each token's logprob; vLLM's num_cached_tokens is the reused-token count, and the
-    request's first_token_latency the time to first token (measured where the engine keeps request
-    stats: made with disable_log_stats=False, as start() makes it)."""
-
-    counter = "num_cached_tokens"
-
-    def __init__(self, llm):
-        self.llm = llm
-
-    def describe(self) -> str:
-        """The engine in the report's words: vLLM's version and the configuration that decides its results."""
-        return describe(self.llm, self.llm.llm_engine.vllm_config.model_config.model) + ", in this process"
-
-    def reset(self) -> None:
-        """Empties the prefix cache; CheckError where vLLM says it did not."""
-        reset_prefix_cache(self.llm)
-
-    def serve(self, request: Request) -> Response:
-        """`request` served by generate() (token ids) or chat() (messages)."""
-        import vllm
-        from vllm.exceptions import VLLMClientError
-        from vllm.inputs import TokensPrompt
-        params = vllm.SamplingParams(max_tokens=request.max_tokens, temperature=0.0, logprobs=0, ignore_eos=True,
-                                     detokenize=request.messages is not None)
-        try:
-            if request.messages is not None:
-                out = self.llm.chat(list(request.messages), params, use_tqdm=False)[0]
-            else:
-                out = self.llm.generate([TokensPrompt(prompt_token_ids=list(request.prompt))], params,
-                                        use_tqdm=False)[0]
-        except (ValueError, VLLMClientError) as error:  # a request vLLM refuses: too long, an id past the vocabulary
-            where = f"request {request.number}" + (f" (line {request.line})" if request.line else "")
-            raise Refused(f"vLLM refused {where}: {error}") from error
-        completion = out.outputs[0]
-        latency = getattr(out.metrics, "first_token_latency", 0.0) or None
-        return Response(tuple(completion.token_ids), chosen_logprobs(completion), out.num_cached_tokens or 0, len(out.prompt_token_ids),
-                        latency, completion.text or "")
-
-    def no_counts(self) -> str:
-        """Why a response without the reused-token count cannot be checked."""
-        return "vLLM did not say how many prompt tokens it reused (num_cached_tokens)"
-
-
-def start(model: str, **engine_args):
-    """The vllm.LLM the command line checks: `model` with prefix caching on, seed 0 and request stats
-    kept (the time to first token); `engine_args` go to vllm.LLM as they are, over these."""
-    import vllm
-    arguments = dict(model=model, enable_prefix_caching=True, seed=0, disable_log_stats=False)
-    arguments.update(engine_args)
-    return vllm.LLM(**arguments)
-
-
 # ------------------------------------------------------------------------------------------ the check
 
 @dataclasses.dataclass(frozen=True)
 class Compared:
     """One request served, then cold: what differs first (None: equal bit for bit)."""
     request: Request
-    served: Response
-    cold: Response
+    served: Served
+    cold: Served
     difference: Optional[str]
 
 
@@ -521,17 +454,17 @@ def check(target, workload, *, cold=None, progress: Optional[Callable[[int], Non
     each request served as it comes, then cold (after target.reset(), or by `cold`, a second Server
     without prefix caching), compared bit for bit. With `concurrency` above 1 (a Server only), the
     workload's streams are served `concurrency` at a time first, and then each request cold, alone
-    (serve_concurrently()). Returns the Report; raises Refused for bad input (a target that does not
+    (serve_concurrently()). Returns the Report; raises BadInput for bad input (a target that does not
     report its reused tokens, a request it refuses), CheckError where a cold run was not cold. A SIGINT
     (KeyboardInterrupt) or an Interrupted stops it: the Report then covers what ran and says so."""
-    _at_least("concurrency", concurrency, 1)
+    whole("concurrency", concurrency, 1, BadInput)
     if concurrency > 1 and not isinstance(target, Server):
-        raise Refused("--concurrency above 1 needs a server (--url): a vllm.LLM in this process serves one call at a "
+        raise BadInput("--concurrency above 1 needs a server (--url): a vllm.LLM in this process serves one call at a "
                       "time")
-    report = Report(target.describe(),
+    report = Report(_describe(target),
                     "the same server after POST " + RESET_PATH if cold is None and isinstance(target, Server) else
                     "the same engine after reset_prefix_cache()" if cold is None else
-                    f"{cold.describe()}, which must not cache prefixes (--no-enable-prefix-caching)",
+                    f"{_describe(cold)}, which must not cache prefixes (--no-enable-prefix-caching)",
                     workload.describe() + (f", {concurrency} requests in flight" if concurrency > 1 else ""),
                     target.counter)
     report.concurrency = concurrency
@@ -553,7 +486,7 @@ def check(target, workload, *, cold=None, progress: Optional[Callable[[int], Non
         while request is not None:
             if request.clear_first:
                 target.reset()
-            served = target.serve(request)
+            served = _serve(target, request)
             _compare(report, target, cold, request, served)
             if progress:
                 progress(report.compared)
@@ -569,16 +502,40 @@ def check(target, workload, *, cold=None, progress: Optional[Callable[[int], Non
     return report
 
 
-def _compare(report: Report, target, cold, request: Request, served: Response) -> None:
+def _serve(target, request: Request) -> Served:
+    """`request` served by `target`: a Server takes the request as it is; vLLM in this process (Engine)
+    serves its token ids or its chat, and a request it refuses is a BadInput naming the request."""
+    if isinstance(target, Server):
+        return target.serve(request)
+    try:
+        if request.messages is not None:
+            return target.chat(request.messages, request.max_tokens)
+        return target.serve(request.prompt, request.max_tokens)
+    except BadInput as error:
+        raise BadInput(f"vLLM refused {_where(request)}: {error}") from error
+
+
+def _describe(target) -> str:
+    """The target in the report's words: a server's own, or vLLM's version and configuration, in this process."""
+    if isinstance(target, Server):
+        return target.describe()
+    return describe(target.llm, target.llm.llm_engine.vllm_config.model_config.model) + ", in this process"
+
+
+def _where(request: Request) -> str:
+    return f"request {request.number}" + (f" (line {request.line})" if request.line else "")
+
+
+def _compare(report: Report, target, cold, request: Request, served: Served) -> None:
     """`request`, served as `served`, served cold (after target.reset(), or by `cold`) and compared bit
     for bit: a row of the report."""
     if served.cached is None:
-        raise Refused(target.no_counts())
+        raise BadInput(target.no_counts())
     if cold is None:
         target.reset()
-        reference = target.serve(request)
+        reference = _serve(target, request)
     else:
-        reference = cold.serve(request)
+        reference = _serve(cold, request)
     if reference.cached:
         raise CheckError(f"the cold run of request {request.number} took {reference.cached} prompt tokens from "
                          f"the prefix cache: it was not cold")
@@ -605,7 +562,7 @@ def serve_concurrently(target, streams: list, concurrency: int) -> list:
             request = next(stream, None)
             try:
                 while request is not None and not stop.is_set():
-                    response = target.serve(request)
+                    response = _serve(target, request)
                     with lock:
                         served.append((request, response))
                     request = stream.send(response)
@@ -629,7 +586,7 @@ def serve_concurrently(target, streams: list, concurrency: int) -> list:
 # ------------------------------------------------------------------------------------------ the words
 
 def _what(difference: dict) -> str:
-    """vllm_conform.first_difference's answer in pfx replay's words, a logprob with all its bits."""
+    """first_difference's answer in pfx replay's words, a logprob with all its bits."""
     step, got, expected = difference["step"], difference["got"], difference["expected"]
     if difference["where"] == "generated":
         def token(t):
@@ -662,12 +619,11 @@ def _row_json(row: Compared) -> dict:
 
 
 def _refuse_or_fail(endpoint: str, request: Request, code, message) -> None:
-    """Raises Refused where the server refused the request (HTTP 4xx: bad input, such as a token id
+    """Raises BadInput where the server refused the request (HTTP 4xx: bad input, such as a token id
     outside the vocabulary), RuntimeError where it failed (no verdict)."""
-    where = f"request {request.number}" + (f" (line {request.line})" if request.line else "")
     if isinstance(code, int) and 400 <= code < 500:
-        raise Refused(f"{endpoint} refused {where}: HTTP {code}: {message}")
-    raise RuntimeError(f"{endpoint} failed {where}: HTTP {code}: {message}")
+        raise BadInput(f"{endpoint} refused {_where(request)}: HTTP {code}: {message}")
+    raise RuntimeError(f"{endpoint} failed {_where(request)}: HTTP {code}: {message}")
 
 
 def _error_message(error: urllib.error.HTTPError) -> str:
@@ -688,11 +644,6 @@ def _reason(error: Exception) -> str:
     return str(getattr(error, "reason", None) or error)
 
 
-def _at_least(name: str, value, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise Refused(f"{name} must be an integer >= {low}; got {value!r}")
-
-
 def _counted(n: int, noun: str, plural: str = "") -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
@@ -709,7 +660,13 @@ def _escaped(text: str) -> str:
 # ------------------------------------------------------------------------------------ the command line
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog=PROGRAM, description=__doc__.split("\n\n")[0],
+        epilog="Verdicts and exit statuses: 0 every response equalled its cold run (every check passed); 1 a "
+               "response differs (MISMATCH), or nothing reuse could break was compared (FAILED); 2 bad input: an "
+               "option, the trace, or a server that cannot be checked as asked; 3 no verdict (a cold run that was "
+               "not cold, a server that failed in the middle); 74 the output could not be written; 130 and 143 "
+               "stopped by SIGINT or SIGTERM (INTERRUPTED: what ran is printed, and it did not pass).")
     parser.add_argument("trace", nargs="?", help="a JSON Lines trace of token ids, as pfx replay reads one "
                                                  "(default: a generated chat, --chat)")
     parser.add_argument("--url", help="a running OpenAI-compatible vLLM server (http://HOST:PORT)")
@@ -719,10 +676,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", help="with --url: the served model to use (default: the one served); without: "
                                         "the model vLLM loads in this process")
     parser.add_argument("--engine-args", default="{}", help="without --url: vllm.LLM's keyword arguments, a JSON "
-                                                            "object, such as '{\"block_size\": 32}'")
+                                                            "object, such as '{\"block_size\": 32}' (default {})")
     parser.add_argument("--api-key", default=os.environ.get("OPENAI_API_KEY"),
                         help="the servers' API key (default: OPENAI_API_KEY)")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds a server may take for one request")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds a server may take for one request (default 600)")
     parser.add_argument("--chat", type=int, default=None, help="conversations of the generated chat (default 3)")
     parser.add_argument("--turns", type=int, default=None, help="turns of each conversation (default 5)")
     parser.add_argument("--seed", type=int, default=None, help="the generated chat's seed (default 1)")
@@ -732,8 +690,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--concurrency", type=int, default=1,
                         help="requests in flight at once, as a loaded server serves them (default 1: one at a "
                              "time); each response is still compared with its cold run served alone. Needs --url")
-    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    parser.add_argument("--no-progress", action="store_true", help="draw no progress bar on a terminal")
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object (default: text)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="draw no progress bar on a terminal (default: one on a terminal, none elsewhere)")
     return parser
 
 
@@ -741,7 +700,7 @@ def _workload(arguments) -> Chat | Trace:
     if arguments.trace is not None:
         for option in ("chat", "turns", "seed"):
             if getattr(arguments, option) is not None:
-                raise Refused(f"--{option} is an option of the generated chat, not of a trace")
+                raise BadInput(f"--{option} is an option of the generated chat, not of a trace")
         return Trace(arguments.trace, arguments.max_new_tokens)
     return Chat(3 if arguments.chat is None else arguments.chat, 5 if arguments.turns is None else arguments.turns,
                 1 if arguments.seed is None else arguments.seed, arguments.max_new_tokens)
@@ -749,33 +708,33 @@ def _workload(arguments) -> Chat | Trace:
 
 def _targets(arguments):
     """(target, cold): the server(s) of --url and --cold-url, or an engine started on --model."""
-    _at_least("--concurrency", arguments.concurrency, 1)
+    whole("--concurrency", arguments.concurrency, 1, BadInput)
     if arguments.concurrency > 1 and arguments.url is None:
-        raise Refused("--concurrency above 1 needs a server (--url): a vllm.LLM in this process serves one call at a "
+        raise BadInput("--concurrency above 1 needs a server (--url): a vllm.LLM in this process serves one call at a "
                       "time")
     if arguments.url is not None:
         if arguments.engine_args != "{}":
-            raise Refused("--engine-args sets up vLLM in this process; a server at --url was set up when it started")
+            raise BadInput("--engine-args sets up vLLM in this process; a server at --url was set up when it started")
         cold = None
         target = Server(arguments.url, model=arguments.model, api_key=arguments.api_key, timeout=arguments.timeout)
         if arguments.cold_url is not None:
             cold = Server(arguments.cold_url, model=target.model, api_key=arguments.api_key, timeout=arguments.timeout)
         return target, cold
     if arguments.cold_url is not None:
-        raise Refused("--cold-url is the cold side of --url: vLLM in this process makes its cold runs after a reset")
+        raise BadInput("--cold-url is the cold side of --url: vLLM in this process makes its cold runs after a reset")
     if arguments.model is None:
-        raise Refused("give --url URL (a running vLLM server) or --model MODEL (vLLM in this process)")
+        raise BadInput("give --url URL (a running vLLM server) or --model MODEL (vLLM in this process)")
     try:
         engine_args = json.loads(arguments.engine_args)
     except ValueError as error:
-        raise Refused(f"--engine-args: {error}") from error
+        raise BadInput(f"--engine-args: {error}") from error
     if not isinstance(engine_args, dict):
-        raise Refused(f"--engine-args: expected a JSON object of vllm.LLM's keyword arguments, got "
+        raise BadInput(f"--engine-args: expected a JSON object of vllm.LLM's keyword arguments, got "
                       f"{arguments.engine_args}")
     try:
         import vllm  # noqa: F401
     except ImportError as error:
-        raise Refused(f"vLLM cannot be imported here ({error}): --model runs it in this process; --url checks a "
+        raise BadInput(f"vLLM cannot be imported here ({error}): --model runs it in this process; --url checks a "
                       f"server from anywhere") from error
     return Engine(start(arguments.model, **engine_args)), None
 
@@ -800,7 +759,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         total = workload.conversations * workload.turns if isinstance(workload, Chat) else len(workload.items)
         report = check(target, workload, cold=cold, progress=None if bar is None else lambda done: bar(done, total),
                        concurrency=arguments.concurrency)
-    except Refused as error:
+    except BadInput as error:
         print(f"{PROGRAM}: {error}", file=sys.stderr)
         return 2
     except Interrupted as stop:

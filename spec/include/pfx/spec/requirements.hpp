@@ -142,7 +142,7 @@ inline constexpr std::array requirements = {
                 "is off unless PFX_VLLM (or enable()) turns it on, leaves vLLM unchanged when off, and refuses a "
                 "malformed knob, a chunk off vLLM's block grid and an untested vLLM version with an error naming them"},
     Requirement{"VLLM-4",
-                "pfx.integrations.vllm_conform checks vLLM through its own prefix cache: each resume at a multiple "
+                "pfx.integrations.vllm.conform checks vLLM through its own prefix cache: each resume at a multiple "
                 "of a candidate grid takes exactly its offset from the cache (else an error, never a verdict) and "
                 "is compared with repeated cold runs, generated tokens and logprobs bit for bit, and rows decode "
                 "wrote are tried apart; the verdict, text, JSON and exit status are pfx conform's, from the same "
@@ -177,7 +177,7 @@ inline constexpr std::array requirements = {
                 "CPU build's attention KV split off; vLLM's batch-invariant mode on CUDA) and says at start what it "
                 "set and why; PFX_VLLM_BATCH_INVARIANT=0 keeps vLLM's kernels and says the guarantee is then for a "
                 "request served alone; a vLLM variable set otherwise is refused by name; "
-                "pfx.integrations.vllm_conform's batching finding says whether an answer depends on its batch, with "
+                "pfx.integrations.vllm.conform's batching finding says whether an answer depends on its batch, with "
                 "a counterexample: not under the plugin's settings, and it does with vLLM's kernels"},
     Requirement{"VLLM-10",
                 "speculative decoding with n-gram drafts is served: the padded admission of a request with one "
@@ -207,7 +207,7 @@ inline constexpr std::array requirements = {
                 "client each resumed chat turn equals its cold run where the stock server's differ, each decision "
                 "is logged, and a setting the rule cannot take stops it naming the setting"},
     Requirement{"SERVE-1",
-                "pfx.integrations.vllm_verify replays a workload through a running vLLM server or a vllm.LLM, one "
+                "pfx.integrations.vllm.verify replays a workload through a running vLLM server or a vllm.LLM, one "
                 "request at a time or (a server) with --concurrency N requests in flight, and compares each "
                 "response with a cold run of it served alone (after a reset of the prefix "
                 "cache, or from a second server without one), generated tokens and logprobs bit for bit; it reports "

@@ -1,0 +1,119 @@
+"""What pfx's two checks of vLLM share (``pfx.integrations.vllm.conform``, the check of a configuration
+through vLLM's cache, and ``pfx.integrations.vllm.verify``, the check of a server a user runs): what a
+served request returned, its comparison with a cold run, vLLM in this process, and the two errors
+that are not a verdict.
+
+Private: users import the two checks, whose names this module's are re-exported under."""
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import Optional, Sequence
+
+
+class BadInput(ValueError):
+    """The check cannot run as asked: an option, a trace, a model or a server it cannot use, named.
+    Exit status 2."""
+
+
+class CheckError(RuntimeError):
+    """The check could not do what it says (vLLM did not take the cached tokens it was led to, a cold run
+    was not cold, a reset did not happen): no verdict, never a pass. Exit status 3."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Served:
+    """What vLLM answered one request: the generated tokens, each one's logprob as vLLM returned it, the
+    prompt's tokens vLLM took from its prefix cache (None: not reported), and, where known, the
+    prompt's length, the time to first token and the text."""
+    tokens: tuple
+    logprobs: tuple
+    cached: Optional[int]
+    prompt_tokens: int = 0
+    ttft_s: Optional[float] = None
+    text: str = ""
+
+
+def first_difference(got: Served, expected: Served) -> Optional[dict]:
+    """The first step at which two outputs differ: its token, or else its logprob, bit for bit."""
+    for step in range(max(len(got.tokens), len(expected.tokens))):
+        a = got.tokens[step] if step < len(got.tokens) else -1
+        b = expected.tokens[step] if step < len(expected.tokens) else -1
+        if a != b:
+            return {"where": "generated", "step": step, "got": a, "expected": b}
+        if struct.pack("<d", got.logprobs[step]) != struct.pack("<d", expected.logprobs[step]):
+            return {"where": "logprob", "step": step, "got": got.logprobs[step], "expected": expected.logprobs[step]}
+    return None
+
+
+def chosen_logprobs(completion) -> tuple:
+    """The logprob vLLM gave each token it generated in `completion` (a CompletionOutput asked for
+    logprobs), in order: what a check compares bit for bit beside the tokens."""
+    return tuple(step[token].logprob for step, token in zip(completion.logprobs, completion.token_ids))
+
+
+def start(model: str, **engine_args):
+    """A vllm.LLM for a check: `model` with prefix caching on, seed 0 and request stats kept (the time to
+    first token); `engine_args` go to vllm.LLM as they are, over these."""
+    import vllm
+    arguments = dict(model=model, enable_prefix_caching=True, seed=0, disable_log_stats=False)
+    arguments.update(engine_args)
+    return vllm.LLM(**arguments)
+
+
+class Engine:
+    """A vllm.LLM in this process as the checks drive it: token-id prompts (alone, or several in one
+    batch) and chats served greedily, `max_tokens` tokens whatever the end-of-sequence token, with the
+    chosen token's logprob; vLLM's num_cached_tokens is the reused-token count, and the request's
+    first_token_latency its time to first token (kept where the engine keeps request stats: start()).
+    A test can stand another object with serve() and reset() in (serve_batch() for the batching
+    finding)."""
+
+    counter = "num_cached_tokens"
+
+    def __init__(self, llm):
+        self.llm = llm
+
+    def serve(self, prompt: Sequence[int], max_tokens: int) -> Served:
+        return self.serve_batch([prompt], max_tokens)[0]
+
+    def serve_batch(self, prompts: Sequence[Sequence[int]], max_tokens: int) -> list:
+        """`prompts` served in one call, as vLLM batches them, each as serve() serves one."""
+        from vllm.inputs import TokensPrompt
+        outputs = self._call(lambda params: self.llm.generate(
+            [TokensPrompt(prompt_token_ids=list(prompt)) for prompt in prompts], params, use_tqdm=False),
+            max_tokens, detokenize=False)
+        return [self._served(out) for out in outputs]
+
+    def chat(self, messages: Sequence[dict], max_tokens: int) -> Served:
+        """`messages` served through vLLM's chat template (the model's tokenizer), as chat() serves them."""
+        return self._served(self._call(lambda params: self.llm.chat(list(messages), params, use_tqdm=False),
+                                       max_tokens, detokenize=True)[0])
+
+    def reset(self) -> None:
+        """Empties the prefix cache, so that what is served next is a cold run; CheckError where vLLM says
+        it did not."""
+        if not self.llm.reset_prefix_cache():
+            raise CheckError("vLLM did not reset its prefix cache: a cold run would not be cold")
+
+    def no_counts(self) -> str:
+        """Why a response without the reused-token count cannot be checked."""
+        return "vLLM did not say how many prompt tokens it reused (num_cached_tokens)"
+
+    def _call(self, call, max_tokens: int, detokenize: bool):
+        """call(params), a request vLLM refuses (too long, an id past the vocabulary) a BadInput."""
+        import vllm
+        from vllm.exceptions import VLLMClientError
+        params = vllm.SamplingParams(max_tokens=max_tokens, temperature=0.0, logprobs=1, ignore_eos=True,
+                                     detokenize=detokenize)
+        try:
+            return call(params)
+        except (ValueError, VLLMClientError) as error:
+            raise BadInput(str(error)) from error
+
+    @staticmethod
+    def _served(out) -> Served:
+        completion = out.outputs[0]
+        latency = getattr(out.metrics, "first_token_latency", 0.0) or None
+        return Served(tuple(completion.token_ids), chosen_logprobs(completion), out.num_cached_tokens or 0,
+                      len(out.prompt_token_ids), latency, completion.text or "")
