@@ -187,9 +187,12 @@ std::string measured_only(const Report& r) {
 
 }  // namespace
 
+std::string prefill_step_words(std::size_t step) {
+  return step == SIZE_MAX ? "one step, whatever the length" : counted(step, "token", "tokens");
+}
+
 std::string prefill_step_skip_reason(std::size_t step) {
-  const std::string size = step == SIZE_MAX ? "one step, whatever the length" : counted(step, "token", "tokens");
-  return "the prefill step (" + size + "): pfx's rule (decide, bound 'prefill step') never resumes where the "
+  return "the prefill step (" + prefill_step_words(step) + "): pfx's rule (decide, bound 'prefill step') never resumes where the "
          "resumed prefill would end with a step of one token and the cold run's would not, or the other way round";
 }
 

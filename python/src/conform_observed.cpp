@@ -266,6 +266,11 @@ void add_conform_observed(py::module_& m) {
       "Why the check skips the offsets pfx's rule, told the engine's prefill step, never resumes at: pfx "
       "conform's own words (2^64 - 1: one step, whatever the length).");
   m.def(
+      "prefill_step_words",
+      [](py::handle prefill_step) { return conform::prefill_step_words(count(prefill_step, "prefill_step")); },
+      py::arg("prefill_step"),
+      "A prefill step in pfx conform's words: \"256 tokens\", or \"one step, whatever the length\" for 2^64 - 1.");
+  m.def(
       "conform_observed",
       [](const std::string& engine, py::handle budget, py::handle chunk, py::handle rule_chunk, py::handle vocab,
          py::handle lengths, py::handle prompts, py::handle cold_runs, py::handle prefilled_tokens,

@@ -198,7 +198,11 @@ class Settings(unittest.TestCase):
         self.assertIn("whatever is batched beside it", invariant)
         kernels = plugin._guarantee(plugin.Settings(batch_invariant=False))
         self.assertIn("PFX_VLLM_BATCH_INVARIANT=0 keeps vLLM's own kernels: a request served alone", kernels)
-        self.assertIn("vllm_conform --vllm-kernels measures it", kernels)
+        self.assertIn("vllm.conform --vllm-kernels measures it", kernels)
+        # The step in the core's report's words, from the binding: never the number 2^64 - 1.
+        self.assertEqual(plugin._describe_step(256), "prefill step 256 tokens")
+        self.assertEqual(plugin._describe_step(plugin.ONE_STEP), "prefill step one step, whatever the length")
+        self.assertNotIn(str(plugin.ONE_STEP), plugin._describe_step(plugin.ONE_STEP))
 
     @verifies("VLLM-3")
     def test_malformed_knobs_raise_config_errors_naming_the_variable(self):

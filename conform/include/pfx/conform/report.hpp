@@ -178,6 +178,10 @@ struct Report {
 /// tokens (Config::prefill_step, INV-12), never resumes there.
 [[nodiscard]] std::string prefill_step_skip_reason(std::size_t step);
 
+/// A prefill step (Config::prefill_step, nonzero) in a report's words: "256 tokens", or "one step,
+/// whatever the length" for SIZE_MAX, a scheduler that prefills a whole prompt at once.
+[[nodiscard]] std::string prefill_step_words(std::size_t step);
+
 /// The verdict from the results (report.recommended and report.verdict), as check() sets them:
 /// degenerate when a premise failed; nondeterministic when the cold runs disagree; else the smallest exact grid is recommended, and the
 /// rule chunk is safe when its own grid is exact.

@@ -442,10 +442,10 @@ def _scheduler_init(self, *args, **kwargs) -> None:
 
 
 def _describe_step(step: int) -> str:
-    """The step premise in the start message's words (the core's words for a step: whole prompt, or a count)."""
+    """The step premise in the start message's words, the step in pfx conform's own (never 2^64 - 1)."""
     if step == 0:
         return "no prefill-step premise (vLLM computes a one-token prefill step as a longer one)"
-    return "prefill step " + ("whole prompt" if step == ONE_STEP else str(step))
+    return f"prefill step {_native.prefill_step_words(step)}"
 
 
 def _guarantee(settings: Settings) -> str:
