@@ -372,7 +372,10 @@ def _get_computed_blocks(self, request):
     while True:
         computed, hit, uncached = self.coordinator.find_longest_cache_hit(request.block_hashes, limit)
         lookups += 1
-        decision = _native.decide(config, tokens[:hit], hit, tokens)
+        # The record is the request's own tokens[:hit], which its prompt holds by construction: the rule
+        # reads only the two lengths, so it is given zeros of those lengths rather than vLLM's ids, which
+        # may hold a multimodal placeholder (-1) or ids outside the core's token range that no rule reads.
+        decision = _native.decide(config, bytes(hit), hit, bytes(len(tokens)))
         first = first or (hit, decision)
         if decision.offset == hit:
             break
