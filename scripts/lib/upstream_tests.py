@@ -25,10 +25,13 @@ REQUIRED = "tests/v1/core/test_prefix_caching.py"
 
 def fetch(url: str, sha256: str, into) -> None:
     digest = hashlib.sha256()
-    with urllib.request.urlopen(url, timeout=120) as response:
-        while block := response.read(1 << 20):
-            digest.update(block)
-            into.write(block)
+    try:
+        with urllib.request.urlopen(url, timeout=120) as response:
+            while block := response.read(1 << 20):
+                digest.update(block)
+                into.write(block)
+    except OSError as error:  # URLError, HTTPError and timeouts alike
+        raise SystemExit(f"{url} could not be fetched: {error}") from None
     if digest.hexdigest() != sha256:
         raise SystemExit(f"{url}: sha256 {digest.hexdigest()}, expected {sha256}: not the file pfx was tested with")
 

@@ -140,7 +140,8 @@ class UpstreamPrefixCaching(unittest.TestCase):
     def test_vllms_own_prefix_caching_suite_passes_but_for_the_differences_by_design(self):
         folder = upstream_folder()
         if not os.path.isfile(os.path.join(folder, UPSTREAM_FILE)):
-            self.skipTest(f"vLLM's own tests are not in {folder}: scripts/vllm.sh fetches them")
+            self.skipTest(f"vLLM's own tests are not in {folder}: scripts/vllm.sh fetches them (its log: "
+                          f"{os.path.dirname(folder)}/upstream-tests.log)")
         # upstream_rule.py from here, and pfx as this process finds it. HF_HUB_OFFLINE: a test that would read a
         # model's configuration from Hugging Face's hub fails at once rather than waiting on the network.
         path = [HERE] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
