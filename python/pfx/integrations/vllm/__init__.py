@@ -518,7 +518,11 @@ def _get_computed_blocks(self, request):
     while True:
         computed, hit, uncached = self.coordinator.find_longest_cache_hit(request.block_hashes, limit)
         lookups += 1
-        decision = _native.decide(config, tokens[:hit], hit, tokens)
+        # The record is the request's own tokens[:hit], which its prompt holds: the rule reads only the two
+        # lengths. Zeros of those lengths stand for them, so that vLLM's ids (a multimodal placeholder is
+        # -1; an id may lie outside the core's token range) never reach pfx.decide's conversion, whose
+        # ValueError would stop vLLM's engine core for a prompt vLLM accepts.
+        decision = _native.decide(config, bytes(hit), hit, bytes(len(tokens)))
         first = first or (hit, decision)
         if decision.offset == hit:
             break
