@@ -51,4 +51,5 @@ def pytest_terminal_summary(terminalreporter):
     """Said even with -q, so that a run can show the rule was on (test_vllm_upstream.py reads it)."""
     terminalreporter.write_line(f"pfx's rule configured {_configured} KV cache managers (pfx from "
                                 f"{os.path.dirname(pfx.__file__)}; chunk: the block size, keep_min 0, prefill "
-                                f"step {STEP} for a manager made alone)")
+                                f"step {pfx._native.prefill_step_words(STEP) if STEP else 'none'} for a manager "
+                                f"made alone)")
