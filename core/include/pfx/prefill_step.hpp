@@ -33,9 +33,9 @@ namespace pfx {
 /// - r == 0 (the cold run ends alone): k > 0 keeps it iff k ≡ 0 (mod s) and not (padded and
 ///   k == n - 1); with k ≡ 0 (mod c), iff lcm(c, s) = L divides k and, padded, k != n - 1. The
 ///   largest multiple of L at most a is m = align_down(a, L). If m == 0, or m != n - 1, or no
-///   padding, m. Else (padded, m == n - 1 > 0) every multiple of L in (m - L, m] is m itself, and
-///   m - L >= 0 is a multiple of L other than n - 1 (or 0): m - L. An lcm past SIZE_MAX exceeds a,
-///   so only 0 is left.
+///   padding, m. Else (padded, m == n - 1 > 0) the only multiple of L in (m - L, m] is m, which
+///   fails; m - L >= 0 is a multiple of L below n - 1, so it keeps the premise (0 always does):
+///   m - L. An lcm past SIZE_MAX exceeds a, so only 0 is left.
 /// - r != 0 (it does not): k > 0 keeps it iff k ≢ r (mod s), or padded and k == n - 1. If a ≢ r, a
 ///   itself. If padded and a == n - 1 (then a ≡ r ≢ 0, so a > 0), a itself. Else a ≡ r ≢ 0, so
 ///   a > 0 and, a multiple of c, a >= c; and a - c ≡ r - c, which is ≢ r iff c ≢ 0 (mod s). If
