@@ -127,7 +127,8 @@ PFX_PROPERTY(CliExplain, TheDecisionAndTheBoundAreThoseOfDecideOnEveryRecordAndP
   }
   const pfx::Config config{*rc::gen::arbitrary<bool>(), *rc::gen::inRange<std::size_t>(0, 9),
                            *rc::gen::inRange<std::size_t>(1, 9),
-                           *rc::gen::weightedElement<std::size_t>({{4, 0}, {1, 1}, {1, 2}, {1, 3}, {1, 5}, {1, SIZE_MAX}})};
+                           *rc::gen::weightedElement<std::size_t>({{4, 0}, {1, 1}, {1, 2}, {1, 3}, {1, 5}, {1, SIZE_MAX}}),
+                           *rc::gen::weightedElement<std::size_t>({{2, 0}, {1, 1}, {1, 3}, {1, SIZE_MAX}})};
   const bool as_object = *rc::gen::arbitrary<bool>();
 
   ExplainOptions options;
@@ -138,6 +139,7 @@ PFX_PROPERTY(CliExplain, TheDecisionAndTheBoundAreThoseOfDecideOnEveryRecordAndP
   options.keep_min = config.keep_min;
   options.enabled = config.enabled;
   options.prefill_step = config.prefill_step;
+  options.admission_padding = config.admission_padding;
   // The environment says the opposite, so the option must win.
   const ScopedEnvironment reuse("TF_GLM53_PREFIX_CACHE", config.enabled ? "0" : "1");
 
@@ -396,6 +398,41 @@ TEST(CliExplain, ThePrefillStepIsAnOptionWithARowOfItsOwn) {
     const pfx::test::PfxRun refused = pfx::test::run_pfx(args + " --prefill-step " + bad);
     EXPECT_EQ(refused.status, pfx::cli::exit_bad_input) << bad;
     EXPECT_NE(refused.err.find("--prefill-step"), std::string::npos) << bad << ": " << refused.err;
+    EXPECT_EQ(refused.out, "") << bad;
+  }
+}
+
+TEST(CliExplain, TheAdmissionPaddingIsAnOptionTheStepRowSays) {
+  pfx::test::verifies("CLI-4 INV-12");
+  // As above, a resume at 8 of a 9-token prompt in steps of 3; padded, that admission computes 4
+  // rows, not its last token alone, so it is kept: 8, decided by one token left.
+  const ScopedEnvironment reuse("TF_GLM53_PREFIX_CACHE", std::nullopt);
+  const std::string args = "explain --record [1,2,3,4,5,6,7,8,9,10] --prompt [1,2,3,4,5,6,7,8,9] --chunk 2 --keep-min 2";
+  const pfx::test::PfxRun padded = pfx::test::run_pfx(args + " --prefill-step 3 --admission-padding 3");
+  EXPECT_EQ(padded.status, pfx::cli::exit_ok) << padded.err;
+  EXPECT_NE(padded.out.find("config: reuse on, keep_min 2, chunk 2, prefill step 3, admission padding 3\n"),
+            std::string::npos)
+      << padded.out;
+  EXPECT_NE(padded.out.find("  prefill step            8  INV-12 alignment, lowered so a resume ends with a "
+                            "one-token step iff the cold run does (prefill step 3, admission padding 3)\n"),
+            std::string::npos)
+      << padded.out;
+  EXPECT_TRUE(padded.out.ends_with("\noffset 8: reused, decided by one token left\n")) << padded.out;
+  // Full width, in JSON; without a prefill step the padding is carried but decides nothing.
+  const pfx::test::PfxRun json = pfx::test::run_pfx(args + " --prefill-step 3 --admission-padding 18446744073709551615 --json");
+  EXPECT_EQ(json.status, pfx::cli::exit_ok) << json.err;
+  const nlohmann::json report = nlohmann::json::parse(json.out);
+  EXPECT_EQ(report["config"]["admission_padding"].get<std::size_t>(), SIZE_MAX);
+  EXPECT_EQ(report["offset"], 8);
+  const pfx::test::PfxRun no_step = pfx::test::run_pfx(args + " --admission-padding 3");
+  EXPECT_EQ(no_step.out.find("admission padding"), std::string::npos) << no_step.out;
+  EXPECT_TRUE(no_step.out.ends_with("\noffset 8: reused, decided by one token left\n")) << no_step.out;
+  const pfx::test::PfxRun unpadded = pfx::test::run_pfx(args + " --prefill-step 3 --json");
+  EXPECT_EQ(nlohmann::json::parse(unpadded.out)["config"]["admission_padding"], 0) << unpadded.out;
+  for (const char* bad : {"-1", "18446744073709551616", "three"}) {
+    const pfx::test::PfxRun refused = pfx::test::run_pfx(args + " --admission-padding " + bad);
+    EXPECT_EQ(refused.status, pfx::cli::exit_bad_input) << bad;
+    EXPECT_NE(refused.err.find("--admission-padding"), std::string::npos) << bad << ": " << refused.err;
     EXPECT_EQ(refused.out, "") << bad;
   }
 }

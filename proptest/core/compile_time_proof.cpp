@@ -39,10 +39,11 @@ struct Counts {
   std::size_t failed;
   std::size_t granted;
   std::size_t lowered;
+  std::size_t padding_mattered;
 };
 inline constexpr Counts slice = [] {
   const pfx::refinement::Tally t = prove(domain, pfx::refinement::only(PFX_PROOF_CHUNK, PFX_PROOF_KEEP_MIN));
-  return Counts{t.failed, t.granted, t.lowered};
+  return Counts{t.failed, t.granted, t.lowered, t.padding_mattered};
 }();
 
 // The object's name (pfx_compile_time_<proof>_proof_chunk<C>_keep_min<K>) says which proof and
@@ -58,6 +59,11 @@ static_assert(slice.granted > 0,
 // A slice of a domain with prefill steps sees the step lower some offset: INV-12 judges real cuts.
 static_assert(domain.max_prefill_step == 0 || slice.lowered > 0,
               "this slice of the bounded domain never lets the prefill step lower an offset");
+
+// A slice of a domain with an admission padding sees it change some answer: INV-12 judges padded
+// resumes at len - 1, not only unpadded ones.
+static_assert(domain.max_admission_padding == 0 || slice.padding_mattered > 0,
+              "this slice of the bounded domain never lets the admission padding change an answer");
 
 // Together the slices cover the whole domain, no more and no less.
 static_assert(PFX_PROOF_MAX_CHUNK == domain.max_chunk && PFX_PROOF_MAX_KEEP_MIN == domain.max_keep_min,

@@ -20,7 +20,8 @@ static_assert(pfx::refinement::run_time_step_domain.max_length >= pfx::refinemen
               pfx::refinement::run_time_step_domain.max_keep_min >= pfx::refinement::compile_time_step_domain.max_keep_min &&
               pfx::refinement::run_time_step_domain.max_chunk >= pfx::refinement::compile_time_step_domain.max_chunk &&
               pfx::refinement::run_time_step_domain.max_prefill_step >= pfx::refinement::compile_time_step_domain.max_prefill_step &&
-              pfx::refinement::run_time_step_domain.letters == pfx::refinement::compile_time_step_domain.letters);
+              pfx::refinement::run_time_step_domain.letters == pfx::refinement::compile_time_step_domain.letters &&
+              pfx::refinement::run_time_step_domain.max_admission_padding >= pfx::refinement::compile_time_step_domain.max_admission_padding);
 
 namespace {
 
@@ -55,6 +56,7 @@ TEST(Exhaustive, TheRuleUnderEveryPrefillStepEqualsTheReferenceOnLongerPrompts) 
   EXPECT_GT(t.granted, 50000U);
   EXPECT_GT(t.lowered, 10000U);                // the step lowered offsets: INV-12 judged real cuts
   EXPECT_GT(t.lowered_below_keep_min, 1000U);  // and some of them below keep_min (INV-4 after it)
+  EXPECT_GT(t.padding_mattered, 1000U);        // and the admission padding changed answers (INV-12)
 }
 
 TEST(Exhaustive, TheProtocolEqualsTheReferenceFromEveryStateOfTheBoundedDomain) {
@@ -89,6 +91,7 @@ TEST(Exhaustive, EveryCompileTimeSliceGrantsANonZeroOffset) {
   slices(pfx::refinement::compile_time_step_domain, [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) {
     pfx::refinement::Tally t = pfx::refinement::prove_rule_over(d, s);
     EXPECT_GT(t.lowered, 0U) << "chunk " << s.chunk << ", keep_min " << s.keep_min;  // as compile_time_proof.cpp asserts
+    EXPECT_GT(t.padding_mattered, 0U) << "chunk " << s.chunk << ", keep_min " << s.keep_min;
     return t;
   });
   slices(pfx::refinement::compile_time_protocol_domain,

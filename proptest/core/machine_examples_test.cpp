@@ -234,6 +234,35 @@ constexpr bool prefill_step_is_named_and_keep_min_judged_after_it() {
 }
 static_assert(prefill_step_is_named_and_keep_min_judged_after_it());
 
+/// The admission padding (INV-12) on the same examples, with vLLM's padding of a speculating
+/// engine (3 draft tokens): the 97-token prompt is resumed at 96, since that admission computes 4
+/// rows, not its last token alone; the 257-token one, whose cold run ends with one token alone, is
+/// not resumed at 256 (4 rows there) but at the multiple of lcm(32, 256) below: 0, served cold.
+/// Changing the padding keeps the record, as changing the step does.
+constexpr bool admission_padding_keeps_or_lowers_the_last_token() {
+  bool ok = true;
+  const auto held_whole = [](const Config& c, std::size_t n) {
+    Machine m = configured(c);
+    (void)m.record(concat(iota(n), {7}), n);  // the prompt, then a token decode wrote
+    return m.query(iota(n)).decision;
+  };
+  const pfx::Decision kept = held_whole({true, 0, 32, 256, 3}, 97);
+  ok = ok && kept.offset == 96 && kept.reason == Reason::reused && kept.bound == Bound::one_token_left;
+  const pfx::Decision lowered = held_whole({true, 0, 32, 256, 3}, 257);
+  ok = ok && lowered.offset == 0 && lowered.reason == Reason::nothing_reusable;
+  ok = ok && lowered.bound == Bound::prefill_step;
+  // With steps of 64 the 257-token prompt falls one multiple of 64, to 192.
+  ok = ok && held_whole({true, 0, 32, 64, 1}, 257).offset == 192;
+  // Without a step the padding is no premise: 96, as ever.
+  ok = ok && held_whole({true, 0, 32, 0, SIZE_MAX}, 97).offset == 96;
+  Machine m = configured({true, 0, 32, 256, 3});
+  ok = ok && m.record(iota(97), 97).accepted();
+  ok = ok && m.configure({true, 0, 32, 256, 0}).accepted() && m.held().ids == iota(97);
+  ok = ok && m.configure({true, 0, 32, 256, SIZE_MAX}).accepted() && m.held().ids == iota(97);
+  return ok;
+}
+static_assert(admission_padding_keeps_or_lowers_the_last_token());
+
 /// prefill_step_bound at full width, where no prompt a test can hold reaches: the lcm past 2^64 - 1,
 /// one step whatever the length (SIZE_MAX) on a prompt of 2^64 - 1 tokens, a step that divides the
 /// chunk.
@@ -253,6 +282,12 @@ constexpr bool prefill_step_bound_at_full_width() {
   ok = ok && pfx::prefill_step_bound(1001, 992, 32, 16) == 992;
   // No premise, or nothing to keep.
   ok = ok && pfx::prefill_step_bound(97, 96, 32, 0) == 96 && pfx::prefill_step_bound(1, 0, 1, 2) == 0;
+  // A padded admission at n - 1: one step of 2^64 - 1 tokens kept at 2^64 - 2 (not one token
+  // alone there); a cold run of 2^63 + 1 tokens ending alone in steps of 2^32 falls from 2^63 to
+  // the multiple of lcm(2^32, 2^32) below; no step, no premise.
+  ok = ok && pfx::prefill_step_bound(SIZE_MAX, SIZE_MAX - 1, 1, SIZE_MAX, true) == SIZE_MAX - 1;
+  ok = ok && pfx::prefill_step_bound(two_to_63 + 1, two_to_63, two_to_32, two_to_32, true) == two_to_63 - two_to_32;
+  ok = ok && pfx::prefill_step_bound(97, 96, 32, 0, true) == 96;
   return ok;
 }
 static_assert(prefill_step_bound_at_full_width());
@@ -260,6 +295,11 @@ static_assert(prefill_step_bound_at_full_width());
 TEST(Machine, ThePrefillStepBoundAtFullWidth) {
   pfx::test::verifies("INV-12");
   EXPECT_TRUE(prefill_step_bound_at_full_width());
+}
+
+TEST(Machine, AnAdmissionPaddingKeepsOrLowersTheResumeAtTheLastToken) {
+  pfx::test::verifies("INV-12");
+  EXPECT_TRUE(admission_padding_keeps_or_lowers_the_last_token());
 }
 
 TEST(Machine, ThePrefillStepIsNamedAndKeepMinJudgesTheOffsetItLeaves) {

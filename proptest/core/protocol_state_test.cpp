@@ -39,8 +39,8 @@ struct Lane {
   std::size_t steps = 0;
 };
 
-/// Every kind of event common, huge keep_min and chunk and every kind of prefill step among the
-/// settings, and tails long enough to cross the blocks of the run-time prefix compare.
+/// Every kind of event common, huge keep_min and chunk and every kind of prefill step and admission
+/// padding among the settings, and tails long enough to cross the blocks of the run-time prefix compare.
 constexpr pfx::refinement::EventRanges protocol_ranges{
     .long_tail = 40,
     .huge = true,

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,23 +45,28 @@ pfx::spec::State model_of(const Case& k) {
 /// the largest multiple of step below t.
 bool alone(std::size_t t, std::size_t step) { return (t - 1) % step == 0; }
 
+/// Whether a resume leaving t >= 1 tokens ends with a step of one token alone: as alone(t), but an
+/// engine that pads an admission leaving one token (`padded`) computes that step with more rows.
+bool alone_resumed(std::size_t t, std::size_t step, bool padded) { return alone(t, step) && !(padded && t == 1); }
+
 /// The prefill step's bound by brute force: from `aligned` down, chunk by chunk, the first offset
 /// whose resumed prefill ends alone exactly when the cold one does; nullopt when none is found in
 /// `most` chunks (the brute force is then left to the window it could search).
 std::optional<std::size_t> step_search(std::size_t n, std::size_t aligned, std::size_t chunk, std::size_t step,
-                                       std::size_t most = SIZE_MAX) {
+                                       bool padded, std::size_t most = SIZE_MAX) {
   if (step == 0) return aligned;
   std::size_t k = aligned;
   for (std::size_t tried = 0; tried < most; ++tried) {
-    if (k == 0 || alone(n - k, step) == alone(n, step)) return k;
+    if (k == 0 || alone_resumed(n - k, step, padded) == alone(n, step)) return k;
     k -= chunk;
   }
   return std::nullopt;
 }
 
 /// The brute force for prompts a test can hold (the search is at most len(prompt) chunks).
-std::size_t largest_keeping_the_step(std::size_t n, std::size_t aligned, std::size_t chunk, std::size_t step) {
-  return *step_search(n, aligned, chunk, step);
+std::size_t largest_keeping_the_step(std::size_t n, std::size_t aligned, std::size_t chunk, std::size_t step,
+                                     bool padded) {
+  return *step_search(n, aligned, chunk, step, padded);
 }
 
 void tag(const Case& k, const pfx::Decision& d) {
@@ -203,7 +209,8 @@ PFX_PROPERTY(Rule, BoundsAreEachBoundsDefinition, "INV-1 INV-2 INV-3 INV-5 INV-1
   RC_ASSERT(b.one_token_left == (k.prompt.empty() ? 0 : k.prompt.size() - 1));
   const std::size_t tightest = std::min({b.common_prefix, b.canonical_end, b.one_token_left});
   RC_ASSERT(b.aligned == tightest - tightest % config.chunk);
-  RC_ASSERT(b.stepped == largest_keeping_the_step(k.prompt.size(), b.aligned, config.chunk, config.prefill_step));
+  RC_ASSERT(b.stepped == largest_keeping_the_step(k.prompt.size(), b.aligned, config.chunk, config.prefill_step,
+                                                 config.admission_padding != 0));
   RC_ASSERT(b.keep_min == config.keep_min);
 }
 
@@ -289,17 +296,20 @@ PFX_PROPERTY(Rule, ThePrefillStepBoundIsTheLargestOffsetKeepingTheStepByBruteFor
                                               *rc::gen::inRange<std::size_t>(0, SIZE_MAX)});
   const std::size_t reusable = std::min(below, n - 1);
   const std::size_t aligned = reusable - reusable % chunk;
-  const std::size_t got = pfx::prefill_step_bound(n, aligned, chunk, step);
+  // A padded admission (INV-12), half the time: it changes the answer only at aligned == n - 1.
+  const bool padded = *rc::gen::arbitrary<bool>();
+  const std::size_t got = pfx::prefill_step_bound(n, aligned, chunk, step, padded);
 
   constexpr std::size_t window = 1 << 14;
-  const std::optional<std::size_t> found = step_search(n, aligned, chunk, step, window);
+  const std::optional<std::size_t> found = step_search(n, aligned, chunk, step, padded, window);
   RC_TAG(step == 0 ? "no step" : alone(n, step) ? "cold run ends alone" : "cold run does not end alone",
          found ? "searched to the answer" : "searched a window");
   RC_CLASSIFY(got < aligned, "lowered");
   RC_CLASSIFY(lcm_past_the_top, "lcm past 2^64 - 1");
+  RC_CLASSIFY(padded && aligned > 0 && aligned == n - 1, "padded admission at n - 1");
   RC_ASSERT(got <= aligned);
   RC_ASSERT(got % chunk == 0);
-  const bool keeps_the_step = step == 0 || got == 0 || alone(n - got, step) == alone(n, step);
+  const bool keeps_the_step = step == 0 || got == 0 || alone_resumed(n - got, step, padded) == alone(n, step);
   RC_ASSERT(keeps_the_step);
   if (found) {
     RC_ASSERT(got == *found);
@@ -308,11 +318,15 @@ PFX_PROPERTY(Rule, ThePrefillStepBoundIsTheLargestOffsetKeepingTheStepByBruteFor
     RC_ASSERT(got <= aligned - window * chunk);
   }
   // The O(1) shape the proof in prefill_step.hpp gives: when the cold run does not end alone, at
-  // most one chunk down, and none when the step divides the chunk.
+  // most one chunk down, and none when the step divides the chunk, nor for a padded admission at
+  // n - 1.
   if (step != 0 && aligned > 0 && !alone(n, step)) {
     RC_ASSERT(aligned - got <= chunk);
     if (chunk % step == 0) RC_ASSERT(got == aligned);
+    if (padded && aligned == n - 1) RC_ASSERT(got == aligned);
   }
+  // Padding changes nothing without a step, nor below n - 1: the unpadded answer stands.
+  if (step == 0 || aligned < n - 1) RC_ASSERT(got == pfx::prefill_step_bound(n, aligned, chunk, step));
 }
 
 PFX_PROPERTY(Rule, ACommitClaimsNoLastPromptRowItsPrefillComputedAlone, "INV-2 INV-12", ()) {
@@ -344,14 +358,14 @@ PFX_PROPERTY(Rule, KeepMinJudgesTheOffsetThePrefillStepLeaves, "INV-4 INV-7 INV-
   // never lowers cannot make the search run forever.
   const auto lowered_at = [&](std::size_t length) {
     const std::size_t aligned = (length - 1) - (length - 1) % chunk;
-    const std::size_t stepped = *step_search(length, aligned, chunk, step);
+    const std::size_t stepped = *step_search(length, aligned, chunk, step, false);
     return 0 < stepped && stepped < aligned;
   };
   // Every length m * chunk + 1 with m >= 2 and m % step == 1 is lowered (one chunk down, chunk %
   // step != 0), so the search ends within (step + 1) * chunk + 1 lengths.
   while (!lowered_at(n)) ++n;
   const std::size_t aligned = (n - 1) - (n - 1) % chunk;
-  const std::size_t stepped = *step_search(n, aligned, chunk, step);
+  const std::size_t stepped = *step_search(n, aligned, chunk, step, false);
 
   pfx::spec::Tokens prompt(n);
   for (std::size_t i = 0; i < n; ++i) prompt[i] = static_cast<pfx::token>(i % 7);
@@ -383,4 +397,64 @@ PFX_PROPERTY(Rule, KeepMinJudgesTheOffsetThePrefillStepLeaves, "INV-4 INV-7 INV-
     RC_ASSERT(pfx::refinement::to_spec(m.query(prompt), pfx::spec::Query{prompt}) ==
               pfx::spec::reference_decision(model, prompt));
   }
+}
+
+PFX_PROPERTY(Rule, APaddedAdmissionAtTheLastTokenIsKeptOrLoweredAsTheColdRunEnds, "INV-7 INV-12", ()) {
+  // A prompt held whole, resumable up to n - 1 on the chunk grid: the resume there leaves one token,
+  // which an engine that pads admissions computes with 1 + admission_padding rows, not alone. Where
+  // the cold run does not end alone, that resume is kept padded (unpadded it falls a chunk); where
+  // it does, it falls to the multiple of lcm(chunk, step) below (unpadded it is kept). The machine
+  // and the reference, which tries every offset, answer the same.
+  const std::size_t chunk = *rc::gen::inRange<std::size_t>(1, 5);
+  std::size_t step = *rc::gen::inRange<std::size_t>(2, 10);
+  const bool cold_alone = *rc::gen::arbitrary<bool>();
+  if (!cold_alone && chunk % step == 0) ++step;  // else every multiple of chunk ends the cold run alone
+  const std::size_t lcm = std::lcm(chunk, step);
+  std::size_t n = 0;
+  if (cold_alone) {
+    n = 1 + lcm * *rc::gen::inRange<std::size_t>(1, 6);  // n - 1 on the chunk grid and ≡ 0 (mod step)
+  } else {
+    std::size_t m = *rc::gen::inRange<std::size_t>(1, 20);
+    while ((chunk * m) % step == 0) ++m;  // n - 1 on the chunk grid and ≢ 0 (mod step)
+    n = 1 + chunk * m;
+  }
+  const std::size_t padding = pfx::gen::admission_padding_nonzero();
+  RC_TAG(cold_alone ? "cold run ends alone" : "cold run does not end alone");
+  RC_CLASSIFY(padding == SIZE_MAX, "padding 2^64 - 1");
+
+  pfx::spec::Tokens prompt(n);
+  for (std::size_t i = 0; i < n; ++i) prompt[i] = static_cast<pfx::token>(i % 5);
+  pfx::spec::Tokens held = prompt;
+  held.push_back(3);  // the prompt, then what decode wrote
+  const pfx::Config unpadded{true, 0, chunk, step};
+  pfx::Config padded = unpadded;
+  padded.admission_padding = padding;
+
+  const pfx::Decision plain = pfx::decide(unpadded, held, n, prompt);
+  const pfx::Decision pad = pfx::decide(padded, held, n, prompt);
+  if (cold_alone) {
+    RC_ASSERT(plain.offset == n - 1);
+    RC_ASSERT(pad.offset == n - 1 - lcm);
+    RC_ASSERT(pad.reason == (n - 1 - lcm == 0 ? pfx::Reason::nothing_reusable : pfx::Reason::reused));
+    RC_ASSERT(pad.bound == pfx::Bound::prefill_step);
+  } else {
+    RC_ASSERT(plain.offset == n - 1 - chunk);
+    RC_ASSERT(pad.offset == n - 1);
+    RC_ASSERT(pad.bound == pfx::Bound::one_token_left);
+  }
+  for (const pfx::Config& each : {unpadded, padded}) {
+    pfx::Machine m;
+    RC_ASSERT(m.configure(each).accepted());
+    RC_ASSERT(m.record(held, n).accepted());
+    pfx::spec::State model;
+    model.config = pfx::refinement::to_spec(each);
+    model.ids = held;
+    model.canonical_end = n;
+    RC_ASSERT(pfx::refinement::to_spec(m.query(prompt), pfx::spec::Query{prompt}) ==
+              pfx::spec::reference_decision(model, prompt));
+  }
+  // Without a prefill step the padding is no premise: the offset is n - 1 either way.
+  pfx::Config no_step = padded;
+  no_step.prefill_step = 0;
+  RC_ASSERT(pfx::decide(no_step, held, n, prompt).offset == n - 1);
 }

@@ -65,6 +65,7 @@ TEST(SeedAudit259, ReuseIsOnByDefaultWithTheSeedsKeepMin) {
   EXPECT_EQ(m.config().keep_min, 64U);
   EXPECT_EQ(m.config().chunk, 1U);
   EXPECT_EQ(m.config().prefill_step, 0U);  // no prefill step premise: the seed's offsets
+  EXPECT_EQ(m.config().admission_padding, 0U);  // nor any padding
 }
 
 PFX_PROPERTY(SeedAudit259, ADefaultMachineReusesARepeatedLongPrefix, "AUDIT-259",

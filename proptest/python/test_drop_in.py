@@ -63,16 +63,37 @@ class PyDropIn(unittest.TestCase):
 
     @verifies("PY-3")
     def test_a_machine_pickled_before_the_prefill_step_loads_without_one(self):
-        # Version 1 of the pickled state had no prefill step: it loads with none (0).
+        # Version 1 of the pickled state had no prefill step: it loads with none (0), and no padding.
         old = pfx.Machine.__new__(pfx.Machine)
         old.__setstate__((1, True, 2, 4, b"\x01\x00\x00\x00\x02\x00\x00\x00", 2))
-        self.assertEqual((old.config, old.ids, old.canonical_end), (pfx.Config(True, 2, 4, 0), [1, 2], 2))
+        self.assertEqual((old.config, old.ids, old.canonical_end), (pfx.Config(True, 2, 4, 0, 0), [1, 2], 2))
         stepped = pfx.Machine(pfx.Config(keep_min=2, chunk=4, prefill_step=256))
-        self.assertEqual(stepped.__getstate__()[0], 2)
+        self.assertEqual(stepped.__getstate__()[0], 3)
         self.assertEqual(pickle.loads(pickle.dumps(stepped)).config.prefill_step, 256)
-        for bad in ((2, True, 2, 4, b"", 0), (3, True, 2, 4, b"", 0, 0)):  # v2 without the step; v3
+        # v2 without the step; v3 without the padding; v4, which no pfx wrote.
+        for bad in ((2, True, 2, 4, b"", 0), (3, True, 2, 4, b"", 0, 0), (4, True, 2, 4, b"", 0, 0, 0)):
             with self.assertRaises(ValueError):
                 pfx.Machine.__new__(pfx.Machine).__setstate__(bad)
+
+    @verifies("PY-3")
+    def test_a_machine_pickled_before_the_admission_padding_loads_without_one(self):
+        # Version 2 of the pickled state had a prefill step but no admission padding: it loads with none
+        # (0); version 3 keeps it, at full width too.
+        old = pfx.Machine.__new__(pfx.Machine)
+        old.__setstate__((2, True, 2, 4, b"\x01\x00\x00\x00\x02\x00\x00\x00", 2, 256))
+        self.assertEqual((old.config, old.ids, old.canonical_end), (pfx.Config(True, 2, 4, 256, 0), [1, 2], 2))
+        for padding in (3, 2**64 - 1):
+            padded = pfx.Machine(pfx.Config(keep_min=2, chunk=4, prefill_step=256, admission_padding=padding))
+            padded.record([1, 2, 3], 3)
+            state = padded.__getstate__()
+            self.assertEqual((state[0], len(state), state[7]), (3, 8, padding))
+            twin = pickle.loads(pickle.dumps(padded))
+            self.assertEqual((twin.config, twin.ids), (padded.config, [1, 2, 3]))
+        new = pfx.Machine.__new__(pfx.Machine)
+        new.__setstate__((3, True, 2, 4, b"\x01\x00\x00\x00", 1, 256, 5))
+        self.assertEqual((new.config, new.ids), (pfx.Config(True, 2, 4, 256, 5), [1]))
+        with self.assertRaises(ValueError):
+            pfx.Machine.__new__(pfx.Machine).__setstate__((3, True, 2, 4, b"", 0, 0, -1))
 
     @verifies("PY-1")
     def test_repr_shows_the_held_length_canonical_end_and_enabled(self):

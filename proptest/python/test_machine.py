@@ -23,6 +23,10 @@ MESSAGES = {  # the core's describe(refusal)
 # 64-bit range.
 FULL_WIDTH = (2**32 - 1, 2**32, 2**32 + 1, 2**64 - 2, 2**64 - 1)
 
+# Admission paddings: none half the time, a few draft tokens' rows, and the top of the range (only whether
+# it is 0 changes the rule, so one that wrapped to 0 would show).
+ADMISSION_PADDINGS = (0, 0, 0, 1, 3, 2**64 - 1)
+
 
 def everything(machine: pfx.Machine) -> tuple:
     return (machine.config, machine.ids, machine.canonical_end, machine.phase, machine.begin_offset)
@@ -35,7 +39,13 @@ def alone(tokens: int, prefill_step: int) -> bool:
     return (tokens - 1) % prefill_step == 0
 
 
-def model_decide(enabled, keep_min, chunk, ids, canonical_end, prompt, prefill_step=0) -> tuple:
+def alone_resumed(tokens: int, prefill_step: int, admission_padding: int) -> bool:
+    """Whether a resume leaving `tokens` (>= 1) tokens ends with a step of one token alone: an engine that
+    pads an admission leaving one token computes it with 1 + admission_padding rows (docs/spec.md)."""
+    return alone(tokens, prefill_step) and not (admission_padding != 0 and tokens == 1)
+
+
+def model_decide(enabled, keep_min, chunk, ids, canonical_end, prompt, prefill_step=0, admission_padding=0) -> tuple:
     """The rule, straight from docs/spec.md: (offset, common_prefix, reason, bound)."""
     if not enabled:
         return (0, 0, "disabled", "none")
@@ -53,7 +63,8 @@ def model_decide(enabled, keep_min, chunk, ids, canonical_end, prompt, prefill_s
         # INV-12: down the chunk grid until a resume ends with a one-token step exactly when the cold
         # run does (0 always does); keep_min judges what is left.
         stepped = reusable
-        while stepped > 0 and alone(len(prompt) - stepped, prefill_step) != alone(len(prompt), prefill_step):
+        while stepped > 0 and (alone_resumed(len(prompt) - stepped, prefill_step, admission_padding)
+                               != alone(len(prompt), prefill_step)):
             stepped -= chunk
         if stepped < reusable:
             reusable, bound = stepped, "prefill_step"
@@ -69,12 +80,13 @@ class Model:
 
     def __init__(self):
         self.enabled, self.keep_min, self.chunk, self.prefill_step = True, 64, 1, 0
+        self.admission_padding = 0
         self.ids, self.canonical_end, self.writing, self.begin_offset = [], 0, False, 0
         self.begun, self.tainted = [], False
 
     def decide(self, prompt):
         return model_decide(self.enabled, self.keep_min, self.chunk, self.ids, self.canonical_end, prompt,
-                            self.prefill_step)
+                            self.prefill_step, self.admission_padding)
 
     def query(self, prompt):
         return "writing" if self.writing else self.decide(prompt)
@@ -124,20 +136,21 @@ class Model:
         self.tainted = self.writing  # a clear during a write: its commit stores nothing
         return None
 
-    def configure(self, enabled, keep_min, chunk, prefill_step=0):
+    def configure(self, enabled, keep_min, chunk, prefill_step=0, admission_padding=0):
         if self.writing:
             return "writing"
         if chunk == 0:
             return "chunk zero"
-        regrid = chunk != self.chunk  # a new prefill step keeps the record: the grid is the same
+        regrid = chunk != self.chunk  # a new prefill step or padding keeps the record: the grid is the same
         self.enabled, self.keep_min, self.chunk, self.prefill_step = enabled, keep_min, chunk, prefill_step
+        self.admission_padding = admission_padding
         if not enabled or regrid:
             self.clear()
         return None
 
     def everything(self):
         return (pfx.Config(enabled=self.enabled, keep_min=self.keep_min, chunk=self.chunk,
-                           prefill_step=self.prefill_step), self.ids,
+                           prefill_step=self.prefill_step, admission_padding=self.admission_padding), self.ids,
                 self.canonical_end, pfx.Phase.writing if self.writing else pfx.Phase.idle, self.begin_offset)
 
 
@@ -186,9 +199,11 @@ def random_event(r, model: Model):
             chunk = r.choice(FULL_WIDTH)
         # A prefill step of every kind: none, 1, small, the chunk's, or one step whatever the length.
         step = r.choice([0, 0, 0, 1, 2, 3, 5, chunk, 2**32, 2**64 - 1])
-        return (f"configure(Config({enabled}, {keep_min}, {chunk}, prefill_step={step}))",
-                lambda m: m.configure(pfx.Config(enabled=enabled, keep_min=keep_min, chunk=chunk, prefill_step=step)),
-                lambda: model.configure(enabled, keep_min, chunk, step))
+        padding = r.choice(ADMISSION_PADDINGS)
+        return (f"configure(Config({enabled}, {keep_min}, {chunk}, prefill_step={step}, admission_padding={padding}))",
+                lambda m: m.configure(pfx.Config(enabled=enabled, keep_min=keep_min, chunk=chunk, prefill_step=step,
+                                                 admission_padding=padding)),
+                lambda: model.configure(enabled, keep_min, chunk, step, padding))
     return f"{kind}()", lambda m: getattr(m, kind)(), getattr(model, kind)
 
 
@@ -308,7 +323,8 @@ class PyMachine(unittest.TestCase):
         r = rng(self)
         for _ in range(500):
             config = pfx.Config(enabled=r.random() < 0.9, keep_min=r.randrange(4), chunk=r.randrange(1, 4),
-                                prefill_step=r.choice([0, 0, 1, 2, 3, 4, 2**64 - 1]))
+                                prefill_step=r.choice([0, 0, 1, 2, 3, 4, 2**64 - 1]),
+                                admission_padding=r.choice(ADMISSION_PADDINGS))
             ids = [r.randrange(2) for _ in range(r.randrange(8))]
             end = r.randrange(len(ids) + 1)
             prompt = [r.randrange(2) for _ in range(r.randrange(9))]
@@ -318,7 +334,7 @@ class PyMachine(unittest.TestCase):
             self.assertEqual(decision, machine.query(prompt))
             self.assertEqual((decision.offset, decision.common_prefix, decision.reason.name, decision.bound.name),
                              model_decide(config.enabled, config.keep_min, config.chunk, ids, end, prompt,
-                                          config.prefill_step))
+                                          config.prefill_step, config.admission_padding))
         with self.assertRaises(pfx.Refused):
             pfx.decide(pfx.Config(chunk=0), [1], 1, [1, 2])
         self.assertEqual(pfx.common_prefix([1, 2, 3], (1, 2, 4)), 2)
@@ -365,6 +381,7 @@ class PyMachine(unittest.TestCase):
             (lambda: pfx.Config(chunk="2"), TypeError, "chunk must be an integer, not str ('2')"),
             (lambda: pfx.Config(prefill_step=-1), ValueError, "prefill_step must be >= 0, not -1"),
             (lambda: pfx.Config(prefill_step=None), TypeError, "prefill_step must be an integer, not NoneType (None)"),
+            (lambda: pfx.Config(admission_padding=-1), ValueError, "admission_padding must be >= 0, not -1"),
             (lambda: pfx.Decision(reason=1), TypeError, "reason must be a pfx.Reason, not int"),
         ]
         for call, error, message in cases:
@@ -380,14 +397,21 @@ class PyMachine(unittest.TestCase):
         self.assertEqual((config.enabled, config.keep_min, config.chunk), (True, 8, 4))
         self.assertEqual(config, pfx.Config(True, 8, 4))
         self.assertNotEqual(config, pfx.Config())
-        self.assertEqual(repr(config), "Config(enabled=True, keep_min=8, chunk=4, prefill_step=0)")
+        self.assertEqual(repr(config), "Config(enabled=True, keep_min=8, chunk=4, prefill_step=0, admission_padding=0)")
         config.chunk = 2
         self.assertEqual(config.chunk, 2)
         config.prefill_step = 256
         self.assertEqual((config.prefill_step, repr(config)),
-                         (256, "Config(enabled=True, keep_min=8, chunk=2, prefill_step=256)"))
+                         (256, "Config(enabled=True, keep_min=8, chunk=2, prefill_step=256, admission_padding=0)"))
         self.assertNotEqual(config, pfx.Config(True, 8, 2))
         self.assertEqual(config, pfx.Config(True, 8, 2, 256))
+        config.admission_padding = 3
+        self.assertEqual((config.admission_padding, repr(config)),
+                         (3, "Config(enabled=True, keep_min=8, chunk=2, prefill_step=256, admission_padding=3)"))
+        self.assertNotEqual(config, pfx.Config(True, 8, 2, 256))
+        self.assertEqual(config, pfx.Config(True, 8, 2, 256, 3))
+        self.assertEqual(config, pfx.Config(keep_min=8, chunk=2, prefill_step=256, admission_padding=3))
+        self.assertEqual(pfx.Config().admission_padding, 0)
         machine = pfx.Machine(config)
         machine.config.keep_min = 99  # a copy
         self.assertEqual(machine.config.keep_min, 8)
@@ -398,6 +422,29 @@ class PyMachine(unittest.TestCase):
                          ["reused", "disabled", "empty_record", "nothing_reusable", "below_keep_min"])
         self.assertEqual([b.name for b in pfx.Bound.__members__.values()],
                          ["none", "common_prefix", "canonical_end", "one_token_left", "alignment", "prefill_step"])
+
+    @verifies("PY-3 INV-12")
+    def test_decide_follows_the_admission_padding(self):
+        # docs/spec.md's examples, chunk 32 and steps of 256, with the padding of an engine speculating
+        # 3 draft tokens: the 97-token prompt's cold run does not end alone, and its padded resume at 96
+        # computes 4 rows, so it is kept (unpadded: 64); the 257-token one's does, and its padded resume
+        # at 256 would not, so it falls to the multiple of lcm(32, 256) below: 0 (unpadded: 256).
+        for n, unpadded, padded, bound in ((97, 64, 96, pfx.Bound.one_token_left),
+                                           (257, 256, 0, pfx.Bound.prefill_step)):
+            prompt = list(range(n))
+            held = prompt + [7]
+            plain = pfx.Config(keep_min=0, chunk=32, prefill_step=256)
+            speculating = pfx.Config(keep_min=0, chunk=32, prefill_step=256, admission_padding=3)
+            self.assertEqual(pfx.decide(plain, held, n, prompt).offset, unpadded, n)
+            decision = pfx.decide(speculating, held, n, prompt)
+            self.assertEqual((decision.offset, decision.bound), (padded, bound), n)
+            machine = pfx.Machine(plain)
+            machine.record(held, n)
+            machine.configure(speculating)  # a new padding keeps the record: the grid is the same
+            self.assertEqual((machine.ids, machine.query(prompt)), (held, decision), n)
+            # Without a prefill step the padding is no premise.
+            self.assertEqual(pfx.decide(pfx.Config(keep_min=0, chunk=32, admission_padding=3), held, n, prompt).offset,
+                             n - 1 - (n - 1) % 32, n)
 
     @verifies("PY-3 INV-4 INV-5")
     def test_full_width_settings_act_at_full_width_or_are_refused(self):
@@ -422,7 +469,13 @@ class PyMachine(unittest.TestCase):
             # in steps this long, so a resume must not either: 40 falls a chunk, to 39.
             stepped = pfx.decide(pfx.Config(keep_min=0, prefill_step=value), held, len(held), prompt)
             self.assertEqual((stepped.offset, stepped.bound), (39, pfx.Bound.prefill_step), value)
-        for name in ("keep_min", "chunk", "prefill_step"):
+            # A full-width admission padding acts as one too: the resume at 40 is admitted with more
+            # than one row, not its last token alone, so it is kept (the caps tie at 40: the first
+            # is named).
+            padded = pfx.decide(pfx.Config(keep_min=0, prefill_step=value, admission_padding=value), held, len(held),
+                                prompt)
+            self.assertEqual((padded.offset, padded.bound), (40, pfx.Bound.common_prefix), value)
+        for name in ("keep_min", "chunk", "prefill_step", "admission_padding"):
             with self.assertRaises(OverflowError) as raised:
                 pfx.Config(**{name: 2**64})
             self.assertEqual(str(raised.exception), f"{name}: 18446744073709551616 does not fit 64 bits")

@@ -66,9 +66,19 @@ inline std::size_t prefill_step(std::size_t chunk) {
                                                  {1, SIZE_MAX}});
 }
 
+/// An admission padding that is on (INV-12): 1, a few rows (vLLM's num_speculative_tokens), or
+/// 2^64 - 1 (only whether it is 0 changes the rule, so a value that wrapped round would show).
+inline std::size_t admission_padding_nonzero() {
+  return *rc::gen::weightedElement<std::size_t>(
+      {{2, 1}, {2, *rc::gen::inRange<std::size_t>(2, 9)}, {1, SIZE_MAX}});
+}
+
+/// An admission padding: none half the time, else on.
+inline std::size_t admission_padding() { return *rc::gen::arbitrary<bool>() ? 0 : admission_padding_nonzero(); }
+
 /// A configuration: mostly enabled, keep_min and chunk around small values and the seed's default,
 /// sometimes full width (a keep_min above any prompt never reuses; a chunk above it aligns to 0);
-/// a prefill step of every kind.
+/// a prefill step of every kind, and an admission padding or none.
 inline rc::Gen<spec::Config> config() {
   return rc::gen::exec([] {
     spec::Config c;
@@ -82,6 +92,7 @@ inline rc::Gen<spec::Config> config() {
                          : *rc::gen::weightedElement<std::size_t>(
                                {{4, 1}, {3, 2}, {3, 3}, {2, 4}, {1, 8}, {1, 16}, {1, 5}});
     c.prefill_step = prefill_step(c.chunk);
+    c.admission_padding = admission_padding();
     return c;
   });
 }

@@ -41,7 +41,9 @@ class Config:
     keep_min: int
     chunk: int
     prefill_step: int
-    def __init__(self, enabled: bool = True, keep_min: int = 64, chunk: int = 1, prefill_step: int = 0) -> None: ...
+    admission_padding: int
+    def __init__(self, enabled: bool = True, keep_min: int = 64, chunk: int = 1, prefill_step: int = 0,
+                 admission_padding: int = 0) -> None: ...
     def __eq__(self, other: object) -> bool: ...
 
 class Decision:

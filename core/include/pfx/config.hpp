@@ -8,7 +8,7 @@
 namespace pfx {
 
 /// How the offset rule is tuned. The defaults are the seed's: reuse on (audit 259), keep_min 64,
-/// chunk 1, and no prefill step premise.
+/// chunk 1, no prefill step premise and no admission padding.
 struct Config {
   /// When false every query answers 0 and nothing is recorded (INV-6).
   bool enabled = true;
@@ -22,6 +22,11 @@ struct Config {
   /// exactly when the cold run's is (INV-12, prefill_step.hpp). 0: no such premise (the default);
   /// SIZE_MAX: one step whatever the length. Every value is valid.
   std::size_t prefill_step = 0;
+  /// Rows the engine adds to an admission that leaves one token to compute (vLLM pads it to
+  /// 1 + num_speculative_tokens rows when speculating): such a resume's one step is then not one
+  /// token alone (INV-12). 0: no padding (the default). Every value is valid. Only whether it is 0
+  /// changes the rule; the value is carried so that an explanation can say it.
+  std::size_t admission_padding = 0;
 
   friend constexpr bool operator==(const Config&, const Config&) = default;
 };

@@ -49,8 +49,8 @@ struct Bounds {
   /// The smallest of the three above, rounded down to a multiple of chunk (INV-5).
   std::size_t aligned = 0;
   /// aligned, lowered by whole chunks so that the resumed prefill ends with a one-token step exactly
-  /// when the cold run's does (INV-12; aligned itself when prefill_step is 0): the offset the rule
-  /// grants unless it is 0 or below keep_min.
+  /// when the cold run's does (INV-12; a padded admission's one step is not one token alone; aligned
+  /// itself when prefill_step is 0): the offset the rule grants unless it is 0 or below keep_min.
   std::size_t stepped = 0;
   std::size_t keep_min = 0;        ///< the shortest reuse worth taking (INV-4)
   Bound tightest = Bound::none;    ///< the bound that cut the most (ties go to the earlier in Bound)

@@ -137,7 +137,8 @@ class Machine {
   /// is recorded but the KV state is still written, so the old record would go stale (audit 253).
   /// Changing chunk forgets it too: its rows were computed on the old prefill grid (INV-11, THM-1).
   /// Any prefill_step is valid, and changing it keeps the record: it changes which offsets the rule
-  /// grants (INV-12), not the grid the held rows were computed on.
+  /// grants (INV-12), not the grid the held rows were computed on. So does any admission_padding,
+  /// for the same reason: it only changes whether a resume at len(prompt) - 1 is granted.
   constexpr Outcome configure(const Config& config) noexcept {
     if (phase_ == Phase::writing) return refuse(Refusal::writing);
     if (config.chunk == 0) return refuse(Refusal::chunk_zero);  // INV-9

@@ -41,8 +41,10 @@ namespace pfx {
     bound = Bound::alignment;
   }
   const std::size_t on_grid = reusable;
-  // INV-12: a resume ends with a one-token prefill step exactly when the cold run does.
-  const std::size_t stepped = prefill_step_bound(prompt.size(), on_grid, config.chunk, config.prefill_step);
+  // INV-12: a resume ends with a one-token prefill step exactly when the cold run does; a padded
+  // admission at len(prompt) - 1 does not end with one.
+  const std::size_t stepped = prefill_step_bound(prompt.size(), on_grid, config.chunk, config.prefill_step,
+                                                 config.admission_padding != 0);
   if (stepped < reusable) {
     reusable = stepped;
     bound = Bound::prefill_step;
@@ -52,7 +54,8 @@ namespace pfx {
 
 /// offset(prompt) = step(align_down(min(lcp(ids, prompt), canonical_end, len(prompt) - 1), chunk))
 /// when that is >= keep_min, else 0; and 0 when disabled or nothing is held. step() is the
-/// prefill-step bound (prefill_step.hpp; the value itself when config.prefill_step is 0).
+/// prefill-step bound (prefill_step.hpp, with config.admission_padding; the value itself when
+/// config.prefill_step is 0).
 /// Precondition: config.chunk >= 1 (INV-9; the Machine refuses any other configuration).
 [[nodiscard]] constexpr Decision decide(const Config& config, std::span<const token> ids,
                                         std::size_t canonical_end,

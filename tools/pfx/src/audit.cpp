@@ -69,7 +69,8 @@ json exhaustive(std::string_view name, const std::string& domain, const refineme
        {{"enabled", t.config.enabled},
         {"keep_min", t.config.keep_min},
         {"chunk", t.config.chunk},
-        {"prefill_step", t.config.prefill_step}}},
+        {"prefill_step", t.config.prefill_step},
+        {"admission_padding", t.config.admission_padding}}},
       {"ids", t.ids}, {"canonical_end", t.canonical_end}, {"prompt", t.prompt}, {"event", t.event}};
   return c;
 }
@@ -78,6 +79,17 @@ json exhaustive(std::string_view name, const std::string& domain, const refineme
 std::string prefill_steps(std::size_t max_prefill_step) {
   if (max_prefill_step == 0) return "prefill_step 0";
   return fmt::format("prefill_step 0..{} and 2^64-1", max_prefill_step);
+}
+
+/// A domain's admission paddings in words, after its prefill steps: "" (none but 0), or
+/// ", admission_padding 0, 1 and 2^64-1" (refinement::admission_paddings).
+std::string admission_paddings(std::size_t max_admission_padding) {
+  std::string words;
+  for (const std::size_t padding : refinement::admission_paddings(max_admission_padding)) {
+    if (!words.empty()) words += padding == max_admission_padding ? " and " : ", ";
+    words += padding == SIZE_MAX ? std::string("2^64-1") : std::to_string(padding);
+  }
+  return max_admission_padding == 0 ? std::string() : ", admission_padding " + words;
 }
 
 std::string statement_of(std::string_view id) {
@@ -176,8 +188,9 @@ json run_checks(const AuditOptions& options, ProgressBar& progress) {
   refinement::Domain protocol = refinement::run_time_protocol_domain;
   protocol.max_length = options.protocol_length;
   const auto domain = [](const refinement::Domain& d) {
-    return fmt::format("alphabet {{0,1}}, length <= {}, keep_min 0..{}, chunk 1..{}, {}, enabled and not", d.max_length,
-                       d.max_keep_min, d.max_chunk, prefill_steps(d.max_prefill_step));
+    return fmt::format("alphabet {{0,1}}, length <= {}, keep_min 0..{}, chunk 1..{}, {}{}, enabled and not", d.max_length,
+                       d.max_keep_min, d.max_chunk, prefill_steps(d.max_prefill_step),
+                       admission_paddings(d.max_admission_padding));
   };
   if (!next("rule")) return checks;
   checks.push_back(exhaustive("rule", domain(options.rule), refinement::prove_rule_over(options.rule)));
@@ -185,7 +198,8 @@ json run_checks(const AuditOptions& options, ProgressBar& progress) {
   checks.push_back(exhaustive("protocol", domain(protocol), refinement::prove_protocol_over(protocol)));
   if (!next("configure")) return checks;
   checks.push_back(exhaustive("configure",
-                              fmt::format("keep_min 0..2, chunk 0..4, {}, enabled and not", prefill_steps(2)),
+                              fmt::format("keep_min 0..2, chunk 0..4, {}{}, enabled and not", prefill_steps(2),
+                                          admission_paddings(SIZE_MAX)),
                               refinement::prove_configure(4, 2)));
   if (!next("random runs")) return checks;
   progress.restart(options.cases, "cases", fmt::format("audit: random runs (4/{})", check_count));

@@ -72,6 +72,14 @@ std::string step_words(std::size_t step) {
   return step == SIZE_MAX ? std::string("2^64 - 1 (one step)") : std::to_string(step);
 }
 
+/// The prefill step and, when there is one, the admission padding: "prefill step 256" or "prefill
+/// step 256, admission padding 3" (a padded resume at len(prompt) - 1 is not one token alone).
+std::string step_and_padding(const Config& config) {
+  std::string words = fmt::format("prefill step {}", step_words(config.prefill_step));
+  if (config.admission_padding != 0) words += fmt::format(", admission padding {}", config.admission_padding);
+  return words;
+}
+
 /// The bounds in decide's order (ties go to the earlier; the prefill step's only when one is
 /// configured), then keep_min: each value as core computed it. Empty when no bound was consulted
 /// (reuse off, or nothing held: INV-6).
@@ -95,8 +103,8 @@ std::vector<Row> rows_of(const Decision& d, const Bounds& b, const Config& confi
   if (config.prefill_step != 0) {
     rows.push_back({name(Bound::prefill_step), b.stepped, "INV-12",
                     fmt::format("alignment, lowered so a resume ends with a one-token step iff the cold run does "
-                                "(prefill step {})",
-                                step_words(config.prefill_step)),
+                                "({})",
+                                step_and_padding(config)),
                     d.bound == Bound::prefill_step});
   }
   rows.push_back({"keep_min", b.keep_min, "INV-4", keep, false});
@@ -118,9 +126,7 @@ std::string to_text(const Explanation& e) {
                                  "chunk {}{}\n\n",
                                  e.record.ids.size(), e.record.canonical_end, e.prompt_tokens,
                                  e.config.enabled ? "on" : "off", e.config.keep_min, e.config.chunk,
-                                 e.config.prefill_step == 0
-                                     ? std::string()
-                                     : fmt::format(", prefill step {}", step_words(e.config.prefill_step)));
+                                 e.config.prefill_step == 0 ? std::string() : ", " + step_and_padding(e.config));
   if (e.rows.empty()) {
     text += fmt::format("no bound was consulted: {} (INV-6)\n",
                         d.reason == Reason::disabled ? "reuse is off" : "nothing is held");
@@ -149,7 +155,8 @@ json to_json(const Explanation& e) {
            {{"enabled", e.config.enabled},
             {"keep_min", e.config.keep_min},
             {"chunk", e.config.chunk},
-            {"prefill_step", e.config.prefill_step}}},
+            {"prefill_step", e.config.prefill_step},
+            {"admission_padding", e.config.admission_padding}}},
           {"bounds", bounds}};
 }
 
@@ -205,6 +212,7 @@ Config explain_config(const ExplainOptions& options) {
   config.keep_min = options.keep_min.value_or(environment.keep_min);
   config.chunk = options.chunk.value_or(default_chunk);
   config.prefill_step = options.prefill_step;
+  config.admission_padding = options.admission_padding;
   return config;
 }
 
@@ -230,6 +238,12 @@ void add_explain_command(CLI::App& app, const Streams& streams, int& status) {
       ->check(non_negative());
   explain->add_option("--prefill-step", options->prefill_step,
                       "The engine's prefill step, where it computes a one-token step otherwise (INV-12); 0: none")
+      ->default_str("0")
+      ->check(non_negative());
+  explain->add_option("--admission-padding", options->admission_padding,
+                      "Rows the engine adds to an admission that leaves one token to compute (vLLM: "
+                      "num_speculative_tokens when speculating), so that resume is not a one-token step "
+                      "(INV-12); 0: none")
       ->default_str("0")
       ->check(non_negative());
   explain->add_option("--keep-min", options->keep_min,

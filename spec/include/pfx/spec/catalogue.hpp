@@ -125,9 +125,10 @@ inline constexpr auto catalogue = boost::hana::make_tuple(
                 return true;
               }},
     Invariant{"INV-12", "one-token step",
-              "prefill_step == 0 or offset == 0 or alone(len(prompt) - offset) == alone(len(prompt)), "
-              "where alone(t): a prefill of t tokens in steps of prefill_step ends with a step of one "
-              "token",
+              "prefill_step == 0 or offset == 0 or alone_resumed(len(prompt) - offset) == "
+              "alone(len(prompt)), where alone(t): a prefill of t tokens in steps of prefill_step ends "
+              "with a step of one token, and alone_resumed(t): alone(t) and not (admission_padding != 0 "
+              "and t == 1), a padded admission computing more than one row",
               [](const Step& s) {
                 return !s.decided() || one_token_step(s.config, *s.prompt(), s.output.offset);
               }});

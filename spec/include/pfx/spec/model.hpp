@@ -20,6 +20,8 @@ struct Config {
   std::size_t keep_min = 64;
   std::size_t chunk = 1;
   std::size_t prefill_step = 0;  ///< 0: no one-token-step premise (INV-12)
+  /// Rows the engine adds to an admission that leaves one token to compute; 0: none (INV-12).
+  std::size_t admission_padding = 0;
   friend constexpr bool operator==(const Config&, const Config&) = default;
 };
 

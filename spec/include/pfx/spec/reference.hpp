@@ -28,15 +28,25 @@ constexpr std::size_t last_step(std::size_t t, std::size_t step) {
   return t - start;
 }
 
+/// Whether the last step of a resume admitted with t >= 1 tokens left computes one token alone: an
+/// engine that pads an admission leaving one token computes that step with 1 + admission_padding
+/// rows, which is one alone only when admission_padding is 0 (compared, not added, so that a
+/// padding of 2^64 - 1 does not wrap round to one row).
+constexpr bool admitted_alone(const Config& c, std::size_t t) {
+  if (t != 1) return last_step(t, c.prefill_step) == 1;
+  return c.admission_padding == 0;  // 1 + admission_padding rows
+}
+
 /// INV-12 for a candidate offset n: with a prefill step, the resumed prefill of the prompt's last
 /// len(prompt) - n tokens ends with a step of one token alone exactly when the cold prefill of the
 /// whole prompt does. Without a prefill step there is no such premise, and a cold prefill (n == 0)
-/// is the cold run. An n that leaves no token has no last step to compare (INV-3 refuses it too).
+/// is the cold run, which is never padded. An n that leaves no token has no last step to compare
+/// (INV-3 refuses it too).
 constexpr bool one_token_step(const Config& c, const Tokens& prompt, std::size_t n) {
   if (c.prefill_step == 0 || n == 0) return true;
   if (n >= prompt.size()) return false;
   const bool cold_alone = last_step(prompt.size(), c.prefill_step) == 1;
-  const bool resumed_alone = last_step(prompt.size() - n, c.prefill_step) == 1;
+  const bool resumed_alone = admitted_alone(c, prompt.size() - n);
   return resumed_alone == cold_alone;
 }
 

@@ -33,8 +33,12 @@ concept MachineLike = std::copyable<M> && std::equality_comparable<M> &&
                         { c.tainted() } -> std::convertible_to<bool>;
                       };
 
-constexpr spec::Config to_spec(const Config& c) { return {c.enabled, c.keep_min, c.chunk, c.prefill_step}; }
-constexpr Config to_core(const spec::Config& c) { return {c.enabled, c.keep_min, c.chunk, c.prefill_step}; }
+constexpr spec::Config to_spec(const Config& c) {
+  return {c.enabled, c.keep_min, c.chunk, c.prefill_step, c.admission_padding};
+}
+constexpr Config to_core(const spec::Config& c) {
+  return {c.enabled, c.keep_min, c.chunk, c.prefill_step, c.admission_padding};
+}
 
 /// The machine's whole state as the reference model writes it.
 template <MachineLike M>

@@ -24,11 +24,12 @@ inline std::string describe(const spec::Tokens& tokens) {
   return out.str();
 }
 
-/// "enabled keep_min 4 chunk 2", and " prefill_step 3" when there is one.
+/// "enabled keep_min 4 chunk 2", and " prefill_step 3" and " admission_padding 1" when there are.
 inline std::string describe(const spec::Config& c) {
   std::ostringstream out;
   out << (c.enabled ? "enabled" : "disabled") << " keep_min " << c.keep_min << " chunk " << c.chunk;
   if (c.prefill_step != 0) out << " prefill_step " << c.prefill_step;  // 0: no premise, as ever
+  if (c.admission_padding != 0) out << " admission_padding " << c.admission_padding;  // 0: as ever
   return out.str();
 }
 

@@ -44,6 +44,9 @@ struct Tally {
   /// them that it lowered below keep_min (reason "below keep_min": keep_min judged after it).
   std::size_t lowered = 0;
   std::size_t lowered_below_keep_min = 0;
+  /// Decisions of a configuration with an admission padding that the reference answers otherwise
+  /// without it (INV-12: a padded resume at len(prompt) - 1 kept, or lowered).
+  std::size_t padding_mattered = 0;
   spec::Config config{};
   spec::Tokens ids{};
   std::size_t canonical_end = 0;
@@ -96,6 +99,11 @@ constexpr Tally prove_rule(const spec::Config& config, std::size_t max_length, s
         if (reference_says.bound == "prefill step") {
           ++tally.lowered;
           if (reference_says.reason == "below keep_min") ++tally.lowered_below_keep_min;
+        }
+        if (config.admission_padding != 0) {
+          spec::State unpadded = model;
+          unpadded.config.admission_padding = 0;
+          if (spec::reference_decision(unpadded, prompt) != reference_says) ++tally.padding_mattered;
         }
       }
     }
@@ -203,22 +211,34 @@ constexpr std::vector<std::size_t> prefill_steps(std::size_t max_prefill_step) {
   return steps;
 }
 
+/// The admission paddings of a domain: 0 alone, or with max_admission_padding above 0 also 1 and
+/// it (only whether it is 0 changes the rule; the top of the range shows a padding that wrapped).
+constexpr std::vector<std::size_t> admission_paddings(std::size_t max_admission_padding) {
+  std::vector<std::size_t> paddings = {0};
+  if (max_admission_padding > 0) paddings.push_back(1);
+  if (max_admission_padding > 1) paddings.push_back(max_admission_padding);
+  return paddings;
+}
+
 /// Configuration changes, chunk 0 included, from Idle with something held; with prefill steps
-/// 0..max_prefill_step and SIZE_MAX, each valid and each keeping the record.
+/// 0..max_prefill_step and SIZE_MAX and admission paddings 0, 1 and SIZE_MAX, each valid and each
+/// keeping the record.
 constexpr Tally prove_configure(std::size_t max_chunk, std::size_t max_prefill_step = 2) {
   Tally tally;
   const spec::Tokens ids = {0, 1, 0, 1};
   for (std::size_t keep_min = 0; keep_min <= 2; ++keep_min) {
     for (std::size_t chunk = 0; chunk <= max_chunk; ++chunk) {
       for (const std::size_t step : prefill_steps(max_prefill_step)) {
-        for (const bool enabled : {true, false}) {
-          Machine m;
-          spec::State s;
-          const spec::Event record = spec::Record{ids, 3};
-          tally.count(refinement::step_both(m, s, record).ok(), {}, ids, 3, {}, 0);
-          const spec::Config c{enabled, keep_min, chunk, step};
-          const spec::Event configure = spec::Configure{c};
-          tally.count(refinement::step_both(m, s, configure).ok(), c, ids, 3, {}, 1);
+        for (const std::size_t padding : admission_paddings(SIZE_MAX)) {
+          for (const bool enabled : {true, false}) {
+            Machine m;
+            spec::State s;
+            const spec::Event record = spec::Record{ids, 3};
+            tally.count(refinement::step_both(m, s, record).ok(), {}, ids, 3, {}, 0);
+            const spec::Config c{enabled, keep_min, chunk, step, padding};
+            const spec::Event configure = spec::Configure{c};
+            tally.count(refinement::step_both(m, s, configure).ok(), c, ids, 3, {}, 1);
+          }
         }
       }
     }
@@ -228,7 +248,7 @@ constexpr Tally prove_configure(std::size_t max_chunk, std::size_t max_prefill_s
 
 /// The bounded domain of a proof: sequences up to max_length over `letters` letters; keep_min
 /// 0..max_keep_min; chunk 1..max_chunk; prefill_step as prefill_steps(max_prefill_step) says;
-/// enabled and not.
+/// admission_padding as admission_paddings(max_admission_padding) says; enabled and not.
 struct Domain {
   std::size_t max_length;
   std::size_t max_keep_min;
@@ -237,6 +257,8 @@ struct Domain {
   /// 2 letters realise every first difference (docs/spec.md); 1 (every token 0) reaches longer
   /// prompts for the same cost, which the prefill step's arithmetic needs.
   std::size_t letters = 2;
+  /// 0: no admission padding only; else also 1 and this (INV-12: a padded resume at len - 1).
+  std::size_t max_admission_padding = 0;
 };
 
 /// Which configurations of a domain one run of a proof covers: all of them, or one (chunk,
@@ -255,20 +277,25 @@ template <class Prove>
 constexpr Tally over_domain(const Domain& domain, Prove prove, const Slice& slice) {
   Tally total;
   const std::vector<std::size_t> steps = prefill_steps(domain.max_prefill_step);
+  const std::vector<std::size_t> paddings = admission_paddings(domain.max_admission_padding);
   for (std::size_t chunk = 1; chunk <= domain.max_chunk; ++chunk) {
     for (std::size_t keep_min = 0; keep_min <= domain.max_keep_min; ++keep_min) {
       if (!slice.whole && (chunk != slice.chunk || keep_min != slice.keep_min)) continue;
       for (const std::size_t step : steps) {
-        for (const bool enabled : {true, false}) {
-          Tally t = prove(spec::Config{enabled, keep_min, chunk, step}, domain.max_length, domain.letters);
-          const Tally sum{total.checked + t.checked, total.failed + t.failed, total.granted + t.granted,
-                          total.lowered + t.lowered, total.lowered_below_keep_min + t.lowered_below_keep_min};
-          if (total.failed == 0 && t.failed != 0) total = t;  // keep the first counterexample
-          total.checked = sum.checked;
-          total.failed = sum.failed;
-          total.granted = sum.granted;
-          total.lowered = sum.lowered;
-          total.lowered_below_keep_min = sum.lowered_below_keep_min;
+        for (const std::size_t padding : paddings) {
+          for (const bool enabled : {true, false}) {
+            Tally t = prove(spec::Config{enabled, keep_min, chunk, step, padding}, domain.max_length, domain.letters);
+            const Tally sum{total.checked + t.checked, total.failed + t.failed, total.granted + t.granted,
+                            total.lowered + t.lowered, total.lowered_below_keep_min + t.lowered_below_keep_min,
+                            total.padding_mattered + t.padding_mattered};
+            if (total.failed == 0 && t.failed != 0) total = t;  // keep the first counterexample
+            total.checked = sum.checked;
+            total.failed = sum.failed;
+            total.granted = sum.granted;
+            total.lowered = sum.lowered;
+            total.lowered_below_keep_min = sum.lowered_below_keep_min;
+            total.padding_mattered = sum.padding_mattered;
+          }
         }
       }
     }
@@ -301,10 +328,12 @@ inline constexpr Domain compile_time_protocol_domain{2, 1, 1};
 /// reusable length, chunk and prefill_step, not on which tokens differ, so one letter reaches
 /// prompts of 10 tokens, long enough for every case of the bound (a cold run that ends alone in
 /// steps up to 4, an lcm(chunk, step) that leaves 0 and one that does not, one chunk down, an offset
-/// lowered below keep_min), each slice for about a third of the cost of a slice of the rule's.
-inline constexpr Domain compile_time_step_domain{10, 2, 3, 4, 1};
+/// lowered below keep_min), each slice for about a third of the cost of a slice of the rule's; with
+/// admission padding 0 and 1, so that a padded resume at len - 1 is judged where the cold run ends
+/// alone (lowered) and where it does not (kept).
+inline constexpr Domain compile_time_step_domain{10, 2, 3, 4, 1, 1};
 inline constexpr Domain run_time_rule_domain{5, 3, 3, 3};
 inline constexpr Domain run_time_protocol_domain{3, 3, 3, 2};
-inline constexpr Domain run_time_step_domain{12, 3, 4, 6, 1};
+inline constexpr Domain run_time_step_domain{12, 3, 4, 6, 1, SIZE_MAX};
 
 }  // namespace pfx::refinement

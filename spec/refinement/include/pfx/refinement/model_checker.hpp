@@ -137,6 +137,7 @@ std::string key_with(const M& m, const spec::Ghost& g, spec::Token flip) {
   w.put(m.config().keep_min);
   w.put(m.config().chunk);
   w.put(m.config().prefill_step);
+  w.put(m.config().admission_padding);
   w.put(std::span<const token>(m.held().ids));
   w.put(m.held().canonical_end);
   w.put(m.phase() == Phase::writing);

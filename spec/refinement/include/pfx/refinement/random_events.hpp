@@ -52,7 +52,8 @@ struct EventRanges {
   /// The top keep_min and chunk may also be 64, 1024, 2^32, SIZE_MAX - 1 or SIZE_MAX.
   bool huge = false;
   /// Configurations also draw a prefill_step (INV-12): 0 in 2, else 1..4, the chunk, twice it, 5,
-  /// 8, or with `huge` 2^32 or SIZE_MAX. Off, configure takes the draws it always took.
+  /// 8, or with `huge` 2^32 or SIZE_MAX; and an admission_padding: 0 in 2, else 1..4 or SIZE_MAX.
+  /// Off, configure takes the draws it always took.
   bool prefill_steps = false;
   /// The weight of a prompt that keeps all that is held, beside the len + 1 cuts of weight 1 each.
   std::size_t whole = 0;
@@ -102,7 +103,9 @@ class RandomEvents {
     const bool enabled = below(8) != 0;
     const std::size_t keep_min = maybe_huge(below(5), 4);
     const std::size_t chunk = below(12) == 0 ? 0 : maybe_huge(1 + below(4), 4);
-    return spec::Configure{spec::Config{enabled, keep_min, chunk, ranges_.prefill_steps ? prefill_step(chunk) : 0}};
+    if (!ranges_.prefill_steps) return spec::Configure{spec::Config{enabled, keep_min, chunk}};
+    const std::size_t step = prefill_step(chunk);
+    return spec::Configure{spec::Config{enabled, keep_min, chunk, step, admission_padding()}};
   }
 
   /// Called with each event once applied, `model` the state after it: the commits that follow are
@@ -152,6 +155,14 @@ class RandomEvents {
       case 8: return std::size_t{1} << 32;
       default: return SIZE_MAX;
     }
+  }
+
+  /// Rows a padded admission adds: none in 2, else a few, or the top of the range (only whether
+  /// it is 0 changes the rule, so a padding that wrapped round to 0 would show).
+  std::size_t admission_padding() {
+    if (below(2) == 0) return 0;
+    const std::size_t pick = below(5);
+    return pick < 4 ? 1 + pick : SIZE_MAX;
   }
 
   spec::Tokens tokens(std::size_t n) {

@@ -26,6 +26,7 @@ struct ExplainOptions {
   std::optional<std::size_t> chunk;          ///< default_chunk when not given
   std::optional<std::size_t> keep_min;       ///< TF_GLM53_PREFIX_CACHE_MIN (default 64) when not given
   std::size_t prefill_step = 0;              ///< the engine's prefill step (INV-12); 0: no such premise
+  std::size_t admission_padding = 0;         ///< rows added to an admission leaving one token (INV-12); 0: none
   std::optional<bool> enabled;               ///< reuse on or off; TF_GLM53_PREFIX_CACHE when not given
   bool disabled = false;                     ///< deprecated --disabled: the same as enabled = false
   bool json = false;
@@ -49,7 +50,7 @@ struct HeldRecord {
 
 /// The configuration explain decides with: the options, and for what they leave out `pfx replay`'s
 /// defaults (chunk 64; reuse and keep_min from the environment, as a lane reads them; no prefill
-/// step). Throws
+/// step, no admission padding). Throws
 /// driver::ConfigError for a malformed environment variable.
 [[nodiscard]] Config explain_config(const ExplainOptions& options);
 
