@@ -45,9 +45,10 @@ PY
 # The Python suites' packages: the extras test, transformers and llama.
 install_extras "numpy, hypothesis, jsonschema, torch, transformers, gguf" test transformers llama
 
-# llama.cpp for pfx::llama and llama-cpp-python for pfx.integrations.llama_cpp: built once per machine,
-# outside the clone (scripts/llama.sh); a second call returns at once.
-scripts/llama.sh --python >/dev/null
+# llama.cpp for pfx::llama, llama-cpp-python for pfx.integrations.llama_cpp, and llama.cpp's
+# llama-server with pfx's rule (--server): built once per machine, outside the clone
+# (scripts/llama.sh); a second call returns at once.
+scripts/llama.sh --python --server >/dev/null
 # Then llama-cpp-python's server dependencies and the openai client (the extra llama-server): after
 # llama.sh, so that pip finds llama-cpp-python installed and does not build it again from source.
 install_extras "fastapi, uvicorn, sse_starlette, starlette_context, pydantic_settings, yaml, openai" llama-server
