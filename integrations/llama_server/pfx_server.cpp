@@ -56,6 +56,7 @@ std::size_t exact_grid(std::size_t n_batch, std::size_t n_ubatch) {
 }
 
 std::string facts_text;  // what describe() says the defaults were resolved from
+int slots = 1;           // --parallel, for describe()
 
 pfx::Config wanted() {
     const settings & s = current();
@@ -151,6 +152,7 @@ std::string configure(const server_facts & facts) {
     } else {
         s.prefill_step = 0;
     }
+    slots = facts.n_parallel;
     facts_text = std::string("flash attention ") + (facts.flash_attention_off ? "off" : "on or auto") + ", n_batch " +
                  std::to_string(facts.n_batch) + ", n_ubatch " + std::to_string(facts.n_ubatch);
     return "";
@@ -160,7 +162,11 @@ std::string describe() {
     const settings & s = current();
     return "pfx: the rule is on: chunk " + std::to_string(s.chunk) + ", prefill step " + std::to_string(s.prefill_step) +
            ", keep_min " + std::to_string(s.keep_min) + " (" + facts_text +
-           "); each slot's reuse, the prompt cache's and slot selection are its decisions";
+           "); each slot's reuse, the prompt cache's and slot selection are its decisions" +
+           (slots > 1 ? std::string("; with --parallel ") + std::to_string(slots) +
+                            ", requests decoded at the same time share batches, which on llama.cpp's CPU build changes "
+                            "their logprobs (docs/engines.md, \"llama-server\"): pfx vouches for a request served alone"
+                      : std::string());
 }
 
 record::record() = default;

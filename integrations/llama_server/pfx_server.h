@@ -43,6 +43,7 @@ struct server_facts {
     bool multimodal = false;           // --mmproj
     bool lora = false;                 // --lora, --lora-scaled
     bool has_model = true;             // false in the router mode (no --model)
+    int n_parallel = 1;                // --parallel: slots whose requests may share a batch
 };
 
 // Resolves the chunk and the prefill step from the facts, or returns an error naming the option or
