@@ -267,6 +267,32 @@ class LlamaServer(unittest.TestCase):
         self.assertGreater(tally.compared, 0)
         self.assertEqual(tally.differing, 0, tally.first_difference)
         self.assertGreater(tally.reused, 0, log[-3000:])
+        # Requests decoded at the same time share batches, which changes their logprobs: said at start.
+        self.assertIn("with --parallel 2, requests decoded at the same time share batches", log)
+
+    @verifies("LLAMA-5")
+    def test_the_host_prompt_cache_brings_a_chat_back_with_its_record_and_resumes_it_exactly(self):
+        # One slot, two chats taking turns: each turn finds the slot holding the other chat, which the
+        # server saves into its prompt cache (--cache-ram) while it loads this chat's saved state back.
+        with Server(["--pfx", "--parallel", "1", "--cache-ram", "64"]) as server:
+            chats = {subject: [{"role": "user", "content": f"tell me about {subject} " * 4}] for subject in SUBJECTS[:2]}
+            served = []
+            for turn in range(4):
+                for subject, messages in chats.items():
+                    response = server.client.chat.completions.create(messages=messages, **ARGUMENTS)
+                    served.append((list(messages), response))
+                    messages += [{"role": "assistant", "content": response.choices[0].message.content},
+                                 {"role": "user", "content": "and then? " * (turn + 2)}]
+            cold = [server.client.chat.completions.create(messages=messages, **ARGUMENTS, extra_body=COLD)
+                    for messages, _ in served]
+            log = server.output()
+        for (messages, resumed), alone in zip(served, cold):
+            self.assertEqual(chat_answer(resumed.choices[0]), chat_answer(alone.choices[0]), messages[-1])
+        # Each turn takes back the rows of its chat's previous prompt, less at most a ubatch (the prefill step).
+        reused = [cached(resumed) for _, resumed in served[2:]]
+        before = [resumed.usage.prompt_tokens for _, resumed in served[:-2]]
+        print(f"reused {reused} of the previous prompts' {before} tokens")
+        self.assertTrue(all(r >= b - 32 for r, b in zip(reused, before)), f"{reused} {before}\n{log[-3000:]}")
 
     @verifies("LLAMA-5")
     def test_what_the_rule_cannot_vouch_for_stops_the_server_naming_it(self):
