@@ -18,6 +18,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -293,6 +294,29 @@ class LlamaServer(unittest.TestCase):
         before = [resumed.usage.prompt_tokens for _, resumed in served[:-2]]
         print(f"reused {reused} of the previous prompts' {before} tokens")
         self.assertTrue(all(r >= b - 32 for r, b in zip(reused, before)), f"{reused} {before}\n{log[-3000:]}")
+
+    @verifies("LLAMA-5")
+    def test_the_check_of_a_running_server_passes_with_pfx_and_fails_on_stock(self):
+        module = "pfx.integrations.llama_server_verify"
+        try:
+            import importlib.util
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:
+            found = False
+        if not found:
+            self.skipTest(f"{module} does not import here: pfx's Python module is not built")
+        for arguments, status, words in ((["--pfx"], 0, "verdict: exact"),
+                                         ([], 1, "verdict: NOT exact")):
+            with self.subTest(arguments=arguments), Server(["--parallel", "1"] + FLASH_ATTENTION + arguments) as server:
+                run = subprocess.run([sys.executable, "-m", module, "--url", f"http://127.0.0.1:{server.port}",
+                                      "--chat", "2", "--turns", "3"], capture_output=True, text=True, timeout=600)
+                self.assertEqual(run.returncode, status, run.stdout[-2000:] + run.stderr[-2000:])
+                self.assertIn(words, run.stdout)
+                print(run.stdout.splitlines()[-2])
+        run = subprocess.run([sys.executable, "-m", module, "--url", f"http://127.0.0.1:{free_port()}"],
+                             capture_output=True, text=True, timeout=600)
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertIn("cannot reach the server", run.stderr)
 
     @verifies("LLAMA-5")
     def test_what_the_rule_cannot_vouch_for_stops_the_server_naming_it(self):
