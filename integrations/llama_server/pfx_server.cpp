@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <span>
 #include <string_view>
@@ -75,7 +76,16 @@ std::string take_arguments(int & argc, char ** argv) {
         const std::string_view word = argv[i];
         int used = 1;
         std::string error;
-        if (word == "--pfx") {
+        if (word == "-h" || word == "--help") {
+            // llama.cpp's parser prints its own options next and exits; pfx's come first.
+            std::printf("pfx's rule (integrations/llama_server/README.md in pfx):\n"
+                        "--pfx                    each slot's reuse, the prompt cache's and slot selection are pfx's "
+                        "rule's decisions\n"
+                        "--pfx-chunk N            the rule's chunk, a multiple of the grid llama.cpp resumes exactly on "
+                        "(default: from flash attention, n_batch and n_ubatch)\n"
+                        "--pfx-keep-min N         the fewest tokens worth reusing (default: 0)\n\n");
+            argv[kept++] = argv[i];
+        } else if (word == "--pfx") {
             s.enabled = true;
         } else if (is_option(word, "--pfx-chunk")) {
             error = count_argument(argc, argv, i, "--pfx-chunk", 1, s.chunk, used);

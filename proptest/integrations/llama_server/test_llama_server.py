@@ -332,6 +332,9 @@ class LlamaServer(unittest.TestCase):
                                      + SETTINGS + arguments, capture_output=True, text=True, timeout=STARTUP_SECONDS)
                 self.assertNotEqual(run.returncode, 0, run.stderr[-2000:])
                 self.assertIn(words, run.stderr + run.stdout)
+        # --help lists pfx's options before llama.cpp's own.
+        run = subprocess.run([BINARY, "--help"], capture_output=True, text=True, timeout=STARTUP_SECONDS)
+        self.assertIn("--pfx-keep-min N", run.stdout)
 
 
 if __name__ == "__main__":
