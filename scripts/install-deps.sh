@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake make g++ ccache librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev libboost-dev
           libcli11-dev nlohmann-json3-dev libfmt-dev pybind11-dev python3-dev
-          clang libclang-rt-14-dev clang-tidy libopenmpi-dev openmpi-bin)
+          clang libclang-rt-14-dev clang-tidy libopenmpi-dev openmpi-bin
+          patch) # patch: scripts/llama.sh --server applies integrations/llama_server/llama-server.patch
 
 missing=()
 for package in "${packages[@]}"; do
