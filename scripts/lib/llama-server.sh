@@ -25,13 +25,13 @@ build_llama_server() {
         mkdir -p "$server_root/src"
         # The source without its documentation and vocabulary files, which no build step reads.
         tar -C "$root/src" --exclude=./docs --exclude=./models -cf - . | tar -C "$server_root/src" -xf -
-        if ! patch -p1 --dry-run --quiet -d "$server_root/src" < "$patch" > "$root/server-patch.log" 2>&1; then
+        if ! patch -p1 --fuzz=0 --dry-run -d "$server_root/src" < "$patch" > "$root/server-patch.log" 2>&1; then
             cat "$root/server-patch.log" >&2
             echo "scripts/llama.sh: $patch does not apply to llama.cpp in $root/src; it was written for the" \
                 "llama.cpp of llama-cpp-python $version" >&2
             exit 1
         fi
-        patch -p1 --quiet -d "$server_root/src" < "$patch"
+        patch -p1 --fuzz=0 --quiet -d "$server_root/src" < "$patch"
         sha256sum < "$patch" > "$server_root/src/.pfx-patch"
     fi
     # The web UI's assets are not fetched (no network at build time): the server embeds none, and
