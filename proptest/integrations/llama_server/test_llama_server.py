@@ -20,7 +20,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 import urllib.request
@@ -144,9 +143,10 @@ class Tally:
             self.first_difference = self.first_difference or f"{label}: resumed {resumed!r:.300}, cold {cold!r:.300}"
 
 
-def chat(server: Server, subject: str, tally: Tally, turns: int = 4, **extra) -> None:
-    """A multi-turn chat: each turn served resumed, then cold; the next turn appends the answer and a
-    new question, so that its prompt runs past the rows the answer's decode wrote."""
+def chat_turns(server: Server, subject: str, tally: Tally, turns: int = 4, **extra):
+    """A multi-turn chat, a turn each time it is resumed: each turn served resumed, then cold; the next
+    turn appends the answer and a new question, so that its prompt runs past the rows the answer's
+    decode wrote."""
     messages = [{"role": "system", "content": "you answer briefly"},
                 {"role": "user", "content": f"tell me about {subject} " * 3}]
     for turn in range(turns):
@@ -156,6 +156,12 @@ def chat(server: Server, subject: str, tally: Tally, turns: int = 4, **extra) ->
             tally.add(f"{subject}, turn {turn}", chat_answer(resumed.choices[0]), chat_answer(cold.choices[0]), resumed)
         messages += [{"role": "assistant", "content": cold.choices[0].message.content},
                      {"role": "user", "content": "and then? " * (turn + 2)}]
+        yield turn
+
+
+def chat(server: Server, subject: str, tally: Tally, turns: int = 4, **extra) -> None:
+    for _ in chat_turns(server, subject, tally, turns, **extra):
+        pass
 
 
 def completion_answer(choice) -> tuple:
@@ -254,22 +260,22 @@ class LlamaServer(unittest.TestCase):
 
     @verifies("LLAMA-5")
     def test_two_slots_serve_interleaved_chats_exactly(self):
-        tally = Tally()
-        with Server(["--pfx", "--parallel", "2"]) as server:
-            # Two chats taking turns, one request at a time: slot selection by the rule's offset sends each
-            # turn to the slot that holds its chat.
-            threads = []
-            for subject in SUBJECTS[:2]:
-                threads.append(threading.Thread(target=chat, args=(server, subject, tally)))
-            for thread in threads:  # one after the other: answers served alone are what pfx vouches for
-                thread.start()
-                thread.join()
-            log = server.output()
-        self.assertGreater(tally.compared, 0)
-        self.assertEqual(tally.differing, 0, tally.first_difference)
-        self.assertGreater(tally.reused, 0, log[-3000:])
-        # Requests decoded at the same time share batches, which changes their logprobs: said at start.
-        self.assertIn("with --parallel 2, requests decoded at the same time share batches", log)
+        # Two chats taking turns, one request at a time, on two slots with their own KV streams and on
+        # one unified KV buffer: slot selection by the rule's offset sends each turn to the slot that
+        # holds its chat.
+        for unified in ([], ["--kv-unified"]):
+            with self.subTest(unified=unified):
+                tally = Tally()
+                with Server(["--pfx", "--parallel", "2"] + unified) as server:
+                    turns = [chat_turns(server, subject, tally) for subject in SUBJECTS[:2]]
+                    for _ in zip(*turns):  # one turn of each chat in turn
+                        pass
+                    log = server.output()
+                self.assertGreater(tally.compared, 0)
+                self.assertEqual(tally.differing, 0, tally.first_difference)
+                self.assertGreater(tally.reused, 0, log[-3000:])
+                # Requests decoded at the same time share batches, which changes their logprobs: said at start.
+                self.assertIn("with --parallel 2, requests decoded at the same time share batches", log)
 
     @verifies("LLAMA-5")
     def test_the_host_prompt_cache_brings_a_chat_back_with_its_record_and_resumes_it_exactly(self):
