@@ -240,6 +240,10 @@ void record::commit() {
     (void) machine_->commit(prompt, pfx::prefill_canonical_end(prompt.size(), machine_->config().prefill_step));
 }
 
+void record::abort() {
+    if (machine_ && machine_->phase() == pfx::Phase::writing) (void) machine_->abort();
+}
+
 void record::clear() {
     if (machine_) (void) machine_->clear();
 }

@@ -81,6 +81,11 @@ class record {
     // one-row ubatch computed where the prefill step applies (INV-12). Nothing while not writing.
     void commit();
 
+    // The begun prompt's rows are being computed otherwise than a prefill of it alone would (its tokens
+    // share a batch with another slot's): the write is aborted, so that only the rows before its
+    // offset stay claimed. Nothing while not writing.
+    void abort();
+
     // The slot's rows are gone or rewritten (prompt_clear, a failed decode, a state loaded from a file).
     void clear();
 

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import urllib.request
@@ -276,6 +277,37 @@ class LlamaServer(unittest.TestCase):
                 self.assertGreater(tally.reused, 0, log[-3000:])
                 # Requests decoded at the same time share batches, which changes their logprobs: said at start.
                 self.assertIn("with --parallel 2, requests decoded at the same time share batches", log)
+
+    @verifies("LLAMA-5")
+    def test_a_prompt_prefilled_beside_another_request_publishes_no_rows(self):
+        # Two chats' first turns sent at once to two slots: each prompt is prefilled in batches that hold
+        # the other's tokens too, on other ubatches than alone. The next turns, served alone, must still
+        # equal their cold runs: the record keeps none of those rows.
+        tally = Tally()
+        with Server(["--pfx", "--parallel", "2", "--ctx-size", "4096"] + FLASH_ATTENTION) as server:
+            chats = [[{"role": "user", "content": f"tell me about {subject} " * (30 + 20 * i)}]
+                     for i, subject in enumerate(SUBJECTS[:2])]
+            first = [None, None]
+
+            def serve(i: int) -> None:
+                first[i] = server.client.chat.completions.create(messages=chats[i], **ARGUMENTS)
+
+            threads = [threading.Thread(target=serve, args=(i,)) for i in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            for turn in range(1, 3):
+                for i, messages in enumerate(chats):
+                    messages += [{"role": "assistant", "content": first[i].choices[0].message.content},
+                                 {"role": "user", "content": "and then? " * (turn + 2)}]
+                    resumed = server.client.chat.completions.create(messages=messages, **ARGUMENTS)
+                    cold = server.client.chat.completions.create(messages=messages, **ARGUMENTS, extra_body=COLD)
+                    tally.add(f"chat {i}, turn {turn}", chat_answer(resumed.choices[0]), chat_answer(cold.choices[0]),
+                              resumed)
+                    first[i] = cold
+        self.assertEqual(tally.differing, 0, tally.first_difference)
+        self.assertGreater(tally.reused, 0)
 
     @verifies("LLAMA-5")
     def test_the_host_prompt_cache_brings_a_chat_back_with_its_record_and_resumes_it_exactly(self):
