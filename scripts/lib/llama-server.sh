@@ -3,16 +3,16 @@
 # build_llama_server: llama.cpp's llama-server with pfx's rule, from a copy of the same source with
 # integrations/llama_server/llama-server.patch applied, built against ggml and llama of that copy with
 # llama.sh's settings (CPU, Release, shared, GGML_NATIVE off, through ccache). The stamp holds the hash
-# of integrations/llama_server: a changed patch or rule starts again from a fresh copy; an unchanged
-# one returns at once.
+# of integrations/llama_server, pfx's core and this script: a changed patch starts again from a fresh
+# copy, a changed rule or setting builds again; an unchanged one returns at once.
 build_llama_server() {
     unpack_source
     local here patch stamp hash
     here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/integrations/llama_server"
     patch="$here/llama-server.patch"
     stamp="$server_root/.complete"
-    hash="$(cat "$here"/llama-server.patch "$here"/CMakeLists.txt "$here"/pfx_server.h "$here"/pfx_server.cpp \
-        "$here"/../../core/include/pfx/*.hpp | sha256sum | cut -d' ' -f1)"
+    hash="$(cat "${BASH_SOURCE[0]}" "$here"/llama-server.patch "$here"/CMakeLists.txt "$here"/pfx_server.h \
+        "$here"/pfx_server.cpp "$here"/../../core/include/pfx/*.hpp | sha256sum | cut -d' ' -f1)"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ] && [ -x "$server_binary" ]; then
         return 0
     fi
