@@ -370,6 +370,11 @@ class LlamaServer(unittest.TestCase):
                                      + SETTINGS + arguments, capture_output=True, text=True, timeout=STARTUP_SECONDS)
                 self.assertNotEqual(run.returncode, 0, run.stderr[-2000:])
                 self.assertIn(words, run.stderr + run.stdout)
+        # A chunk on the grid and a keep_min are taken as given, with no prefill step.
+        with Server(["--pfx", "--pfx-chunk", "64", "--pfx-keep-min", "16", "--parallel", "1"]) as server:
+            log = server.output()
+        self.assertIn("pfx: the rule is on: chunk 64, prefill step 0, keep_min 16 (flash attention off, n_batch 512, "
+                      "n_ubatch 32)", log)
         # --help lists pfx's options before llama.cpp's own.
         run = subprocess.run([BINARY, "--help"], capture_output=True, text=True, timeout=STARTUP_SECONDS)
         self.assertIn("--pfx-keep-min N", run.stdout)
