@@ -166,8 +166,12 @@ def chat(server: Server, subject: str, tally: Tally, turns: int = 4, **extra) ->
 
 
 def completion_answer(choice) -> tuple:
-    logprobs = choice.logprobs
-    return choice.text, choice.finish_reason, (logprobs.tokens, logprobs.token_logprobs) if logprobs else None
+    """A completion as compared: its text, finish reason, and each token's id, logprob and top logprobs
+    (llama-server returns them as chat completions do, in logprobs.content)."""
+    content = (choice.logprobs.model_dump().get("content") if choice.logprobs else None) or []
+    assert content, "the server returned no logprobs for a completion with logprobs=1"
+    return choice.text, choice.finish_reason, [(t["id"], t["logprob"], [(top["id"], top["logprob"])
+                                                                        for top in t["top_logprobs"]]) for t in content]
 
 
 def completions(server: Server, tally: Tally, turns: int = 4, **extra) -> None:
