@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake make g++ ccache librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev libboost-dev
           libcli11-dev nlohmann-json3-dev libfmt-dev pybind11-dev python3-dev
-          clang libclang-rt-14-dev clang-tidy libopenmpi-dev openmpi-bin)
+          clang libclang-rt-14-dev clang-tidy libopenmpi-dev openmpi-bin
+          patch) # patch: scripts/llama.sh --server applies integrations/llama_server/llama-server.patch
 
 missing=()
 for package in "${packages[@]}"; do
@@ -45,9 +46,10 @@ PY
 # The Python suites' packages: the extras test, transformers and llama.
 install_extras "numpy, hypothesis, jsonschema, torch, transformers, gguf" test transformers llama
 
-# llama.cpp for pfx::llama and llama-cpp-python for pfx.integrations.llama_cpp: built once per machine,
-# outside the clone (scripts/llama.sh); a second call returns at once.
-scripts/llama.sh --python >/dev/null
+# llama.cpp for pfx::llama, llama-cpp-python for pfx.integrations.llama_cpp, and llama.cpp's
+# llama-server with pfx's rule (--server): built once per machine, outside the clone
+# (scripts/llama.sh); a second call returns at once.
+scripts/llama.sh --python --server >/dev/null
 # Then llama-cpp-python's server dependencies and the openai client (the extra llama-server): after
 # llama.sh, so that pip finds llama-cpp-python installed and does not build it again from source.
 install_extras "fastapi, uvicorn, sse_starlette, starlette_context, pydantic_settings, yaml, openai" llama-server

@@ -5,12 +5,16 @@
 # `find_package(llama CONFIG)` finds. pfx's top-level CMakeLists.txt looks in this prefix by itself,
 # so a plain `cmake --preset default` afterwards builds the component (docs/integration.md).
 #
-#   scripts/llama.sh [--python] [--print-prefix]
+#   scripts/llama.sh [--python] [--server] [--print-prefix] [--print-server]
 #
 #   --python        also installs llama-cpp-python itself (for pfx.integrations.llama_cpp), from the
 #                   same sdist, without building llama.cpp again: the libraries built here are linked
 #                   into its lib/ folder, where `import llama_cpp` looks for them
+#   --server        also builds llama.cpp's llama-server with pfx's rule (`--pfx`): the same source,
+#                   copied, with integrations/llama_server/llama-server.patch applied (checked first
+#                   with --dry-run), built once per machine and again whenever that folder changes
 #   --print-prefix  prints the install prefix and exits (nothing is built)
+#   --print-server  prints the path of that llama-server and exits (nothing is built)
 #
 # The prefix is ${PFX_LLAMA_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/pfx}/llama.cpp-<version>/install.
 # A second call finds the stamp of a finished install and returns in well under a second.
@@ -20,10 +24,15 @@ version=0.3.36 # llama-cpp-python; its vendor/llama.cpp is what gets built
 root="${PFX_LLAMA_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/pfx}/llama.cpp-$version"
 prefix="$root/install"
 python=0
+server=0
+server_root="$root/server" # the patched copy (src), its build, and the stamp of the patch it holds
+server_binary="$server_root/build/bin/llama-server"
 for arg in "$@"; do
     case "$arg" in
         --python) python=1 ;;
+        --server) server=1 ;;
         --print-prefix) echo "$prefix"; exit 0 ;;
+        --print-server) echo "$server_binary"; exit 0 ;;
         *) echo "scripts/llama.sh: unknown argument '$arg'" >&2; exit 2 ;;
     esac
 done
@@ -52,15 +61,18 @@ fetch_sdist() {
     rm -rf "$tmp"
 }
 
-if [ ! -f "$prefix/.complete" ]; then
+unpack_source() { # llama.cpp's source, from the sdist, in $root/src
+    [ -f "$root/src/CMakeLists.txt" ] && return 0
     fetch_sdist
-    if [ ! -f "$root/src/CMakeLists.txt" ]; then
-        rm -rf "$root/src" "$root/unpack"
-        mkdir -p "$root/unpack"
-        tar xzf "$sdist" -C "$root/unpack"
-        mv "$root/unpack/llama_cpp_python-$version/vendor/llama.cpp" "$root/src"
-        rm -rf "$root/unpack" "$root/src/.git" # a submodule's pointer to a repository not shipped
-    fi
+    rm -rf "$root/src" "$root/unpack"
+    mkdir -p "$root/unpack"
+    tar xzf "$sdist" -C "$root/unpack"
+    mv "$root/unpack/llama_cpp_python-$version/vendor/llama.cpp" "$root/src"
+    rm -rf "$root/unpack" "$root/src/.git" # a submodule's pointer to a repository not shipped
+}
+
+if [ ! -f "$prefix/.complete" ]; then
+    unpack_source
     # GGML_NATIVE off: the library must run on every machine that restores this folder from a CI
     # cache, not only on the CPU that built it; ggml then compiles for x86-64 with AVX2, FMA and F16C.
     # GGML_OPENMP off: ggml's own thread pool, one thing less to install.
@@ -101,6 +113,11 @@ if [ "$python" = 1 ]; then
             exit 1
         fi
     fi
+fi
+
+if [ "$server" = 1 ]; then
+    source "$(dirname "$0")/lib/llama-server.sh"
+    build_llama_server
 fi
 
 echo "$prefix"

@@ -206,6 +206,14 @@ inline constexpr std::array requirements = {
                 "its arguments and settings file, with pfx's rule on for every model it loads: through the openai "
                 "client each resumed chat turn equals its cold run where the stock server's differ, each decision "
                 "is logged, and a setting the rule cannot take stops it naming the setting"},
+    Requirement{"LLAMA-5",
+                "llama.cpp's llama-server built by scripts/llama.sh --server with --pfx takes each slot's reuse, what "
+                "the host prompt cache offers and slot selection from pfx's core (the record: the last prompt's "
+                "prefill; the chunk and prefill step as LLAMA-1 resolves them from the context's parameters): "
+                "through the openai client every resumed response, streamed, stopped or after a client that "
+                "disconnected, on one slot or two, equals its cold run where stock llama-server's differ, keeping at "
+                "least half of stock's reuse; --cache-reuse, speculative decoding, sliding-window, recurrent and "
+                "multimodal models and LoRA adapters stop the start by name"},
     Requirement{"SERVE-1",
                 "pfx.integrations.vllm.verify replays a workload through a running vLLM server or a vllm.LLM, one "
                 "request at a time or (a server) with --concurrency N requests in flight, and compares each "

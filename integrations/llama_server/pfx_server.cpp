@@ -1,0 +1,263 @@
+// pfx's rule inside llama-server: the decisions, through pfx's core (pfx_server.h says what each
+// call promises; README.md how the server calls them).
+
+#include "pfx_server.h"
+
+#include <pfx/core.hpp>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <span>
+#include <string_view>
+
+namespace pfx_server {
+
+settings & current() {
+    static settings the_settings;
+    return the_settings;
+}
+
+namespace {
+
+// The value of `--name N` or `--name=N` at argv[i], or an error; `used` is how many entries it took.
+std::string count_argument(int argc, char ** argv, int i, std::string_view name, std::size_t least,
+                           std::size_t & value, int & used) {
+    const std::string_view word = argv[i];
+    std::string_view text;
+    if (word.size() > name.size() && word[name.size()] == '=') {
+        text = word.substr(name.size() + 1);
+        used = 1;
+    } else if (i + 1 < argc) {
+        text = argv[i + 1];
+        used = 2;
+    } else {
+        return "llama-server: " + std::string(name) + ": expected an integer >= " + std::to_string(least) +
+               ", got nothing";
+    }
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (error != std::errc{} || end != text.data() + text.size() || value < least) {
+        return "llama-server: " + std::string(name) + ": expected an integer >= " + std::to_string(least) +
+               ", got '" + std::string(text) + "'";
+    }
+    return "";
+}
+
+bool is_option(std::string_view word, std::string_view name) {
+    return word == name || (word.size() > name.size() && word.substr(0, name.size()) == name &&
+                            word[name.size()] == '=');
+}
+
+// The finest grid on which a resume computes every ubatch where a cold run does: n_ubatch when it
+// divides n_batch (each call then splits on the n_ubatch grid), n_batch otherwise (the ubatch grid
+// restarts at each call). The same as pfx.integrations.llama_cpp_rule.exact_grid.
+std::size_t exact_grid(std::size_t n_batch, std::size_t n_ubatch) {
+    return n_batch % n_ubatch == 0 ? n_ubatch : n_batch;
+}
+
+std::string facts_text;  // what describe() says the defaults were resolved from
+int slots = 1;           // --parallel, for describe()
+
+pfx::Config wanted() {
+    const settings & s = current();
+    return {.enabled = true, .keep_min = s.keep_min, .chunk = s.chunk == 0 ? 1 : s.chunk,
+            .prefill_step = s.prefill_step};
+}
+
+}  // namespace
+
+std::string take_arguments(int & argc, char ** argv) {
+    settings & s = current();
+    bool chunk_given = false;
+    bool keep_min_given = false;
+    int kept = 1;
+    for (int i = 1; i < argc;) {
+        const std::string_view word = argv[i];
+        int used = 1;
+        std::string error;
+        if (word == "-h" || word == "--help") {
+            // llama.cpp's parser prints its own options next and exits; pfx's come first.
+            std::printf("pfx's rule (integrations/llama_server/README.md in pfx):\n"
+                        "--pfx                    each slot's reuse, the prompt cache's and slot selection are pfx's "
+                        "rule's decisions\n"
+                        "--pfx-chunk N            the rule's chunk, a multiple of the grid llama.cpp resumes exactly on "
+                        "(default: from flash attention, n_batch and n_ubatch)\n"
+                        "--pfx-keep-min N         the fewest tokens worth reusing (default: 0)\n\n");
+            argv[kept++] = argv[i];
+        } else if (word == "--pfx") {
+            s.enabled = true;
+        } else if (is_option(word, "--pfx-chunk")) {
+            error = count_argument(argc, argv, i, "--pfx-chunk", 1, s.chunk, used);
+            chunk_given = true;
+        } else if (is_option(word, "--pfx-keep-min")) {
+            error = count_argument(argc, argv, i, "--pfx-keep-min", 0, s.keep_min, used);
+            keep_min_given = true;
+        } else {
+            argv[kept++] = argv[i];
+        }
+        if (!error.empty()) return error;
+        i += used;
+    }
+    argc = kept;
+    argv[argc] = nullptr;
+    if ((chunk_given || keep_min_given) && !s.enabled) {
+        return std::string("llama-server: ") + (chunk_given ? "--pfx-chunk" : "--pfx-keep-min") +
+               " is a setting of pfx's rule, which is off: add --pfx";
+    }
+    return "";
+}
+
+std::string configure(const server_facts & facts) {
+    settings & s = current();
+    if (!s.enabled) return "";
+    const std::string refused = "llama-server --pfx: ";
+    const std::string cannot = ", which pfx's rule cannot vouch for; ";
+    if (!facts.has_model) {
+        return refused + "the router mode (no --model) serves each model from a process of its own, started "
+                         "without the rule; give --model";
+    }
+    if (facts.cache_reuse > 0) {
+        return refused + "--cache-reuse " + std::to_string(facts.cache_reuse) +
+               " shifts rows of an earlier prompt to new positions, rows no prefill of the new prompt computes" +
+               cannot + "leave --cache-reuse at 0 with --pfx";
+    }
+    if (facts.speculative) {
+        return refused + "speculative decoding (--model-draft, --spec-type) keeps a draft context and verifies "
+                         "drafts in batches of their own" + cannot + "serve without it under --pfx";
+    }
+    if (facts.n_swa > 0) {
+        return refused + "the model uses sliding-window attention (n_swa " + std::to_string(facts.n_swa) +
+               "): its cache drops rows a resume needs and restores them from checkpoints" + cannot +
+               "serve it without --pfx";
+    }
+    if (facts.recurrent_or_hybrid) {
+        return refused + "the model is recurrent or hybrid: its state is not rows that a prefix can keep" + cannot +
+               "serve it without --pfx";
+    }
+    if (facts.multimodal) {
+        return refused + "--mmproj: image and audio chunks are written into the context by the multimodal "
+                         "encoder" + cannot + "serve it without --pfx";
+    }
+    if (facts.lora) {
+        return refused + "--lora: a request may change the adapters, and with them every row" + cannot +
+               "serve it without --pfx";
+    }
+    if (facts.n_batch == 0 || facts.n_ubatch == 0) {
+        return refused + "n_batch and n_ubatch must be at least 1";
+    }
+    const std::size_t grid = exact_grid(facts.n_batch, facts.n_ubatch);
+    if (s.chunk == 0) {
+        // Flash attention off and n_batch a multiple of n_ubatch: only a ubatch of one row computes a
+        // row otherwise, and only a prefill's last ubatch can be short (docs/engines.md, "Under the
+        // prefill step"): chunk 1 with the prefill step n_ubatch. Otherwise the grid, no step; auto is
+        // taken as on (llama.cpp does not say what it resolved to; on the CPU it behaved as on).
+        const bool step = facts.flash_attention_off && facts.n_batch % facts.n_ubatch == 0;
+        s.chunk = step ? 1 : grid;
+        s.prefill_step = step ? facts.n_ubatch : 0;
+    } else if (s.chunk % grid != 0) {
+        return refused + "--pfx-chunk " + std::to_string(s.chunk) + " is not a multiple of the grid " +
+               std::to_string(grid) + " on which llama.cpp resumes exactly (n_batch " + std::to_string(facts.n_batch) +
+               ", n_ubatch " + std::to_string(facts.n_ubatch) + "); use a multiple of " + std::to_string(grid);
+    } else {
+        s.prefill_step = 0;
+    }
+    slots = facts.n_parallel;
+    facts_text = std::string("flash attention ") + (facts.flash_attention_off ? "off" : "on or auto") + ", n_batch " +
+                 std::to_string(facts.n_batch) + ", n_ubatch " + std::to_string(facts.n_ubatch);
+    return "";
+}
+
+std::string describe() {
+    const settings & s = current();
+    return "pfx: the rule is on: chunk " + std::to_string(s.chunk) + ", prefill step " + std::to_string(s.prefill_step) +
+           ", keep_min " + std::to_string(s.keep_min) + " (" + facts_text +
+           "); each slot's reuse, the prompt cache's and slot selection are its decisions" +
+           (slots > 1 ? std::string("; with --parallel ") + std::to_string(slots) +
+                            ", requests decoded at the same time share batches, which on llama.cpp's CPU build changes "
+                            "their logprobs (docs/engines.md, \"llama-server\"): pfx vouches for a request served alone"
+                      : std::string());
+}
+
+record::record() = default;
+record::~record() = default;
+record::record(record &&) noexcept = default;
+record & record::operator=(record &&) noexcept = default;
+record::record(const record & other)
+    : machine_(other.machine_ ? std::make_unique<pfx::Machine>(*other.machine_) : nullptr) {}
+record & record::operator=(const record & other) {
+    if (this != &other) {
+        machine_ = other.machine_ ? std::make_unique<pfx::Machine>(*other.machine_) : nullptr;
+    }
+    return *this;
+}
+
+void record::settle(const std::vector<int32_t> & held) {
+    if (!machine_) machine_ = std::make_unique<pfx::Machine>();
+    pfx::Machine & machine = *machine_;
+    if (machine.phase() == pfx::Phase::writing) machine.abort();  // its rows below the offset stay (INV-8)
+    if (machine.config() != wanted()) (void) machine.configure(wanted());
+    // The rows the slot still holds as recorded: ids and held tokens agree up to here.
+    const std::span<const pfx::token> ids = machine.held().ids;
+    const std::size_t end = std::min(machine.held().canonical_end, held.size());
+    const std::size_t agreed = pfx::common_prefix(std::span<const pfx::token>(held).first(end), ids.first(end));
+    if (agreed < machine.held().canonical_end) {
+        const std::vector<pfx::token> kept(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(agreed));
+        (void) machine.record(kept, agreed);
+    }
+}
+
+std::size_t record::offer(const std::vector<int32_t> & held, const std::vector<int32_t> & prompt) {
+    if (!current().enabled) return 0;
+    settle(held);
+    return machine_->query(prompt).decision.offset;
+}
+
+std::size_t record::begin(const std::vector<int32_t> & held, const std::vector<int32_t> & prompt, std::string & why) {
+    settle(held);
+    pfx::Machine & machine = *machine_;
+    const pfx::Decision decision = machine.query(prompt).decision;
+    std::size_t offset = decision.offset;
+    if (!machine.begin(prompt, offset).accepted()) {  // never expected: the offset is the one granted
+        offset = 0;
+        (void) machine.begin(prompt, 0);
+    }
+    why = "pfx: prompt of " + std::to_string(prompt.size()) + " tokens: the slot held " +
+          std::to_string(pfx::common_prefix(std::span<const pfx::token>(held), std::span<const pfx::token>(prompt))) +
+          " of it, the rule allows " + std::to_string(offset) + " (" + std::string(pfx::name(decision.reason)) +
+          ", bound " + std::string(pfx::name(decision.bound)) + ")";
+    return offset;
+}
+
+void record::begin_cold(const std::vector<int32_t> & held, const std::vector<int32_t> & prompt) {
+    settle(held);
+    (void) machine_->begin(prompt, 0);
+}
+
+void record::commit() {
+    if (!machine_ || machine_->phase() != pfx::Phase::writing) return;
+    const std::vector<pfx::token> prompt(machine_->begun().begin(), machine_->begun().end());
+    (void) machine_->commit(prompt, pfx::prefill_canonical_end(prompt.size(), machine_->config().prefill_step));
+}
+
+void record::abort() {
+    if (machine_ && machine_->phase() == pfx::Phase::writing) (void) machine_->abort();
+}
+
+void record::clear() {
+    if (machine_) (void) machine_->clear();
+}
+
+void record::forget_from(std::size_t row) {
+    if (!machine_) return;
+    pfx::Machine & machine = *machine_;
+    if (machine.phase() == pfx::Phase::writing) {
+        (void) machine.clear();  // the write's commit then stores nothing
+    } else if (machine.held().canonical_end > row) {
+        const std::vector<pfx::token> kept(machine.held().ids.begin(),
+                                           machine.held().ids.begin() + static_cast<std::ptrdiff_t>(row));
+        (void) machine.record(kept, row);
+    }
+}
+
+}  // namespace pfx_server

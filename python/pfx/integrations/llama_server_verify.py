@@ -1,0 +1,131 @@
+"""pfx's check of a running llama.cpp llama-server: does each resumed response equal a cold run of
+the same request, bit for bit (docs/engines.md, "llama-server")?
+
+It plays generated chats (``pfx.fixtures.workloads.text_conversations``: a shared system prompt, then
+each turn holding the answers before it, as a chat client sends them) through the server's
+``/v1/chat/completions`` with the official openai client, one request at a time (pfx vouches for a
+request served alone). Each turn is served twice: first as it comes, from whatever the server's KV
+cache holds, then cold (``cache_prompt: false``: the server prefills it from row 0). The two are
+compared as text, finish reason and the logprob of every generated token and its top alternatives.
+Reuse is the server's own count (``usage.prompt_tokens_details.cached_tokens``).
+
+    python -m pfx.integrations.llama_server_verify --url URL [--chat N] [--turns T] [--seed S]
+        [--model NAME] [--max-tokens N] [--timeout S]
+
+Exit status, as ``pfx``'s: 0 every response equalled its cold run and at least one was resumed from
+the cache; 1 a response differs, or nothing resumed was compared; 2 bad input or a server that cannot
+be checked (unreachable, no reused-token counts, a request it refuses), named; 3 no verdict: a cold run
+that was not cold (the server reused rows for it).
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from typing import Optional
+
+from ..fixtures.workloads import text_conversations
+
+PROGRAM = "python -m pfx.integrations.llama_server_verify"
+COLD = {"cache_prompt": False}
+
+
+class Unusable(Exception):
+    """The server cannot be checked as asked (exit status 2)."""
+
+
+def _answer(choice) -> tuple:
+    content = choice.logprobs.content if choice.logprobs else None
+    if content is None:
+        raise Unusable("the server returned no logprobs for a chat completion with logprobs=true")
+    return (choice.message.content, choice.finish_reason,
+            [(t.token, t.logprob, [(top.token, top.logprob) for top in t.top_logprobs]) for t in content])
+
+
+def _cached(response) -> int:
+    details = response.usage.prompt_tokens_details if response.usage else None
+    if details is None or details.cached_tokens is None:
+        raise Unusable("the server reports no usage.prompt_tokens_details.cached_tokens: is it llama-server?")
+    return int(details.cached_tokens)
+
+
+def check(client, model: str, chats: int, turns: int, seed: int, max_tokens: int, out=sys.stdout) -> int:
+    """Plays the chats through `client` (an openai.OpenAI) and returns the exit status."""
+    compared = resumed = differing = reused = prompt_tokens = 0
+    arguments = dict(model=model, max_tokens=max_tokens, temperature=0, logprobs=True, top_logprobs=2)
+    for c, conversation in enumerate(text_conversations(random.Random(seed), chats, turns)):
+        messages = [{"role": "system", "content": conversation.system}]
+        for t, question in enumerate(conversation.messages):
+            messages.append({"role": "user", "content": question})
+            served = client.chat.completions.create(messages=messages, **arguments)
+            cold = client.chat.completions.create(messages=messages, **arguments, extra_body=COLD)
+            if _cached(cold) != 0:
+                print(f"{PROGRAM}: no verdict: the cold run of chat {c} turn {t} reused {_cached(cold)} tokens "
+                      "(cache_prompt: false was not honoured)", file=out)
+                return 3
+            compared += 1
+            took = _cached(served)
+            same = _answer(served.choices[0]) == _answer(cold.choices[0])
+            resumed += took > 0
+            reused += took
+            prompt_tokens += served.usage.prompt_tokens
+            differing += not same
+            print(f"chat {c} turn {t}: prompt {served.usage.prompt_tokens} tokens, {took} from the cache: "
+                  f"{'equals its cold run' if same else 'DIFFERS from its cold run'}", file=out)
+            messages.append({"role": "assistant", "content": cold.choices[0].message.content})
+    print(f"{compared} responses compared with a cold run, {resumed} of them resumed from the cache "
+          f"({reused} of {prompt_tokens} prompt tokens reused): {differing} differ", file=out)
+    if differing:
+        print("verdict: NOT exact: resumed responses differ from their cold runs", file=out)
+        return 1
+    if resumed == 0:
+        print("verdict: nothing resumed was compared, so nothing was checked", file=out)
+        return 1
+    print("verdict: exact", file=out)
+    return 0
+
+
+def _count(least: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {value}")
+        return value
+    return parse
+
+
+def main(argv: Optional[list] = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:8080")
+    parser.add_argument("--chat", type=_count(1), default=3, help="conversations (default 3)")
+    parser.add_argument("--turns", type=_count(2), default=4, help="turns of each (default 4)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--model", default="model", help="the model name sent (llama-server serves its one model)")
+    parser.add_argument("--max-tokens", type=_count(1), default=24)
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds a request may take")
+    arguments = parser.parse_args(argv)
+    try:
+        import openai  # noqa: PLC0415  (optional: pip install '.[llama-server]')
+    except ImportError:
+        print(f"{PROGRAM}: the openai client is not installed: pip install '.[llama-server]'", file=sys.stderr)
+        return 2
+    client = openai.OpenAI(base_url=arguments.url.rstrip("/") + "/v1", api_key="none", timeout=arguments.timeout,
+                           max_retries=0)
+    try:
+        return check(client, arguments.model, arguments.chat, arguments.turns, arguments.seed, arguments.max_tokens)
+    except Unusable as e:
+        print(f"{PROGRAM}: {arguments.url}: {e}", file=sys.stderr)
+        return 2
+    except openai.APIConnectionError as e:
+        print(f"{PROGRAM}: {arguments.url}: cannot reach the server ({e})", file=sys.stderr)
+        return 2
+    except openai.APIStatusError as e:
+        print(f"{PROGRAM}: {arguments.url}: the server refused a request: {e.status_code} {e.message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

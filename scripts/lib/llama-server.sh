@@ -1,0 +1,48 @@
+# Sourced by scripts/llama.sh --server, which sets $root (the unpacked llama.cpp in $root/src),
+# $server_root, $server_binary, $jobs and $launcher first, and defines unpack_source.
+# build_llama_server: llama.cpp's llama-server with pfx's rule, from a copy of the same source with
+# integrations/llama_server/llama-server.patch applied, built against ggml and llama of that copy with
+# llama.sh's settings (CPU, Release, shared, GGML_NATIVE off, through ccache). The stamp holds the hash
+# of integrations/llama_server, pfx's core and this script: a changed patch starts again from a fresh
+# copy, a changed rule or setting builds again; an unchanged one returns at once.
+build_llama_server() {
+    unpack_source
+    local here patch stamp hash
+    here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/integrations/llama_server"
+    patch="$here/llama-server.patch"
+    stamp="$server_root/.complete"
+    hash="$(cat "${BASH_SOURCE[0]}" "$here"/llama-server.patch "$here"/CMakeLists.txt "$here"/pfx_server.h \
+        "$here"/pfx_server.cpp "$here"/../../core/include/pfx/*.hpp | sha256sum | cut -d' ' -f1)"
+    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ] && [ -x "$server_binary" ]; then
+        return 0
+    fi
+    rm -f "$stamp"
+    if [ -f "$server_root/src/.pfx-patch" ] && [ "$(cat "$server_root/src/.pfx-patch")" != "$(sha256sum < "$patch")" ]; then
+        rm -rf "$server_root/src" # patched with another patch: start again from llama.cpp's own source
+    fi
+    if [ ! -f "$server_root/src/.pfx-patch" ]; then
+        rm -rf "$server_root/src"
+        mkdir -p "$server_root/src"
+        # The source without its documentation and vocabulary files, which no build step reads.
+        tar -C "$root/src" --exclude=./docs --exclude=./models -cf - . | tar -C "$server_root/src" -xf -
+        if ! patch -p1 --fuzz=0 --dry-run -d "$server_root/src" < "$patch" > "$root/server-patch.log" 2>&1; then
+            cat "$root/server-patch.log" >&2
+            echo "scripts/llama.sh: $patch does not apply to llama.cpp in $root/src; it was written for the" \
+                "llama.cpp of llama-cpp-python $version" >&2
+            exit 1
+        fi
+        patch -p1 --fuzz=0 --quiet -d "$server_root/src" < "$patch"
+        sha256sum < "$patch" > "$server_root/src/.pfx-patch"
+    fi
+    # The web UI's assets are not fetched (no network at build time): the server embeds none, and
+    # serves the API alone.
+    quietly server-configure cmake -S "$server_root/src" -B "$server_root/build" -G "${CMAKE_GENERATOR:-Unix Makefiles}" \
+        -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
+        -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=ON -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DGGML_CCACHE=OFF \
+        -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+        -DGGML_NATIVE=OFF -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=OFF \
+        -DPFX_LLAMA_SERVER_DIR="$here" "${launcher[@]}"
+    quietly server-build cmake --build "$server_root/build" --target llama-server -j "$jobs"
+    echo "$hash" > "$stamp"
+}
