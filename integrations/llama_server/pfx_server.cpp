@@ -51,7 +51,7 @@ bool is_option(std::string_view word, std::string_view name) {
 
 // The finest grid on which a resume computes every ubatch where a cold run does: n_ubatch when it
 // divides n_batch (each call then splits on the n_ubatch grid), n_batch otherwise (the ubatch grid
-// restarts at each call). The same as pfx.integrations.llama_cpp_rule.exact_grid.
+// restarts at each call). The same as pfx.integrations.llama_cpp.rule.exact_grid.
 std::size_t exact_grid(std::size_t n_batch, std::size_t n_ubatch) {
     return n_batch % n_ubatch == 0 ? n_ubatch : n_batch;
 }

@@ -7,15 +7,28 @@ from __future__ import annotations
 from typing import Optional
 
 
-def whole(name: str, value, low: int = 0, error: Optional[type] = None, *, none: str = "", who: str = ""):
-    """`value` if it is an int (not a bool) >= `low`; None where `none` says what None means and value is
-    None. `who` prefixes the message (the function or class that takes the argument)."""
+def whole(name: str, value, low: Optional[int] = 0, error: Optional[type] = None, *, none: str = "", who: str = ""):
+    """`value` if it is an int (not a bool) >= `low` (any int where `low` is None: the caller judges the
+    range, in its own words); None where `none` says what None means and value is None. `who` prefixes
+    the message (the function or class that takes the argument)."""
     if value is None and none:
         return None
-    meaning = f"None ({none}) or " if none else ""
+    wanted = ("None (" + none + ") or " if none else "") + ("an int" if low is None else f"an int >= {low}")
     if isinstance(value, bool) or not isinstance(value, int):
-        raise (error or TypeError)(f"{who}{name} must be {meaning}an int >= {low}, got {type(value).__name__} "
-                                   f"({value!r})")
-    if value < low:
-        raise (error or ValueError)(f"{who}{name} must be {meaning}an int >= {low}, got {value!r}")
+        raise (error or TypeError)(f"{who}{name} must be {wanted}, got {type(value).__name__} ({value!r})")
+    if low is not None and value < low:
+        raise (error or ValueError)(f"{who}{name} must be {wanted}, got {value!r}")
     return value
+
+
+def count(least: int):
+    """An argparse ``type``: a whole number >= `least` from the command line, else argparse's error that
+    names the option and what it got (argparse adds the option's name)."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            return whole("value", int(text), least)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {text!r}") from None
+    return parse

@@ -1,4 +1,4 @@
-"""python -m pfx.integrations.llama_cpp_server: llama-cpp-python's OpenAI-compatible server with pfx's
+"""python -m pfx.integrations.llama_cpp.server: llama-cpp-python's OpenAI-compatible server with pfx's
 rule on, driven by the official openai client, on the model pfx.fixtures.tiny_gguf writes
 (PFX_LLAMA_MODEL). A multi-turn chat: each turn served resumed, then again cold (after a request that
 shares nothing with it, which leaves pfx nothing to reuse), the two answers equal, tokens and
@@ -127,7 +127,7 @@ class LlamaCppServer(unittest.TestCase):
     def test_a_multi_turn_chat_through_the_openai_client_resumes_exactly_and_counts_its_reuse(self):
         # keep_min 2: the request between a turn and its cold run shares the begin token with it, whose row
         # chunk 1 would otherwise reuse; the cold run must start from row 0.
-        with Server("pfx.integrations.llama_cpp_server",
+        with Server("pfx.integrations.llama_cpp.server",
                     ["--model", MODEL, "--model_alias", "tiny", "--pfx-keep-min", "2"] + SETTINGS) as server:
             chats = [chat(server, subject) for subject in SUBJECTS]
             # Streamed, the answer is the same too.
@@ -178,7 +178,7 @@ class LlamaCppServer(unittest.TestCase):
                        "models": [dict(model, model_alias="first", n_ubatch=32),
                                   dict(model, model_alias="second", n_ubatch=32, n_batch=48)]}, settings)
             settings.flush()
-            with Server("pfx.integrations.llama_cpp_server", ["--config_file", settings.name, "--pfx-keep-min", "16"],
+            with Server("pfx.integrations.llama_cpp.server", ["--config_file", settings.name, "--pfx-keep-min", "16"],
                         port=port) as server:
                 for alias in ("first", "second"):
                     server.client.completions.create(model=alias, prompt="hello " * 20, max_tokens=4, temperature=0)
@@ -190,7 +190,7 @@ class LlamaCppServer(unittest.TestCase):
 
     @verifies("LLAMA-4 LLAMA-3")
     def test_what_the_rule_cannot_take_stops_the_server_naming_it(self):
-        module = "pfx.integrations.llama_cpp_server"
+        module = "pfx.integrations.llama_cpp.server"
         cases = [
             (["--pfx-chunk", "0"], 2, "--pfx-chunk: expected an integer >= 1, got 0"),
             (["--pfx-chunk", "48"] + SETTINGS, 1, "chunk 48 is not a multiple of the grid 32"),
@@ -203,7 +203,7 @@ class LlamaCppServer(unittest.TestCase):
                 self.assertEqual(run.returncode, status, run.stderr[-2000:])
                 self.assertIn(words, run.stderr)
         code = ("import llama_cpp, sys; llama_cpp.__version__ = '0.3.37'; "
-                "from pfx.integrations.llama_cpp_server import main; sys.exit(main(sys.argv[1:]))")
+                "from pfx.integrations.llama_cpp.server import main; sys.exit(main(sys.argv[1:]))")
         run = subprocess.run([sys.executable, "-c", code, "--model", MODEL], capture_output=True, text=True,
                              timeout=STARTUP_SECONDS)
         self.assertEqual(run.returncode, 2, run.stderr[-2000:])

@@ -339,7 +339,7 @@ class LlamaServer(unittest.TestCase):
 
     @verifies("LLAMA-5")
     def test_the_check_of_a_running_server_passes_with_pfx_and_fails_on_stock(self):
-        module = "pfx.integrations.llama_server_verify"
+        module = "pfx.integrations.llama_cpp.verify"
         try:
             import importlib.util
             found = importlib.util.find_spec(module) is not None

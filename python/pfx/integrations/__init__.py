@@ -7,9 +7,9 @@ demand, so that ``import pfx`` needs none of the frameworks:
 - ``pfx.integrations.llama_cpp``: ``LlamaCppEngine``, a GGUF model on one llama.cpp context over
   llama-cpp-python's low-level API (``scripts/llama.sh --python`` installs it); and ``enable(llm)``,
   pfx's rule in charge of the prefix reuse of llama-cpp-python's own ``Llama``
-  (``pfx.integrations.llama_cpp_rule``).
-- ``pfx.integrations.llama_cpp_server``: llama-cpp-python's OpenAI-compatible server with the rule on
-  for every model it loads (``python -m pfx.integrations.llama_cpp_server --model M``).
+  (``pfx.integrations.llama_cpp.rule``).
+- ``pfx.integrations.llama_cpp.server``: llama-cpp-python's OpenAI-compatible server with the rule on
+  for every model it loads (``python -m pfx.integrations.llama_cpp.server --model M``).
 - ``pfx.integrations.vllm``: the vLLM plugin (``PFX_VLLM=1``, or ``enable()``), pfx's rule in charge
   of vLLM's prefix cache; in its package, ``conform``, the conformance check of a vLLM configuration
   through its own cache (``python -m pfx.integrations.vllm.conform MODEL``), ``verify``, the check of

@@ -21,6 +21,8 @@ ALIASES = {
     "pfx.integrations.vllm_conform": "pfx.integrations.vllm.conform",
     "pfx.integrations.vllm_verify": "pfx.integrations.vllm.verify",
     "pfx.integrations.vllm_guard": "pfx.integrations.vllm.guard",
+    "pfx.integrations.llama_cpp_rule": "pfx.integrations.llama_cpp.rule",
+    "pfx.integrations.llama_cpp_server": "pfx.integrations.llama_cpp.server",
 }
 
 

@@ -1,7 +1,5 @@
-"""pfx.integrations.llama_cpp: an engine over llama-cpp-python's low-level API for pfx.Lane,
-pfx.conform and pfx.verify (docs/python.md, docs/engines.md); and, re-exported from
-pfx.integrations.llama_cpp_rule, ``enable(llm)`` and ``disable(llm)``, which put pfx's rule in charge
-of the prefix reuse of llama-cpp-python's own ``Llama``.
+"""pfx.integrations.llama_cpp.engine: an engine over llama-cpp-python's low-level API for pfx.Lane,
+pfx.conform and pfx.verify (docs/python.md, docs/engines.md).
 
 The engine owns its cache: one llama_context whose memory, for sequence 0, holds the rows. A prefill
 call is one llama_decode of the chunk's tokens at their positions (llama.cpp splits it into ubatches
@@ -23,20 +21,11 @@ import ctypes
 import os
 from typing import Optional
 
-from .. import _native
-from .llama_cpp_rule import TESTED_VERSIONS, LlamaRule, decisions, disable, enable, exact_grid
+from ... import _native
+from ..._arguments import whole
+from ._library import load
 
-__all__ = ["LlamaCppEngine", "LlamaRule", "TESTED_VERSIONS", "decisions", "disable", "each_row_of_sequence_state",
-           "enable", "exact_grid", "rows_of_sequence_state"]
-
-
-def _llama_cpp():
-    try:
-        import llama_cpp  # noqa: PLC0415  (imported when an engine is made: pfx works without it)
-    except (ImportError, OSError, RuntimeError) as e:  # FileNotFoundError: the package without its library
-        raise ImportError(f"LlamaCppEngine needs llama-cpp-python, which does not import here ({type(e).__name__}: "
-                          f"{e}); scripts/llama.sh --python installs it with its library") from e
-    return llama_cpp
+__all__ = ["LlamaCppEngine", "each_row_of_sequence_state", "rows_of_sequence_state"]
 
 
 _initialized = False
@@ -57,11 +46,7 @@ def _log(level, text, user_data):  # llama.cpp's log callback
 
 def _integer(value, name: str, least: int = 1) -> int:
     """value as an int >= least; TypeError or ValueError naming the argument otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"LlamaCppEngine: {name} must be an int >= {least}, got {type(value).__name__} ({value!r})")
-    if value < least:
-        raise ValueError(f"LlamaCppEngine: {name} must be an int >= {least}, got {value}")
-    return value
+    return whole(name, value, least, who="LlamaCppEngine: ")
 
 
 def rows_of_sequence_state(state: bytes, start: int, end: int) -> bytes:
@@ -115,7 +100,7 @@ class LlamaCppEngine:
             raise IsADirectoryError(f"cannot read the model {model_path}: it is a directory")
         with open(model_path, "rb"):  # FileNotFoundError / PermissionError name the file
             pass
-        ll = self._ll = _llama_cpp()
+        ll = self._ll = load("LlamaCppEngine")
         if not _initialized:
             _LOG = ll.llama_log_callback(_log)
             ll.llama_log_set(_LOG, ctypes.c_void_p())

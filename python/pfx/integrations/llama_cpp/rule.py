@@ -43,11 +43,12 @@ import logging
 import os
 from typing import Optional
 
-from .. import _native
+from ... import _native
+from ..._arguments import whole
+from ._library import TESTED_VERSIONS, load, untested
 
 __all__ = ["LlamaRule", "TESTED_VERSIONS", "decisions", "disable", "enable", "exact_grid"]
 
-TESTED_VERSIONS = ("0.3.36",)  # llama-cpp-python: scripts/llama.sh --python installs it
 SHADOWED = ("generate", "eval", "reset", "save_state", "load_state", "embed")
 RULE_ATTRIBUTE = "_pfx_rule"
 STATE_ATTRIBUTE = "pfx_record"  # on a LlamaState: (fingerprint, ids, canonical_end), pickled with it
@@ -227,19 +228,14 @@ def enable(llm, chunk: Optional[int] = None, keep_min: int = 0) -> LlamaRule:
     the same ``llm``, a Llama subclass that overrides a method the rule shadows, a recurrent, hybrid
     or sliding-window model, a multimodal chat handler, layers offloaded to a GPU."""
     global _GENERATE
-    llama_cpp = _llama_cpp()
+    llama_cpp = load("pfx.integrations.llama_cpp.enable")
     if not isinstance(llm, llama_cpp.Llama):
         raise TypeError(f"enable: llm must be a llama_cpp.Llama, got {type(llm).__name__}")
     if RULE_ATTRIBUTE in vars(llm):
         raise RuntimeError(f"enable: pfx's rule is already on for this Llama ({vars(llm)[RULE_ATTRIBUTE]!r}); "
                            "call pfx.integrations.llama_cpp.disable(llm) first to change its settings")
-    if isinstance(keep_min, bool) or not isinstance(keep_min, int):
-        raise TypeError(f"enable: keep_min must be an int >= 0, got {type(keep_min).__name__} ({keep_min!r})")
-    if keep_min < 0:
-        raise ValueError(f"enable: keep_min must be an int >= 0, got {keep_min}")
-    if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, int)):
-        raise TypeError(f"enable: chunk must be None (the exact grid) or an int >= 1, got {type(chunk).__name__} "
-                        f"({chunk!r})")
+    whole("keep_min", keep_min, 0, who="enable: ")
+    whole("chunk", chunk, None, none="the exact grid", who="enable: ")  # its range: on the grid, below
     _refuse_unvouched(llama_cpp, llm)
     n_batch = llm.n_batch
     n_ubatch = llama_cpp.llama_n_ubatch(llm.ctx)
@@ -298,22 +294,12 @@ def decisions(llm) -> collections.Counter:
     return collections.Counter(rule.decisions)
 
 
-def _llama_cpp():
-    try:
-        import llama_cpp  # noqa: PLC0415  (imported when enabled: pfx works without it)
-    except (ImportError, OSError, RuntimeError) as e:
-        raise ImportError(f"pfx.integrations.llama_cpp.enable needs llama-cpp-python, which does not import here "
-                          f"({type(e).__name__}: {e}); scripts/llama.sh --python installs it") from e
-    return llama_cpp
-
-
 def _refuse_unvouched(llama_cpp, llm) -> None:
     """RuntimeError naming the first thing about `llm` that pfx's rule was not made or tested for."""
-    version = getattr(llama_cpp, "__version__", "unknown")
-    if version not in TESTED_VERSIONS:
-        raise RuntimeError(f"enable: pfx's rule was tested with llama-cpp-python {', '.join(TESTED_VERSIONS)}, and this "
-                           f"is {version}: it does not take charge of a generate it does not know. Install a tested "
-                           "version (scripts/llama.sh --python), or serve without pfx")
+    reason = untested(llama_cpp)
+    if reason:
+        raise RuntimeError(f"enable: {reason}: it does not take charge of a generate it does not know. Install a "
+                           "tested version (scripts/llama.sh --python), or serve without pfx")
     for name in SHADOWED:
         if getattr(type(llm), name) is not getattr(llama_cpp.Llama, name):
             raise RuntimeError(f"enable: {type(llm).__name__} overrides Llama.{name}, which pfx's rule takes charge "

@@ -1,7 +1,7 @@
 """llama-cpp-python's OpenAI-compatible server with pfx's rule in charge of every model it loads
 (docs/engines.md, "llama-cpp-python's Llama and its server"):
 
-    python -m pfx.integrations.llama_cpp_server [--pfx-chunk N] [--pfx-keep-min N] SERVER-ARGUMENTS...
+    python -m pfx.integrations.llama_cpp.server [--pfx-chunk N] [--pfx-keep-min N] SERVER-ARGUMENTS...
 
 Every other argument is the server's own, as ``python -m llama_cpp.server`` takes them (``--model``,
 ``--n_ubatch``, ``--host``, ``--port``, ``--config_file``, ...), and so are its environment variables
@@ -25,21 +25,11 @@ import logging
 import sys
 from typing import Optional
 
-from .llama_cpp_rule import TESTED_VERSIONS, enable
+from ..._arguments import count
+from ._library import untested
+from .rule import enable
 
-PROGRAM = "python -m pfx.integrations.llama_cpp_server"
-
-
-def _count(least: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {text!r}") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {value}")
-        return value
-    return parse
+PROGRAM = "python -m pfx.integrations.llama_cpp.server"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,11 +37,11 @@ def _parser() -> argparse.ArgumentParser:
         prog=PROGRAM, add_help=False, allow_abbrev=False,
         description="llama-cpp-python's server with pfx's rule on for every model it loads; every other argument "
                     "is the server's own (python -m llama_cpp.server --help)")
-    parser.add_argument("--pfx-chunk", type=_count(1), default=None,
+    parser.add_argument("--pfx-chunk", type=count(1), default=None,
                         help="the rule's chunk, a multiple of each model's exact grid (default: enable's choice; "
                              "with flash attention off and n_ubatch dividing n_batch, 1 with the prefill step "
                              "n_ubatch, else the grid)")
-    parser.add_argument("--pfx-keep-min", type=_count(0), default=0, help="the fewest tokens worth reusing (default 0)")
+    parser.add_argument("--pfx-keep-min", type=count(0), default=0, help="the fewest tokens worth reusing (default 0)")
     return parser
 
 
@@ -89,9 +79,9 @@ def main(argv: Optional[list] = None) -> int:
         print(f"{PROGRAM}: llama-cpp-python's server does not import here ({e}); pip install '.[llama-server]' "
               "installs its dependencies (scripts/llama.sh --python installs llama-cpp-python)", file=sys.stderr)
         return 2
-    if llama_cpp.__version__ not in TESTED_VERSIONS:
-        print(f"{PROGRAM}: pfx's rule was tested with llama-cpp-python {', '.join(TESTED_VERSIONS)}, and this is "
-              f"{llama_cpp.__version__}; run python -m llama_cpp.server to serve without pfx", file=sys.stderr)
+    reason = untested(llama_cpp)
+    if reason:
+        print(f"{PROGRAM}: {reason}; run python -m llama_cpp.server to serve without pfx", file=sys.stderr)
         return 2
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))

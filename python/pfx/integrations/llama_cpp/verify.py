@@ -9,7 +9,7 @@ cache holds, then cold (``cache_prompt: false``: the server prefills it from row
 compared as text, finish reason and the logprob of every generated token and its top alternatives.
 Reuse is the server's own count (``usage.prompt_tokens_details.cached_tokens``).
 
-    python -m pfx.integrations.llama_server_verify --url URL [--chat N] [--turns T] [--seed S]
+    python -m pfx.integrations.llama_cpp.verify --url URL [--chat N] [--turns T] [--seed S]
         [--model NAME] [--max-tokens N] [--timeout S]
 
 Exit status, as ``pfx``'s: 0 every response equalled its cold run and at least one was resumed from
@@ -24,9 +24,10 @@ import random
 import sys
 from typing import Optional
 
-from ..fixtures.workloads import text_conversations
+from ..._arguments import count
+from ...fixtures.workloads import text_conversations
 
-PROGRAM = "python -m pfx.integrations.llama_server_verify"
+PROGRAM = "python -m pfx.integrations.llama_cpp.verify"
 COLD = {"cache_prompt": False}
 
 
@@ -85,26 +86,14 @@ def check(client, model: str, chats: int, turns: int, seed: int, max_tokens: int
     return 0
 
 
-def _count(least: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {text!r}") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {value}")
-        return value
-    return parse
-
-
 def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:8080")
-    parser.add_argument("--chat", type=_count(1), default=3, help="conversations (default 3)")
-    parser.add_argument("--turns", type=_count(2), default=4, help="turns of each (default 4)")
+    parser.add_argument("--chat", type=count(1), default=3, help="conversations (default 3)")
+    parser.add_argument("--turns", type=count(2), default=4, help="turns of each (default 4)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--model", default="model", help="the model name sent (llama-server serves its one model)")
-    parser.add_argument("--max-tokens", type=_count(1), default=24)
+    parser.add_argument("--max-tokens", type=count(1), default=24)
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds a request may take")
     arguments = parser.parse_args(argv)
     try:

@@ -202,7 +202,7 @@ inline constexpr std::array requirements = {
                 "tested with, and what it cannot vouch for: an overridden method, a recurrent, hybrid or "
                 "sliding-window model, a multimodal chat handler, layers offloaded to a GPU"},
     Requirement{"LLAMA-4",
-                "python -m pfx.integrations.llama_cpp_server is llama-cpp-python's OpenAI-compatible server, taking "
+                "python -m pfx.integrations.llama_cpp.server is llama-cpp-python's OpenAI-compatible server, taking "
                 "its arguments and settings file, with pfx's rule on for every model it loads: through the openai "
                 "client each resumed chat turn equals its cold run where the stock server's differ, each decision "
                 "is logged, and a setting the rule cannot take stops it naming the setting"},
