@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The mutation check (docs/mutation.md): applies each mutant of proptest/mutation/mutants.toml to a
+# The mutation check (docs/mutation.md): applies each mutant of verification/mutation/mutants.toml to a
 # copy of the sources, rebuilds, runs the property tests, and prints which test killed it. Fails when
 # a mutant survives without an equivalence argument, or no longer applies.
 #
@@ -11,4 +11,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
-exec python3 proptest/mutation/run.py --jobs "$(nproc)" "$@"
+exec python3 verification/mutation/run.py --jobs "$(nproc)" "$@"

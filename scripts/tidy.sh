@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs clang-tidy, with the checks in .clang-tidy, over every C++ source file of pfx's own (driver/,
-# engines/, conform/, replay/, integrations/, tools/, proptest/, python/, bench/, examples/; core/ and spec/ through the files that include them).
+# engines/, conform/, replay/, integrations/, tools/, proptest/, verification/, python/, bench/, examples/; core/ and spec/ through the files that include them).
 # Exits non-zero on any finding. Files found clean are remembered outside the clone, keyed on what
 # clang-tidy sees of them (scripts/tidy_files.py), so a run after a small change checks only what it
 # touched; PFX_TIDY_CACHE=off checks every file.
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
-files="${1:-^${root}/(driver|engines|conform|replay|integrations|tools|proptest|python|bench|examples)/.*\.cpp$}"
+files="${1:-^${root}/(driver|engines|conform|replay|integrations|tools|proptest|verification|python|bench|examples)/.*\.cpp$}"
 
 scripts/install-deps.sh
 cmake -S . -B build/tidy -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \

@@ -5,6 +5,7 @@
 
 #include <pfx/driver/generation.hpp>
 #include <pfx/driver/kv_state.hpp>
+#include <pfx/driver/lane.hpp>
 #include <pfx/offset_rule.hpp>
 
 #include <algorithm>
@@ -149,7 +150,7 @@ class Checker {
     report_.engine = options_.engine_name;
     report_.budget = budget;
     report_.chunk = engine_.chunk();
-    report_.rule_chunk = options_.rule_chunk.value_or(report_.chunk);
+    report_.rule_chunk = driver::resolved_rule_chunk(options_.rule_chunk, report_.chunk);
     if (report_.rule_chunk == 0) throw std::invalid_argument("the rule chunk must be at least 1");
     report_.vocab = engine_.vocab();
     for (const std::size_t g : candidate_grids(budget, report_.chunk, report_.rule_chunk)) {

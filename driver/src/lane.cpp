@@ -25,6 +25,10 @@ void expect_accepted(const Outcome& outcome, const char* event) {
 
 }  // namespace
 
+std::size_t resolved_rule_chunk(std::optional<std::size_t> rule_chunk, std::size_t engine_chunk) noexcept {
+  return rule_chunk.value_or(engine_chunk);
+}
+
 Lane::Lane(Engine& engine, const LaneOptions& options, BeforeCommit* before_commit)
     : engine_(engine), options_(options), before_commit_(before_commit) {
   if (options.capacity == 0) throw ConfigError("Lane: capacity must be at least 1 token");
@@ -39,7 +43,7 @@ Lane::Lane(Engine& engine, const LaneOptions& options, BeforeCommit* before_comm
     throw ConfigError("Lane: options.rule_chunk must be at least 1 (absent: the engine's chunk), not 0");
   }
   Config rule = options.config;  // every knob as given, one added to Config later included
-  rule.chunk = options.rule_chunk.value_or(engine.chunk());
+  rule.chunk = resolved_rule_chunk(options.rule_chunk, engine.chunk());
   expect_accepted(machine_.configure(rule), "configure");
   try {
     kv_ = engine.make_kv_state(options.capacity);

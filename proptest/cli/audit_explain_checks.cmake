@@ -15,7 +15,7 @@ function(pfx_expect_status name)
                        ENVIRONMENT "TF_GLM53_PREFIX_CACHE=1;TF_GLM53_PREFIX_CACHE_MIN=64")
 endfunction()
 
-# The audit passes on the table this build traced (proptest/traceability/): every invariant holds and
+# The audit passes on the table this build traced (verification/traceability/): every invariant holds and
 # every ID has a row and a test. 20000 random runs, not the default 100000, keep it to seconds under
 # the sanitizers.
 pfx_expect_status(cli.audit_passes STATUS 0 MATCH "pfx audit: every check passed"

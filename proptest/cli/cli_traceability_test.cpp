@@ -1,4 +1,4 @@
-// The traceability table from one source (proptest/traceability/): the tags are read from C++ and
+// The traceability table from one source (verification/traceability/): the tags are read from C++ and
 // Python tests as their reports name them, the docs sections that name each ID are found, and the
 // generated tables say what is missing (CLI-3).
 
@@ -114,7 +114,7 @@ TEST(Traceability, EachRowListsTheTestsOfItsIdAndSaysWhatIsMissing) {
             std::string::npos) << table;
   EXPECT_NE(table.find("| INV-2 | two | `decide` | `Rule.A`<br>`Rule.B`; ctests `x` | none |\n"), std::string::npos)
       << table;
-  EXPECT_NE(table.find("| INV-3 | three | **no entry in `proptest/traceability/enforcement.txt`** | **no test** |  |\n"),
+  EXPECT_NE(table.find("| INV-3 | three | **no entry in `verification/traceability/enforcement.txt`** | **no test** |  |\n"),
             std::string::npos) << table;
   EXPECT_EQ(pfx::traceability::test_index(tags),
             "| test | IDs it records |\n|---|---|\n| `Rule.A` | INV-1 INV-2 |\n| `Rule.B` | INV-2 |\n");

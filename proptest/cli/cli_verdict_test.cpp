@@ -1,7 +1,7 @@
 // Honest verdicts (docs/cli.md, "Interrupting a run" and "A check that compared nothing fails"): a run
 // stopped by SIGINT or SIGTERM exits 130/143 and never says ok or passed; a check that compared
 // nothing, or whose every request failed, fails; and the behaviours a seeded mistake would otherwise
-// break unseen (each test names the mutant of proptest/mutation/mutants.toml it kills).
+// break unseen (each test names the mutant of verification/mutation/mutants.toml it kills).
 
 #include "cli/in_process.hpp"
 #include "support/requirement.hpp"

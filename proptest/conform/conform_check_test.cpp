@@ -11,6 +11,7 @@
 #include <pfx/conform/check.hpp>
 #include <pfx/driver/generation.hpp>
 #include <pfx/driver/host_kv_state.hpp>
+#include <pfx/driver/lane.hpp>
 #include <pfx/engines/blocked_attention_engine.hpp>
 #include <pfx/engines/dcp_reference_engine.hpp>
 #include <pfx/engines/drifting_engine.hpp>
@@ -25,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <stdexcept>
 #include <utility>
@@ -117,6 +119,21 @@ PFX_PROPERTY(Conform, TheRuleChunkIsSafeExactlyOnTheEnginesGrid, "CONF-1", ()) {
   RC_ASSERT(report.recommended == std::optional<std::size_t>(chunk));
   RC_ASSERT(report.verdict == (rule_chunk % chunk == 0 ? Verdict::safe : Verdict::unsafe));
   RC_ASSERT(pfx::conform::exit_status(report.verdict) == (rule_chunk % chunk == 0 ? 0 : 1));
+}
+
+// The check judges the chunk a lane would use: with no rule chunk given, the engine's, as the lane
+// configures its machine (both read pfx::driver::resolved_rule_chunk), so a verdict of safe is about
+// the chunk the lane then serves on.
+PFX_PROPERTY(Conform, TheRuleChunkCheckedIsTheOneALaneConfiguresItsMachineWith, "CONF-1 THM-1", ()) {
+  const std::size_t chunk = *rc::gen::inRange<std::size_t>(1, 9);
+  std::optional<std::size_t> rule_chunk;
+  if (*rc::gen::arbitrary<bool>()) rule_chunk = *rc::gen::inRange<std::size_t>(1, 25);
+  pfx::engines::HostReferenceEngine engine(model(chunk));
+  const pfx::driver::Lane lane(engine, {.capacity = 16, .rule_chunk = rule_chunk});
+  const std::size_t expected = rule_chunk ? *rule_chunk : chunk;
+  RC_ASSERT(pfx::driver::resolved_rule_chunk(rule_chunk, chunk) == expected);
+  RC_ASSERT(lane.machine().config().chunk == expected);
+  RC_ASSERT(check(engine, rule_chunk).rule_chunk == expected);
 }
 
 TEST(Conform, TheNondeterministicEngineIsFlaggedByItsRepeatedColdRuns) {

@@ -24,6 +24,22 @@ TEST(ConformCli, TheReferenceEngineOnItsOwnChunkIsSafe) {
   EXPECT_NE(ran.out.find("verdict: safe"), std::string::npos) << ran.out;
 }
 
+// `pfx conform` checks the rule chunk `pfx replay` serves with, given or not: both report the chunk
+// the lane resolves (pfx::driver::resolved_rule_chunk), the engine's when none is given.
+TEST(ConformCli, TheRuleChunkItChecksIsTheOneReplayServesWith) {
+  pfx::test::verifies("CONF-2 CLI-1");
+  for (const std::string rule : {"", " --rule-chunk 12"}) {
+    const std::string expected = rule.empty() ? "6" : "12";
+    const pfx::test::PfxRun conform = run_pfx("conform --json --budget quick --chunk 6" + rule);
+    ASSERT_EQ(conform.status, 0) << rule << ": " << conform.out << conform.err;
+    EXPECT_EQ(nlohmann::json::parse(conform.out)["rule_chunk"], std::stoull(expected)) << rule;
+    const pfx::test::PfxRun replay = run_pfx("replay --json --requests 3 --vocab 64 --capacity 512 --chunk 6" + rule);
+    ASSERT_EQ(replay.status, 0) << rule << ": " << replay.out << replay.err;
+    const std::string summary = replay.out.substr(replay.out.rfind('\n', replay.out.size() - 2) + 1);
+    EXPECT_EQ(nlohmann::json::parse(summary)["settings"]["rule_chunk"], std::stoull(expected)) << rule;
+  }
+}
+
 TEST(ConformCli, ARuleChunkOffTheGridExits1AndPrintsTheSafeOne) {
   pfx::test::verifies("CONF-2");
   const pfx::test::PfxRun ran = run_pfx("conform --budget quick --chunk 6 --rule-chunk 4");

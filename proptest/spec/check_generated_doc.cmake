@@ -10,7 +10,7 @@ if(differs)
     execute_process(COMMAND "${DIFF}" -u "${COMMITTED}" "${GENERATED}")
   endif()
   message(FATAL_ERROR "${COMMITTED} differs from the one generated from the tests' tags (${GENERATED}).\n"
-                      "Edit proptest/traceability/traceability.md.in or enforcement.txt, not the document; "
+                      "Edit verification/traceability/traceability.md.in or enforcement.txt, not the document; "
                       "then refresh it with: cmake --build ${BUILD_DIR} --target pfx_traceability")
 endif()
 message(STATUS "${COMMITTED} is the generated one")

@@ -1,7 +1,7 @@
 // Fails when an invariant of the catalogue or another requirement (spec/requirements.hpp) has no
 // test, or a test claims an ID neither knows. Reads the "verifies" properties that the tests
 // recorded in their gtest XML reports. Given the index of the tests' tags too (generated with
-// docs/traceability.md by proptest/traceability/: "Suite.Name<TAB>ID ID" per line), it also fails
+// docs/traceability.md by verification/traceability/: "Suite.Name<TAB>ID ID" per line), it also fails
 // when a test records other IDs than its tag names, or a tagged test never ran; and an ID whose
 // every tagged test was skipped in this run is not verified here: it is reported SKIPPED, and the
 // check exits 77 (skipped, never passed) when nothing failed.

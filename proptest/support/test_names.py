@@ -1,6 +1,6 @@
 """The tests a test file holds, named as their reports name them (Suite.Name), read from its source
 without building or importing it: what run_tests.py --skip reports skipped and what the docs check
-(proptest/docs/check_doc_test_names.py) accepts as a test.
+(verification/docs/check_doc_test_names.py) accepts as a test.
 
   C++     TEST(Suite, Name) and PFX_PROPERTY(Suite, Name, ...)
   Python  def test_name in class Suite, named as run_tests.py reports it: test_foo_bar -> FooBar

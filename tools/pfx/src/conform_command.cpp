@@ -6,6 +6,7 @@
 #include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/progress.hpp>
 #include <pfx/conform/check.hpp>
+#include <pfx/driver/lane.hpp>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -61,7 +62,7 @@ int run_conform(const ConformOptions& o, const Streams& streams) {
   check.engine_name = engine.description;
   const conform::Budget& b = check.budget;
   const std::vector<std::size_t> lengths =
-      conform::prompt_lengths(conform::candidate_grids(b, o.chunk, o.rule_chunk.value_or(o.chunk)));
+      conform::prompt_lengths(conform::candidate_grids(b, o.chunk, driver::resolved_rule_chunk(o.rule_chunk, o.chunk)));
   // The check's KV states hold its longest prompt and a chunk past it: a model's context must hold them.
   if (engine.context != 0 && lengths.back() + o.chunk > engine.context) {
     throw InputError(fmt::format("the check's longest prompt, {} tokens, and a chunk of {} past it need {} KV rows, "

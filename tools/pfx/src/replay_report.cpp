@@ -5,6 +5,7 @@
 
 #include <pfx/cli/interrupt.hpp>
 #include <pfx/cli/trace.hpp>
+#include <pfx/driver/lane.hpp>
 #include <pfx/driver/verify.hpp>
 
 #include <fmt/format.h>
@@ -134,7 +135,7 @@ json ReplayResult::to_json() const {
   if (const std::string why = s.unchecked(o.verify); !why.empty()) j["unchecked"] = why;
   j["ok"] = !interrupted && s.passed(o.verify);
   json settings = lane_json({{"trace", source}}, o, engine, lane);
-  settings["rule_chunk"] = lane.rule_chunk.value_or(o.chunk);
+  settings["rule_chunk"] = driver::resolved_rule_chunk(lane.rule_chunk, o.chunk);
   settings["verify"] = o.verify;
   settings["faults"] = o.faults;
   settings["seed"] = o.workload.seed;

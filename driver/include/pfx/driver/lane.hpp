@@ -45,6 +45,13 @@ struct LaneOptions {
   bool poison = poison_by_default;
 };
 
+/// The rule's chunk of a lane given `rule_chunk` (LaneOptions::rule_chunk) on an engine whose prefill
+/// chunk is `engine_chunk`: rule_chunk when given, the engine's chunk when absent (THM-1). The one place
+/// that default is decided: the lane configures its machine with it, and what reports the rule's chunk
+/// without a lane (the replay's settings, the conformance check and `pfx conform`) reads it here, so
+/// none of them can name another chunk than the lane would use.
+[[nodiscard]] std::size_t resolved_rule_chunk(std::optional<std::size_t> rule_chunk, std::size_t engine_chunk) noexcept;
+
 /// Where the time of one request went. first_token is the time to first token: from the call to the
 /// first generated token (or the prompt's logits when none is asked for).
 struct Timings {

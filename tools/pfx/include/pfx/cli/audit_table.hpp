@@ -4,7 +4,7 @@
 /// The traceability table `pfx audit --traceability FILE` checks and prints: for each requirement ID,
 /// where core/ enforces it, which tests verify it and which sections of docs/ name it. The program
 /// is built without it: the tests' build generates it from the tests' tags, the catalogue and
-/// proptest/traceability/enforcement.txt, the same source as docs/traceability.md, and writes it to
+/// verification/traceability/enforcement.txt, the same source as docs/traceability.md, and writes it to
 /// build/<preset>/traceability/traced.json, which the audit reads at run time.
 
 #include <span>
@@ -20,7 +20,7 @@ inline constexpr std::string_view traceability_doc = "docs/traceability.md";
 inline constexpr std::string_view traced_file_example = "build/default/traceability/traced.json";
 /// The "format" of the file: {"format": "pfx traceability 1", "requirements": [{"id", "has_row",
 /// "enforced_in_core", "tests", "docs"}, ...]} (docs/cli.md, "pfx audit"; the generator,
-/// proptest/traceability/traceability.hpp, writes the same).
+/// verification/traceability/traceability.hpp, writes the same).
 inline constexpr std::string_view traced_format = "pfx traceability 1";
 
 /// One requirement ID: its row as the tests' build traced it, and its statement as code states it.

@@ -15,7 +15,9 @@ import re
 import sys
 
 sys.dont_write_bytecode = True
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "support"))
+# The tests' own reading of a test file (proptest/support/), so that a name counts here exactly when it
+# is a test there.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "proptest" / "support"))
 
 from test_names import tests_in  # noqa: E402
 

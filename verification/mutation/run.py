@@ -2,11 +2,11 @@
 """The mutation check: applies each mutant of mutants.toml to a copy of the source tree, rebuilds the
 test programs that see the mutated file, runs them, and prints which test killed it.
 
-    proptest/mutation/run.py               every mutant
-    proptest/mutation/run.py --reduced     the subset CI runs
-    proptest/mutation/run.py --only ID...  some mutants
-    proptest/mutation/run.py --list        the catalogue, without running anything
-    proptest/mutation/run.py --check       only that every mutant still applies (no build; CTest runs it)
+    verification/mutation/run.py               every mutant
+    verification/mutation/run.py --reduced     the subset CI runs
+    verification/mutation/run.py --only ID...  some mutants
+    verification/mutation/run.py --list        the catalogue, without running anything
+    verification/mutation/run.py --check       only that every mutant still applies (no build; CTest runs it)
 
 The working tree is never written: the mutants are applied to a copy under the build directory
 (build/mutation/src), so an interrupted run cannot leave a mutated file behind. The copy is synced to

@@ -260,7 +260,7 @@ std::string requirements_table(std::span<const Requirement> requirements,
     std::string tested = tests.empty() ? "**no test**" : join(tests, "<br>");
     if (note != notes.end() && !note->second.evidence.empty()) tested += "; " + note->second.evidence;
     out += "| " + r.id + " | " + r.statement + " | " +
-           (note == notes.end() ? "**no entry in `proptest/traceability/enforcement.txt`**" : note->second.enforced) +
+           (note == notes.end() ? "**no entry in `verification/traceability/enforcement.txt`**" : note->second.enforced) +
            " | " + tested + " | " + (note == notes.end() ? "" : note->second.proofs) + " |\n";
   }
   return out;

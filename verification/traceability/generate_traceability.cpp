@@ -1,7 +1,7 @@
 // Writes the traceability table from one source (traceability.hpp): docs/traceability.md from its
 // template, the index the requirements check compares the test reports with, and the table
 // `pfx audit --traceability` reads at run time (traced.json). Run by the tests' build
-// (proptest/traceability/CMakeLists.txt); the ctest docs.traceability_is_generated fails when the
+// (verification/traceability/CMakeLists.txt); the ctest docs.traceability_is_generated fails when the
 // committed docs/traceability.md differs.
 //
 //   generate_traceability TEMPLATE NOTES DOCS_DIR OUT_DOC OUT_INDEX OUT_TRACED TEST_FILE...
