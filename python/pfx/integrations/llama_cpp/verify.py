@@ -87,14 +87,20 @@ def check(client, model: str, chats: int, turns: int, seed: int, max_tokens: int
 
 
 def main(argv: Optional[list] = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:8080")
+    parser = argparse.ArgumentParser(
+        prog=PROGRAM, description=__doc__.split("\n\n")[0],
+        epilog="Verdicts and exit statuses: 0 exact (every response equalled its cold run, at least one resumed "
+               "from the cache); 1 NOT exact (a response differs), or nothing resumed was compared; 2 bad input or "
+               "a server that cannot be checked (unreachable, no reused-token counts, a request it refuses); 3 no "
+               "verdict (a cold run that was not cold).")
+    parser.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:8080 (required)")
     parser.add_argument("--chat", type=count(1), default=3, help="conversations (default 3)")
     parser.add_argument("--turns", type=count(2), default=4, help="turns of each (default 4)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--model", default="model", help="the model name sent (llama-server serves its one model)")
-    parser.add_argument("--max-tokens", type=count(1), default=24)
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds a request may take")
+    parser.add_argument("--seed", type=int, default=1, help="the generated chats' seed (default 1)")
+    parser.add_argument("--model", default="model",
+                        help="the model name sent (default 'model': llama-server serves its one model)")
+    parser.add_argument("--max-tokens", type=count(1), default=24, help="tokens each answer generates (default 24)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds a request may take (default 600)")
     arguments = parser.parse_args(argv)
     try:
         import openai  # noqa: PLC0415  (optional: pip install '.[llama-server]')
