@@ -36,7 +36,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROGRAM, add_help=False, allow_abbrev=False,
         description="llama-cpp-python's server with pfx's rule on for every model it loads; every other argument "
-                    "is the server's own (python -m llama_cpp.server --help)")
+                    "is the server's own (python -m llama_cpp.server --help)",
+        epilog="Exit status: 2 a pfx option malformed, llama-cpp-python's server not importable or a version pfx "
+               "was not tested with (before anything starts); 1 a model the rule cannot vouch for (enable's error, "
+               "named); otherwise the server's own.")
     parser.add_argument("--pfx-chunk", type=count(1), default=None,
                         help="the rule's chunk, a multiple of each model's exact grid (default: enable's choice; "
                              "with flash attention off and n_ubatch dividing n_batch, 1 with the prefill step "
