@@ -23,8 +23,8 @@ The batch-invariant plugin makes vLLM compute without its attention's KV split
 others with the cold run under vLLM's default.
 
 A second table says where pfx's reuse falls short of stock vLLM's, summed over the requests: the
-tokens of stock's hits past the rows the cache holds under pfx (rows decode wrote, which pfx never
-caches: stock's hit less vLLM's longest hit in pfx's cache), the tokens the prefill-step premise cut
+tokens of stock's hits past the rows the cache holds under pfx (blocks that decode wrote into, which
+pfx never caches: stock's hit less vLLM's longest hit in pfx's cache), the tokens the prefill-step premise cut
 (hits the plugin's decisions() counts as "lowered_for_the_prefill_step": held less taken), and the
 rest (the chunk grid, keep_min, the token left to compute: held less taken, for the other hits).
 Needs vLLM's environment (scripts/vllm.sh) with pfx installed in it (scripts/vllm.sh --install-pfx .).
@@ -173,24 +173,25 @@ def main() -> None:
         print(f"| {kind} | {name} | {reused} ({100 * reused / prompt_tokens:.0f}%) | {1000 * ttft:.1f} ms | "
               f"{result['total_s']:.1f} s | {differing(served, cold)} of {len(served)} |")
     for kind in models:
+        split_on = results[kind, "no prefix caching"]["served"]
+        split_off = results[kind, "no prefix caching, KV split off"]["served"]
         print(f"\n{kind}: the cold runs with the KV split off differ from those with it on in "
-              f"{differing(results[kind, 'no prefix caching, KV split off']['served'], results[kind, 'no prefix caching']['served'])} "
-              f"of {len(results[kind, 'no prefix caching']['served'])} responses")
+              f"{differing(split_off, split_on)} of {len(split_on)} responses")
 
     print("\nWhere pfx's reuse falls short of stock vLLM's, in tokens summed over the requests:\n")
-    print("| model | configuration | reuse, pfx/stock | short of stock | rows decode wrote | prefill-step premise | "
-          "rest (grid, keep_min) |")
+    print("| model | configuration | reuse, pfx/stock | short of stock | in blocks decode wrote into | "
+          "prefill-step premise | rest (grid, keep_min) |")
     print("|---|---|---|---|---|---|---|")
     for (kind, name), result in results.items():
         if "PFX_VLLM" not in CONFIGURATIONS[name][1]:
             continue
         stock, served = results[kind, "stock vLLM"]["served"], result["served"]
         short = sum(b["cached"] - s["cached"] for s, b in zip(served, stock))
-        decode_rows = sum(max(0, b["cached"] - s["held"]) for s, b in zip(served, stock))
+        decode_blocks = sum(max(0, b["cached"] - s["held"]) for s, b in zip(served, stock))
         step = sum(s["held"] - s["cached"] for s in served if s["lowered"])
         stock_reused = sum(b["cached"] for b in stock)
         ratio = sum(s["cached"] for s in served) / stock_reused if stock_reused else float("nan")
-        print(f"| {kind} | {name} | {ratio:.2f} | {short} | {decode_rows} | {step} | {short - decode_rows - step} |")
+        print(f"| {kind} | {name} | {ratio:.2f} | {short} | {decode_blocks} | {step} | {short - decode_blocks - step} |")
 
 
 def differing(served: list, cold: list) -> int:
