@@ -5,12 +5,13 @@ does not depend on its batch), side by side, at several requests in flight and c
 docs/performance.md, "vLLM: batch invariance", shows its table.
 
     "$(scripts/vllm.sh --print-python)" bench/python/vllm_batch_bench.py [--layers N] [--contexts 512,2048,8192]
-        [--in-flight 1,4,8] [--new-tokens N] [--repetitions N] [--json]
+        [--in-flight 1,4,8] [--new-tokens N] [--repetitions N] [--rounds N] [--json]
 
 Both sides run stock vLLM, without pfx's plugin: the plugin's only change to how vLLM computes is this
 one setting (its other changes decide what the prefix cache offers, and this benchmark reuses nothing:
 prefix caching is off, every prompt is new). Each side runs in a process of its own, since vLLM reads
-the variable from its environment when its engine starts, in vLLM's in-process mode
+the variable from its environment when its engine starts; --rounds alternates the two sides' processes
+that many times, so that other work on the machine weighs on both alike. Each runs in vLLM's in-process mode
 (VLLM_ENABLE_V1_MULTIPROCESSING=0) with two worker threads (VLLM_CPU_OMP_THREADS_BIND=0-1), float32,
 on a random-weight Llama (pfx.fixtures.tiny_llama: hidden 128, 4 query heads of 32 over 2 KV heads,
 --layers layers; nothing is downloaded). For each context length and count of requests in flight, the
@@ -18,9 +19,10 @@ requests (random prompts of that many tokens, greedy, ignore_eos, --new-tokens t
 at once and served by the engine's step loop:
 
 - time to first token: from the moment the requests are added to the step that returns a request's
-  first token, the median over the requests of every repetition;
+  first token, the median over the requests of every repetition of every round;
 - decode tokens/s: tokens generated from the step at which every request has its first token to the
-  end, over that time, the median over the repetitions (every request decoding, none prefilling).
+  end, over that time (every request decoding, none prefilling), the median over the repetitions of
+  every round.
 
 A warm-up request runs before the measurements in each process. Exits 0 whatever the figures: a
 benchmark measures, it does not assert.
@@ -90,8 +92,7 @@ def child(model: str, out_path: str, contexts: list, in_flight: list, new_tokens
                 ttft, rate = serve(engine, params, prompts)
                 ttfts += ttft
                 rates.append(rate)
-            rows.append({"context": context, "in_flight": count, "ttft_s": statistics.median(ttfts),
-                         "decode_tokens_per_s": statistics.median(rates)})
+            rows.append({"context": context, "in_flight": count, "ttft_s": ttfts, "decode_tokens_per_s": rates})
     scheduler = llm.llm_engine.vllm_config.scheduler_config
     with open(out_path, "w") as file:
         json.dump({"rows": rows, "max_num_batched_tokens": scheduler.max_num_batched_tokens,
@@ -109,7 +110,8 @@ def main() -> None:
     parser.add_argument("--contexts", default="512,2048,8192", help="prompt lengths in tokens, comma-separated")
     parser.add_argument("--in-flight", default="1,4,8", help="requests served at once, comma-separated")
     parser.add_argument("--new-tokens", type=int, default=64)
-    parser.add_argument("--repetitions", type=int, default=1)
+    parser.add_argument("--repetitions", type=int, default=1, help="repetitions of each measurement in a process")
+    parser.add_argument("--rounds", type=int, default=1, help="processes of each side, alternated")
     parser.add_argument("--json", action="store_true", help="print JSON instead of the markdown table")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
@@ -125,35 +127,39 @@ def main() -> None:
     folder = tempfile.mkdtemp(prefix="pfx-vllm-batch-bench-")
     model = write_tiny_llama(os.path.join(folder, "tiny-llama"), layers=args.layers,
                              max_positions=max(contexts) + args.new_tokens)
-    results = {}
+    results = {split: [] for split in SPLITS}
     began = time.perf_counter()
-    for split in SPLITS:
+    for split in [split for _ in range(args.rounds) for split in SPLITS]:
         environment = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_OMP_THREADS_BIND="0-1",
                            VLLM_LOGGING_LEVEL="ERROR", TOKENIZERS_PARALLELISM="false", VLLM_CPU_ATTN_SPLIT_KV=split)
         environment.pop("PFX_VLLM", None)  # stock vLLM: the split is the one thing compared
-        out = os.path.join(folder, f"split-{split}.json")
+        out = os.path.join(folder, f"split-{split}-{len(results[split])}.json")
         subprocess.run([sys.executable, os.path.abspath(__file__), "--child", model, "--out", out,
                         "--contexts", args.contexts, "--in-flight", args.in_flight,
                         "--new-tokens", str(args.new_tokens), "--repetitions", str(args.repetitions)],
                        env=environment, check=True)
         with open(out) as file:
-            results[split] = json.load(file)
+            results[split].append(json.load(file))
     total = time.perf_counter() - began
 
-    on, off = results["1"], results["0"]
-    rows = [{"context": a["context"], "in_flight": a["in_flight"],
-             "split_on": {"ttft_s": a["ttft_s"], "decode_tokens_per_s": a["decode_tokens_per_s"]},
-             "split_off": {"ttft_s": b["ttft_s"], "decode_tokens_per_s": b["decode_tokens_per_s"]}}
-            for a, b in zip(on["rows"], off["rows"])]
+    def medians(split: str, i: int) -> dict:
+        """Row i of a side: the medians over its rounds' measurements, pooled."""
+        runs = [run["rows"][i] for run in results[split]]
+        return {name: statistics.median(value for run in runs for value in run[name])
+                for name in ("ttft_s", "decode_tokens_per_s")}
+
+    on = results["1"][0]
+    rows = [{"context": row["context"], "in_flight": row["in_flight"], "split_on": medians("1", i),
+             "split_off": medians("0", i)} for i, row in enumerate(on["rows"])]
     setup = {"layers": args.layers, "new_tokens": args.new_tokens, "repetitions": args.repetitions,
-             "max_num_batched_tokens": on["max_num_batched_tokens"], "block_size": on["block_size"],
-             "total_s": total}
+             "rounds": args.rounds, "max_num_batched_tokens": on["max_num_batched_tokens"],
+             "block_size": on["block_size"], "total_s": total}
     if args.json:
         print(json.dumps({"setup": setup, "rows": rows}, indent=2))
         return
     print(f"random-weight Llama of {args.layers} layers (hidden 128), float32, block {on['block_size']}, "
           f"max_num_batched_tokens {on['max_num_batched_tokens']}, {args.new_tokens} tokens generated a request, "
-          f"{args.repetitions} repetition(s), two worker threads; {total:.0f} s in all\n")
+          f"{args.rounds} round(s) of {args.repetitions} repetition(s), two worker threads; {total:.0f} s in all\n")
     print("| context | in flight | TTFT, split on | TTFT, split off | off/on | decode tok/s, split on | "
           "decode tok/s, split off | off/on |")
     print("|---|---|---|---|---|---|---|---|")
