@@ -10,9 +10,10 @@ docs/performance.md, "vLLM: batch invariance", shows its table.
 Both sides run stock vLLM, without pfx's plugin: the plugin's only change to how vLLM computes is this
 one setting (its other changes decide what the prefix cache offers, and this benchmark reuses nothing:
 prefix caching is off, every prompt is new). Each side runs in a process of its own, since vLLM reads
-the variable from its environment when its engine starts; --rounds alternates the two sides' processes
-that many times, so that other work on the machine weighs on both alike. Each runs in vLLM's in-process mode
-(VLLM_ENABLE_V1_MULTIPROCESSING=0) with two worker threads (VLLM_CPU_OMP_THREADS_BIND=0-1), float32,
+the variable from its environment when its engine starts; --rounds alternates the two sides'
+processes that many times, so that other work on the machine weighs on both alike. Each runs in
+vLLM's in-process mode (VLLM_ENABLE_V1_MULTIPROCESSING=0) with two worker threads
+(VLLM_CPU_OMP_THREADS_BIND=0-1), float32,
 on a random-weight Llama (pfx.fixtures.tiny_llama: hidden 128, 4 query heads of 32 over 2 KV heads,
 --layers layers; nothing is downloaded). For each context length and count of requests in flight, the
 requests (random prompts of that many tokens, greedy, ignore_eos, --new-tokens tokens each) are added
