@@ -28,7 +28,10 @@ def count(least: int):
 
     def parse(text: str) -> int:
         try:
-            return whole("value", int(text), least)
-        except (TypeError, ValueError):
+            value = int(text)
+        except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {value}")
+        return value
     return parse
