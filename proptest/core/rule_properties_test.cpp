@@ -387,15 +387,9 @@ PFX_PROPERTY(Rule, KeepMinJudgesTheOffsetThePrefillStepLeaves, "INV-4 INV-7 INV-
   RC_ASSERT(taken.bound == pfx::Bound::prefill_step);
   // The machine answers so, and so does the reference, which searches every offset.
   for (const pfx::Config& each : {refusing, taking}) {
-    pfx::Machine m;
-    RC_ASSERT(m.configure(each).accepted());
-    RC_ASSERT(m.record(held, n).accepted());
-    pfx::spec::State model;
-    model.config = pfx::refinement::to_spec(each);
-    model.ids = held;
-    model.canonical_end = n;
-    RC_ASSERT(pfx::refinement::to_spec(m.query(prompt), pfx::spec::Query{prompt}) ==
-              pfx::spec::reference_decision(model, prompt));
+    const Case k{pfx::refinement::to_spec(each), held, n, prompt};
+    RC_ASSERT(pfx::refinement::to_spec(holding(k).query(prompt), pfx::spec::Query{prompt}) ==
+              pfx::spec::reference_decision(model_of(k), prompt));
   }
 }
 
@@ -443,15 +437,9 @@ PFX_PROPERTY(Rule, APaddedAdmissionAtTheLastTokenIsKeptOrLoweredAsTheColdRunEnds
     RC_ASSERT(pad.bound == pfx::Bound::one_token_left);
   }
   for (const pfx::Config& each : {unpadded, padded}) {
-    pfx::Machine m;
-    RC_ASSERT(m.configure(each).accepted());
-    RC_ASSERT(m.record(held, n).accepted());
-    pfx::spec::State model;
-    model.config = pfx::refinement::to_spec(each);
-    model.ids = held;
-    model.canonical_end = n;
-    RC_ASSERT(pfx::refinement::to_spec(m.query(prompt), pfx::spec::Query{prompt}) ==
-              pfx::spec::reference_decision(model, prompt));
+    const Case k{pfx::refinement::to_spec(each), held, n, prompt};
+    RC_ASSERT(pfx::refinement::to_spec(holding(k).query(prompt), pfx::spec::Query{prompt}) ==
+              pfx::spec::reference_decision(model_of(k), prompt));
   }
   // Without a prefill step the padding is no premise: the offset is n - 1 either way.
   pfx::Config no_step = padded;
