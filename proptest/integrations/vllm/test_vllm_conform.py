@@ -347,7 +347,7 @@ class OnVllm(unittest.TestCase):
         # of prompts up to 385 tokens, beside three others each, so that prefills share steps.
         from vllm import envs
         self.assertEqual(os.environ.get("VLLM_CPU_ATTN_SPLIT_KV"), "0")
-        self.assertIn("batch invariant", vllm_conform.describe(self.llm, self.model))
+        self.assertIn("pfx's batch-invariant kernels", vllm_conform.describe(self.llm, self.model))
         report = vllm_conform.check(vllm_conform.Engine(self.llm), name="vLLM", vocab=VOCAB,
                                     block_size=vllm_lane.BLOCK, max_length=4096, budget="quick", seed=SEED,
                                     max_grid=vllm_lane.BLOCK)
@@ -368,6 +368,66 @@ class OnVllm(unittest.TestCase):
         finally:
             envs.disable_envs_cache()
         self.assertIsNotNone(kernels["mismatch"], kernels)
+
+    @verifies("VLLM-4 VLLM-6")
+    def test_a_certificate_proves_the_configuration_it_ran_and_no_other(self):
+        import tempfile
+
+        from pfx.integrations.vllm import premises
+        folder = tempfile.mkdtemp(prefix="pfx-vllm-certificate-")
+        path = os.path.join(folder, "certificate.json")
+        stdout, stderr = io.StringIO(), io.StringIO()
+        with mock.patch.object(vllm_conform, "start", return_value=self.llm), contextlib.redirect_stdout(stdout), \
+                contextlib.redirect_stderr(stderr):
+            status = vllm_conform.main([self.model, "--budget", "quick", "--seed", str(SEED), "--json",
+                                        "--certify", path])
+        report = validate(stdout.getvalue())
+        config = self.llm.llm_engine.vllm_config
+        served = premises.configuration(config, batch_invariant=True)
+        if status != 0:  # no certificate for a verdict that is not safe, and the command says so
+            self.assertFalse(os.path.exists(path))
+            self.assertIn("no certificate written", stderr.getvalue())
+            self.skipTest(f"vLLM's verdict here is {report['verdict']}: nothing to certify")
+        self.assertIn(f"certificate written to {path}", stderr.getvalue())
+        proved = premises.from_certificate(path, served, vllm_lane.BLOCK)
+        self.assertEqual((proved.batch_invariant, proved.one_token_step_alone),
+                         (report["batching"]["independent"], False))
+        # The plugin's own decision takes it, for this configuration only.
+        taken = premises.decide(config, True, vllm_lane.BLOCK, {premises.CERTIFICATE_VARIABLE: path})
+        self.assertIn(path, taken.source)
+        document = json.load(open(path, encoding="utf-8"))
+
+        def refused(edit, expected):
+            forged = json.loads(json.dumps(document))
+            edit(forged)
+            with open(path, "w", encoding="utf-8") as file:
+                json.dump(forged, file)
+            with self.assertRaises(premises.Unproven) as raised:
+                premises.from_certificate(path, served, vllm_lane.BLOCK)
+            self.assertIn(expected, str(raised.exception))
+
+        other = "float32" if vllm_lane.DTYPE != "float32" else "bfloat16"
+        reseal = lambda d: d.update(digest=premises._digest({k: v for k, v in d.items() if k != "digest"}))  # noqa: E731
+        for field, value, expected in (("dtype", other, f'dtype "{other}" certified, "{vllm_lane.DTYPE}" served'),
+                                       ("block size", 128, f"block size 128 certified, {vllm_lane.BLOCK} served"),
+                                       ("engine version", "0.31.0", 'engine version "0.31.0" certified')):
+            with self.subTest(field=field):
+                refused(lambda d: (d["configuration"].__setitem__(field, value), reseal(d)), expected)
+        refused(lambda d: (d["configuration"]["kernels"].__setitem__("pfx batch invariant", False), reseal(d)),
+                'kernels: pfx batch invariant false certified, true served')
+        refused(lambda d: d["proved"].__setitem__("batch invariant", not d["proved"]["batch invariant"]),
+                "was changed after conform wrote it")
+        refused(lambda d: d.__setitem__("format", "something else"), "is not a certificate")
+        with self.assertRaises(premises.Unproven) as raised:  # a chunk it did not prove
+            premises.from_certificate(self.write(folder, document), served, 3 * vllm_lane.BLOCK)
+        self.assertIn("not the rule's chunk 96", str(raised.exception))
+
+    @staticmethod
+    def write(folder, document):
+        path = os.path.join(folder, "again.json")
+        with open(path, "w", encoding="utf-8") as file:
+            json.dump(document, file)
+        return path
 
     @verifies("VLLM-4")
     def test_outputs_that_differ_at_some_offsets_make_the_rule_chunk_not_safe(self):

@@ -115,12 +115,15 @@ class PluginMultiprocess(unittest.TestCase):
     @verifies("VLLM-8")
     def test_a_vllm_that_did_not_load_the_plugin_stops_when_pfx_vllm_asks_for_it(self):
         model = vllm_lane.tiny_model()
-        ran = start_in_a_process(model, PFX_VLLM="1", VLLM_PLUGINS="other")
-        self.assertNotEqual(ran.returncode, 0, ran.stdout[-5000:])
-        self.assertNotIn(STARTED, ran.stdout)
-        self.assertNotIn(LOADED, ran.stdout + ran.stderr)
-        self.assertIn('PFX_VLLM=1 asks for pfx\'s rule in charge of vLLM\'s prefix cache, but VLLM_PLUGINS="other" '
-                      'does not name pfx\'s plugin "pfx": vLLM would serve without it', ran.stderr)
+        for value in ("1", ""):  # empty means on, as for every pfx switch: the guard's .pth line must see it
+            with self.subTest(PFX_VLLM=value):
+                ran = start_in_a_process(model, PFX_VLLM=value, VLLM_PLUGINS="other")
+                self.assertNotEqual(ran.returncode, 0, ran.stdout[-5000:])
+                self.assertNotIn(STARTED, ran.stdout)
+                self.assertNotIn(LOADED, ran.stdout + ran.stderr)
+                self.assertIn(f'PFX_VLLM={value} asks for pfx\'s rule in charge of vLLM\'s prefix cache, but '
+                              f'VLLM_PLUGINS="other" does not name pfx\'s plugin "pfx": vLLM would serve without it',
+                              ran.stderr)
 
     @verifies("VLLM-1 VLLM-7 INV-2")
     def test_a_streaming_session_caches_no_row_decode_wrote(self):
@@ -193,12 +196,13 @@ class Settings(unittest.TestCase):
 
     @verifies("VLLM-9")
     def test_the_start_message_says_what_the_guarantee_covers(self):
-        invariant = plugin._guarantee(plugin.Settings(batch_invariant=True))
-        self.assertIn("independently of its batch (VLLM_CPU_ATTN_SPLIT_KV=0", invariant)
+        from pfx.integrations.vllm.premises import Premises
+        invariant = plugin._guarantee(Premises(True, False, "pfx's batch-invariant kernels (...)"))
+        self.assertIn("independently of its batch (pfx's batch-invariant kernels (...);", invariant)
         self.assertIn("whatever is batched beside it", invariant)
-        kernels = plugin._guarantee(plugin.Settings(batch_invariant=False))
-        self.assertIn("PFX_VLLM_BATCH_INVARIANT=0 keeps vLLM's own kernels: a request served alone", kernels)
-        self.assertIn("vllm.conform --vllm-kernels measures it", kernels)
+        kernels = plugin._guarantee(Premises(False, True, "vLLM's own kernels in float32"))
+        self.assertIn("a request served alone resumes bit for bit as its cold run (vLLM's own kernels", kernels)
+        self.assertIn("vllm.conform measures it", kernels)
         # The step in the core's report's words, from the binding: never the number 2^64 - 1.
         self.assertEqual(plugin._describe_step(256), "prefill step 256 tokens")
         self.assertEqual(plugin._describe_step(plugin.ONE_STEP), "prefill step one step, whatever the length")
@@ -276,15 +280,93 @@ class Settings(unittest.TestCase):
                 self.assertIn(expected, str(raised.exception))
             # n-gram drafts are served: the step model knows the padded admission of k = 3 drafts.
             config = EngineArgs(model=vllm_lane.tiny_model(), skip_tokenizer_init=True, enable_prefix_caching=True,
-                                block_size=32, max_num_batched_tokens=256,
+                                block_size=32, max_num_batched_tokens=256, dtype="float32",
                                 speculative_config={"method": "ngram", "num_speculative_tokens": 3,
                                                     "prompt_lookup_max": 2}).create_engine_config()
             self.assertEqual(plugin.admission_padding(config), 3)
             self.assertEqual(plugin.prefill_step(config), 0)  # batch invariant: no step premise
-            with mock.patch.dict(os.environ, {"VLLM_CPU_ATTN_SPLIT_KV": "1"}):
-                self.assertEqual(plugin.prefill_step(config), 256)  # vLLM's kernels: n-gram drafts reserve no slot
+            kernels = plugin.Settings(batch_invariant=False)  # vLLM's kernels: n-gram drafts reserve no slot
+            self.assertEqual(plugin.prefill_step(config, plugin.premises_of(config, kernels)), 256)
         finally:
             plugin.disable()
+
+    @verifies("VLLM-6")
+    def test_bfloat16_on_vllms_own_kernels_is_refused_before_it_loads_unless_certified(self):
+        from vllm.engine.arg_utils import EngineArgs
+        model = vllm_lane.tiny_model("bfloat16")
+        plugin.enable(batch_invariant=False)
+        try:
+            for dtype in ("bfloat16", "float16"):
+                with self.subTest(dtype=dtype), self.assertRaises(plugin.Refused) as raised:
+                    EngineArgs(model=model, skip_tokenizer_init=True, enable_prefix_caching=True, block_size=32,
+                               dtype=dtype).create_engine_config()
+                self.assertIn(f"with vLLM's own kernels (PFX_VLLM_BATCH_INVARIANT=0) a row's bits in {dtype} depend "
+                              f"on how many rows its step computes", str(raised.exception))
+                self.assertIn(f"--dtype {dtype} --block-size 32 --vllm-kernels --certify FILE", str(raised.exception))
+            # float32 on vLLM's kernels keeps the step premise: without chunked prefill, the whole prompt.
+            config = EngineArgs(model=vllm_lane.tiny_model(), skip_tokenizer_init=True, enable_prefix_caching=True,
+                                block_size=32, dtype="float32", enable_chunked_prefill=False).create_engine_config()
+            self.assertEqual(plugin.prefill_step(config), plugin.ONE_STEP)
+        finally:
+            plugin.disable()
+
+    @verifies("VLLM-9")
+    def test_fixed_rows_give_a_row_the_same_bits_whatever_the_rows_beside_it(self):
+        import random
+
+        import torch
+
+        from pfx.integrations.vllm import linear
+
+        def kernel(x, weight, bias):  # a stand-in whose result depends on the call's row count, as oneDNN's does
+            return x @ weight.t() + x.shape[0] * 1e-3
+
+        # Small whole numbers: every sum is exact in any order, so only the row count moves a result.
+        weight = torch.randint(-8, 8, (8, 5)).float()
+        invariant = linear.fixed_rows(kernel, rows=4)
+        draw = random.Random(SEED)
+        rows = torch.randint(-8, 8, (40, 5)).float()
+        alone = torch.cat([invariant(rows[i:i + 1], weight, None) for i in range(40)])
+        for _ in range(50):
+            start, count = draw.randrange(40), draw.randrange(1, 41)
+            count = min(count, 40 - start)
+            got = invariant(rows[start:start + count], weight, None)
+            self.assertTrue(torch.equal(got, alone[start:start + count]), (start, count))
+        self.assertEqual(tuple(invariant(rows[:6].reshape(2, 3, 5), weight, None).shape), (2, 3, 8))
+        self.assertEqual(tuple(invariant(rows[:0], weight, None).shape), (0, 8))
+        # vLLM's layers get it: the plugin's batch invariance wraps the kernel vLLM's dispatch picks.
+        plugin.enable()
+        try:
+            self.assertTrue(linear.installed())
+            from vllm.model_executor.layers import utils
+            layer = torch.nn.Linear(5, 8)
+            utils.dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
+            self.assertEqual(layer.cpu_linear.pfx_rows, linear.ROWS)
+        finally:
+            plugin.disable()
+        self.assertFalse(linear.installed())
+
+    @verifies("VLLM-5 VLLM-2")
+    def test_a_hit_found_again_shorter_is_decided_again_until_lookup_and_rule_agree(self):
+        import types
+
+        # A sliding window's hits, as vLLM's coordinator finds them: at 256 its window lacks a block, so
+        # the hit at that limit is 224, off the rule's 64-token grid; at 192 it is whole. Three lookups.
+        hits = {299: 288, 256: 224, 192: 192}
+        lookups = []
+
+        def find_longest_cache_hit(block_hashes, limit):
+            lookups.append(limit)
+            return ("blocks", hits[limit], 0)
+
+        manager = types.SimpleNamespace(
+            pfx_config=pfx.Config(enabled=True, keep_min=0, chunk=64), prefix_cache_lookup_enabled=lambda r: True,
+            coordinator=types.SimpleNamespace(find_longest_cache_hit=find_longest_cache_hit),
+            enable_kv_cache_events=False, create_kv_cache_blocks=lambda computed: computed)
+        request = types.SimpleNamespace(all_token_ids=list(range(300)), num_tokens=300, block_hashes=[],
+                                        request_id="looked-up-twice")
+        self.assertEqual(plugin._get_computed_blocks(manager, request), ("blocks", 192, 0))
+        self.assertEqual(lookups, [299, 256, 192])
 
     @verifies("VLLM-3")
     def test_an_untested_vllm_version_is_refused_before_anything_is_patched(self):

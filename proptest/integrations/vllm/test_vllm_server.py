@@ -65,7 +65,7 @@ START_TIMEOUT_S = 420  # three servers start together on two busy cores
 # turns and stock vLLM reuses them; 10 turns of which 8 resume, of which stock differs in about half.
 CONVERSATIONS, TURNS, NEW_TOKENS = 2, 5, 32
 CONCURRENT = 4  # conversations in flight at once, under load
-ENGINE = {"dtype": "float32", "block_size": vllm_lane.BLOCK, "max_num_batched_tokens": vllm_lane.MAX_NUM_BATCHED_TOKENS,
+ENGINE = {"dtype": vllm_lane.DTYPE, "block_size": vllm_lane.BLOCK, "max_num_batched_tokens": vllm_lane.MAX_NUM_BATCHED_TOKENS,
           "max_model_len": 4096, "kv_cache_memory_bytes": 256 << 20, "seed": 0, "enforce_eager": True}
 SERVER_ARGUMENTS = [f"--{key.replace('_', '-')}={value}" for key, value in ENGINE.items() if key != "enforce_eager"]
 SERVER_ARGUMENTS.append("--enforce-eager")

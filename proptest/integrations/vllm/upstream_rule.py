@@ -11,7 +11,7 @@ from the scheduler's configuration).
 The plugin's settings are PFX_VLLM_BATCH_INVARIANT's, as in a vLLM process (its default: vLLM computes
 batch invariantly). The prefill step of a manager made alone is the plugin's for a scheduler without
 chunked prefill: none where vLLM computes a one-token step as a longer one (batch invariance on the
-CPU build: ``plugin.one_token_step_alone()``), else ONE_STEP, a whole prompt in one step. vLLM's tests
+CPU build: pfx's batch-invariant kernels), else ONE_STEP, a whole prompt in one step. vLLM's tests
 drive such a manager as a scheduler without chunked prefill would: each request's hit is looked up,
 then the rest of its prompt is allocated in one ``allocate_slots`` call, one step; no scheduler budget
 is there to cut it into chunks.
@@ -25,7 +25,7 @@ from pfx.integrations import vllm as plugin
 from vllm.v1.core.kv_cache_manager import KVCacheManager
 
 plugin._install(plugin.settings_from_environment(dict(os.environ, PFX_VLLM="1")))
-STEP = plugin.ONE_STEP if plugin.one_token_step_alone() else 0
+STEP = 0 if plugin.settings().batch_invariant else plugin.ONE_STEP
 _manager_init = KVCacheManager.__init__
 
 

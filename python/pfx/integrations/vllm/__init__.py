@@ -72,6 +72,7 @@ from typing import Optional
 
 from ... import _native
 from ..._arguments import whole
+from . import linear, premises as _premises
 
 TESTED_VERSIONS = ("0.32.0",)
 ENABLE_VARIABLE = "PFX_VLLM"
@@ -196,6 +197,7 @@ def disable() -> None:
     for variable in _set_by_pfx:  # vLLM's own variables the plugin set, and only those
         os.environ.pop(variable, None)
     _set_by_pfx.clear()
+    linear.uninstall()
 
 
 def decisions() -> collections.Counter:
@@ -255,6 +257,8 @@ def _install(settings: Settings) -> None:
         _settings = settings
         if settings.batch_invariant:
             apply_batch_invariance()
+        else:
+            linear.uninstall()
         if _originals:
             return
         _originals["config"] = VllmConfig.__post_init__
@@ -270,11 +274,13 @@ def _install(settings: Settings) -> None:
 def batch_invariance():
     """(variable, value): vLLM's own environment variable, and its value, that make it compute each
     request's answer independently of what is batched beside it on this platform; None where pfx knows
-    no such setting. On the CPU build the cause of batch dependence is its attention's KV split
-    (``VLLM_CPU_ATTN_SPLIT_KV``, on by default): whether a request's KV is split depends on the whole
-    step's work, not on that request alone; its linear layers (oneDNN) give every row the same bits for
-    any row count (docs/engines.md, "Batched requests"). On CUDA it is vLLM's batch-invariant mode
-    (``VLLM_BATCH_INVARIANT``), wired but untested here: no GPU ran it."""
+    no such setting. On the CPU build there are two causes of batch dependence (docs/engines.md, "Why a
+    row depends on its batch"): its attention's KV split (``VLLM_CPU_ATTN_SPLIT_KV``, on by default):
+    whether a request's KV is split depends on the whole step's work, not on that request alone; and its
+    linear layers, whose kernels choose their path by the step's row count, which
+    apply_batch_invariance() fixes with pfx's own wrapper (``pfx.integrations.vllm.linear``). On CUDA it
+    is vLLM's batch-invariant mode (``VLLM_BATCH_INVARIANT``), wired but untested here: no GPU ran it,
+    so a CUDA configuration is served only with a certificate (``premises``)."""
     from vllm.platforms import current_platform
     if current_platform.is_cpu():
         return ("VLLM_CPU_ATTN_SPLIT_KV", "0")
@@ -287,11 +293,15 @@ def apply_batch_invariance() -> None:
     """Sets batch_invariance()'s variable in this process's environment, which the processes vLLM starts
     inherit, unless the user set it: a value that asks otherwise is refused at start
     (batch_invariance_refusals()), never overridden silently. vLLM reads it lazily, when its engine
-    builds a step, so setting it when the plugin loads is in time."""
+    builds a step, so setting it when the plugin loads is in time. On the CPU build it also has the
+    linear layers vLLM builds from now on compute in calls of a fixed row count (linear.install())."""
     setting = batch_invariance()
     if setting is not None and setting[0] not in os.environ:
         os.environ[setting[0]] = setting[1]
         _set_by_pfx.add(setting[0])
+    from vllm.platforms import current_platform
+    if current_platform.is_cpu():
+        linear.install()
 
 
 def batch_invariance_refusals(settings: Settings) -> list:
@@ -326,6 +336,8 @@ def _config_post_init(self) -> None:
     if not cache.enable_prefix_caching:
         return
     reasons = refusals(self) + _chunk_refusals(settings.chunk, cache.block_size) + batch_invariance_refusals(settings)
+    if not reasons:
+        reasons = _unproven(self, settings)
     if reasons:
         raise Refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
 
@@ -428,9 +440,12 @@ def _scheduler_init(self, *args, **kwargs) -> None:
     chunk = block if settings.chunk is None else settings.chunk
     reasons = (refusals(self.vllm_config) + group_refusals(self.kv_cache_config) + _chunk_refusals(chunk, block)
                + batch_invariance_refusals(settings))
+    if not reasons:
+        reasons = _unproven(self.vllm_config, settings)
     if reasons:
         raise Refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
-    step = prefill_step(self.vllm_config)
+    premises = premises_of(self.vllm_config, settings)
+    step = prefill_step(self.vllm_config, premises)
     padding = admission_padding(self.vllm_config)
     manager.pfx_config = _native.Config(enabled=True, keep_min=settings.keep_min, chunk=chunk, prefill_step=step,
                                         admission_padding=padding)
@@ -438,7 +453,7 @@ def _scheduler_init(self, *args, **kwargs) -> None:
     _logger.info("pfx: vLLM's prefix cache under pfx's rule: chunk %d, keep_min %d, %s%s; rows decode wrote are "
                  "never cached. %s", chunk, settings.keep_min, _describe_step(step),
                  f", an admission of one token padded to {1 + padding} rows" if padding else "",
-                 _guarantee(settings))
+                 _guarantee(premises))
 
 
 def _describe_step(step: int) -> str:
@@ -448,41 +463,54 @@ def _describe_step(step: int) -> str:
     return f"prefill step {_native.prefill_step_words(step)}"
 
 
-def _guarantee(settings: Settings) -> str:
-    """What the plugin vouches for, said once at start: under load, or for a request served alone."""
-    setting = batch_invariance() if settings.batch_invariant else None
-    if setting is not None:
-        variable, value = setting
-        return (f"vLLM computes each request's answer independently of its batch ({variable}={value}; "
+def _guarantee(premises: "_premises.Premises") -> str:
+    """What the plugin vouches for, said once at start, and on what grounds: under load, or for a request
+    served alone."""
+    if premises.batch_invariant:
+        return (f"vLLM computes each request's answer independently of its batch ({premises.source}; "
                 f"{BATCH_INVARIANT_VARIABLE}=0 keeps vLLM's own kernels): a resumed request equals its cold run "
                 f"served alone, bit for bit, whatever is batched beside it")
-    return (f"{BATCH_INVARIANT_VARIABLE}=0 keeps vLLM's own kernels: a request served alone resumes bit for bit as "
-            f"its cold run; batched beside other requests, vLLM's answer can differ by itself, with or without pfx "
-            f"(python -m pfx.integrations.vllm.conform --vllm-kernels measures it)")
+    return (f"a request served alone resumes bit for bit as its cold run ({premises.source}); batched beside "
+            f"other requests, vLLM's answer can differ by itself, with or without pfx (python -m "
+            f"pfx.integrations.vllm.conform measures it)")
 
 
-def one_token_step_alone() -> bool:
-    """Whether vLLM computes a prefill step of one token otherwise than a longer one, so that the rule
-    needs the prefill-step premise (INV-12). On the CPU build with its attention's KV split off, each
-    query row is computed over its request's KV in one pass whatever the step's row count, and
-    ``pfx.integrations.vllm.conform`` finds every offset exact, one-token steps included (docs/engines.md):
-    False. With the split on (vLLM's default) it was measured to differ: True. Elsewhere it was not
-    measured here: True, the premise kept."""
-    from vllm import envs
-    from vllm.platforms import current_platform
-    return not (current_platform.is_cpu() and not envs.VLLM_CPU_ATTN_SPLIT_KV)
+def premises_of(vllm_config, settings: Optional[Settings] = None) -> "_premises.Premises":
+    """The premises the rule leans on for the configuration `vllm_config` serves, with `settings`
+    (default: this process's, or the defaults): from a certificate (PFX_VLLM_CERTIFICATE) or from what
+    was measured of such a configuration (``pfx.integrations.vllm.premises``); Refused naming the
+    configuration and what to do where neither covers it."""
+    settings = settings or _settings or Settings()
+    block = vllm_config.cache_config.block_size
+    chunk = block if settings.chunk is None else settings.chunk
+    try:
+        return _premises.decide(vllm_config, settings.batch_invariant, chunk)
+    except _premises.Unproven as error:
+        raise Refused(f"pfx's vLLM plugin refuses this configuration: {error}") from None
 
 
-def prefill_step(vllm_config) -> int:
-    """The prefill step the rule's premise needs (``Config.prefill_step``): 0 where vLLM computes a
-    one-token step as a longer one (one_token_step_alone()); else how many prompt tokens vLLM's
-    scheduler computes in one step of a request served alone: its scheduled-token budget
-    (``max_num_scheduled_tokens``, by default ``max_num_batched_tokens``), at most
+def _unproven(vllm_config, settings: Settings) -> list:
+    """premises_of()'s refusal, as a reason among the others."""
+    try:
+        premises_of(vllm_config, settings)
+    except Refused as error:
+        return [str(error).removeprefix("pfx's vLLM plugin refuses this configuration: ")]
+    return []
+
+
+def one_token_step_alone(vllm_config, settings: Optional[Settings] = None) -> bool:
+    """Whether vLLM, as `vllm_config` serves with `settings`, computes a prefill step of one token
+    otherwise than a longer one, so that the rule needs the prefill-step premise (INV-12): a premise of
+    the configuration (premises_of())."""
+    return premises_of(vllm_config, settings).one_token_step_alone
+
+
+def scheduler_step(vllm_config) -> int:
+    """How many prompt tokens vLLM's scheduler computes in one step of a request served alone: its
+    scheduled-token budget (``max_num_scheduled_tokens``, by default ``max_num_batched_tokens``), at most
     ``max_num_batched_tokens`` less the draft slots a speculative method reserves for each request;
     ONE_STEP without chunked prefill. vLLM drops ``long_prefill_token_threshold`` when a single request
     is running or waiting (scheduler.py, ``schedule``), so the threshold does not count."""
-    if not one_token_step_alone():
-        return 0
     scheduler = vllm_config.scheduler_config
     if not scheduler.enable_chunked_prefill:
         return ONE_STEP
@@ -490,6 +518,14 @@ def prefill_step(vllm_config) -> int:
     slots = speculative.max_num_new_slots_for_drafting if speculative is not None else 0
     budget = scheduler.max_num_scheduled_tokens or scheduler.max_num_batched_tokens
     return min(budget, scheduler.max_num_batched_tokens - slots)
+
+
+def prefill_step(vllm_config, premises: Optional["_premises.Premises"] = None) -> int:
+    """The prefill step the rule's premise needs (``Config.prefill_step``): 0 where vLLM computes a
+    one-token step as a longer one, by the configuration's premises (premises_of(), default: those of
+    this process's settings); else scheduler_step()."""
+    premises = premises or premises_of(vllm_config)
+    return scheduler_step(vllm_config) if premises.one_token_step_alone else 0
 
 
 def admission_padding(vllm_config) -> int:

@@ -35,15 +35,19 @@ check could not run as it says (vLLM did not resume where it was led to).
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import random
 import sys
+import tempfile
 import time
 from typing import Callable, Optional, Sequence
 
 from ... import _native
 from ..._arguments import whole
 from .. import vllm as plugin
+from . import linear, premises as _premises
 from ._check import BadInput, CheckError, Engine, Served, chosen_logprobs, first_difference, start as _start
 
 __all__ = ["BadInput", "CheckError", "Engine", "PluginOn", "Served", "check", "chosen_logprobs", "conform",
@@ -82,6 +86,8 @@ def start(model: str, *, dtype: str = "float32", block_size: int = 32, max_num_b
         if reasons:
             raise BadInput(reasons[0].replace(f"set {plugin.BATCH_INVARIANT_VARIABLE}=0", "give --vllm-kernels"))
         plugin.apply_batch_invariance()
+    else:
+        linear.uninstall()  # vLLM's own kernels, also after an engine of this process had pfx's
     arguments = dict(skip_tokenizer_init=True, dtype=dtype, block_size=block_size,
                      enable_chunked_prefill=enable_chunked_prefill)
     if max_num_batched_tokens is not None:
@@ -102,30 +108,53 @@ def describe(llm, model: str) -> str:
     if scheduler.long_prefill_token_threshold:
         options.append(f"long_prefill_token_threshold {scheduler.long_prefill_token_threshold}")
     options.append(f"chunked prefill {'on' if scheduler.enable_chunked_prefill else 'off'}")
-    options.append("one-token prefill steps computed alone" if plugin.one_token_step_alone() else
-                   "batch invariant")
+    options.append("pfx's batch-invariant kernels" if linear.installed() else "vLLM's own kernels")
     return f"vLLM {vllm.__version__} ({model}, {dtype}, {', '.join(options)})"
 
 
 def conform(model: str, *, dtype: str = "float32", block_size: int = 32, max_num_batched_tokens: Optional[int] = None,
             enable_chunked_prefill: bool = True, budget: str = "default", seed: int = 1,
             rule_chunk: Optional[int] = None, max_grid: Optional[int] = None, prompts: Optional[int] = None,
-            progress: Optional[Callable[[int, int], None]] = None, batch_invariant: bool = True, **engine_args):
+            progress: Optional[Callable[[int, int], None]] = None, batch_invariant: bool = True,
+            certify: Optional[str] = None, **engine_args):
     """Starts vLLM on `model` in this process with the configuration given (pfx's plugin off), checks it
     through its prefix cache, and returns the pfx.ConformReport (str(): `pfx conform`'s text;
     to_json(); exit_status). `rule_chunk` (default: the block size, the plugin's default chunk) must be
-    a multiple of the block size. Raises ValueError for bad input, CheckError when vLLM did not resume
-    where the check led it."""
+    a multiple of the block size. With `certify`, a file to write the certificate of what the check
+    proved (premises.certificate()) where its verdict is safe; none is written otherwise. Raises
+    ValueError for bad input, CheckError when vLLM did not resume where the check led it, OSError when
+    the certificate cannot be written."""
     refuse_plugin()
     _budget(budget, seed, max_grid, prompts)  # bad input is refused before vLLM starts (tens of seconds)
     _rule_chunk(rule_chunk, block_size)
     llm = start(model, dtype=dtype, block_size=block_size, max_num_batched_tokens=max_num_batched_tokens,
                 enable_chunked_prefill=enable_chunked_prefill, batch_invariant=batch_invariant, **engine_args)
     config = llm.llm_engine.vllm_config
-    return check(Engine(llm), name=describe(llm, model), vocab=config.model_config.get_vocab_size(),
-                 block_size=config.cache_config.block_size, max_length=config.model_config.max_model_len,
-                 budget=budget, seed=seed, rule_chunk=rule_chunk, max_grid=max_grid, prompts=prompts,
-                 progress=progress, prefill_step=plugin.prefill_step(config))
+    # As the plugin would serve this configuration: every offset with pfx's batch-invariant kernels, where
+    # a one-token step computes as a longer one; with vLLM's own, only where the step premise allows.
+    step = 0 if batch_invariant else plugin.scheduler_step(config)
+    report = check(Engine(llm), name=describe(llm, model), vocab=config.model_config.get_vocab_size(),
+                   block_size=config.cache_config.block_size, max_length=config.model_config.max_model_len,
+                   budget=budget, seed=seed, rule_chunk=rule_chunk, max_grid=max_grid, prompts=prompts,
+                   progress=progress, prefill_step=step)
+    if certify is not None and report.exit_status == 0:
+        write_certificate(certify, _premises.certificate(_premises.configuration(config, batch_invariant),
+                                                         json.loads(report.to_json()), step))
+    return report
+
+
+def write_certificate(path: str, certificate: dict) -> None:
+    """Writes `certificate` to `path` whole or not at all (a temporary file renamed over it)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    with tempfile.NamedTemporaryFile("w", dir=directory, delete=False, suffix=".tmp", encoding="utf-8") as file:
+        json.dump(certificate, file, indent=1, sort_keys=True)
+        file.write("\n")
+        temporary = file.name
+    try:
+        os.replace(temporary, path)
+    except OSError:
+        os.unlink(temporary)
+        raise
 
 
 def _budget(name: str, seed: int, max_grid: Optional[int], prompts: Optional[int]) -> dict:
@@ -343,7 +372,7 @@ def main(argv=None) -> int:
         epilog="Verdicts and exit statuses: 0 safe (the rule chunk is exact), 1 unsafe (a resume on it differs "
                "from its cold run), 4 nondeterministic (cold runs of one prompt differ), 5 no exact grid, "
                "6 degenerate (the model's answers ignore the prompt, or are not finite), 2 bad input, 3 no verdict "
-               "(vLLM did not resume where the check led it).")
+               "(vLLM did not resume where the check led it), 74 the certificate could not be written.")
     parser.add_argument("model", help="a model vLLM loads (a directory or a name)")
     parser.add_argument("--dtype", default="float32", help="vLLM's dtype (default float32)")
     parser.add_argument("--block-size", type=int, default=32,
@@ -367,6 +396,11 @@ def main(argv=None) -> int:
                         help="keep vLLM's own kernels, as PFX_VLLM_BATCH_INVARIANT=0 does for the plugin (default: "
                              "vLLM computes batch invariantly, as the plugin makes it)")
     parser.add_argument("--json", action="store_true", help="print the report as pfx conform --json does")
+    parser.add_argument("--certify", metavar="FILE", default=None,
+                        help="where the verdict is safe, write a certificate of what the check proved, for the "
+                             "configuration it ran (vLLM and torch versions, platform and CPU features, dtype, block "
+                             "size, kernel settings, the model's identity), which the plugin takes as "
+                             "PFX_VLLM_CERTIFICATE=FILE; none is written otherwise (default: none)")
     arguments = parser.parse_args(argv)
     engine_args = {name: value for name, value in (("max_model_len", arguments.max_model_len),
                                                    ("max_num_scheduled_tokens", arguments.max_num_scheduled_tokens),
@@ -377,14 +411,20 @@ def main(argv=None) -> int:
                          max_num_batched_tokens=arguments.max_num_batched_tokens,
                          enable_chunked_prefill=not arguments.no_chunked_prefill, budget=arguments.budget,
                          seed=arguments.seed, rule_chunk=arguments.rule_chunk,
-                         batch_invariant=not arguments.vllm_kernels, **engine_args)
+                         batch_invariant=not arguments.vllm_kernels, certify=arguments.certify, **engine_args)
     except (ValueError, PluginOn) as error:
         print(f"{parser.prog}: {error}", file=sys.stderr)
         return 2
+    except OSError as error:
+        print(f"{parser.prog}: the certificate was not written: {error}", file=sys.stderr)
+        return 74
     except Exception as error:  # noqa: BLE001 - no verdict: never an exit status a verdict has
         print(f"{parser.prog}: no verdict: {type(error).__name__}: {error}", file=sys.stderr)
         return 3
     print(report.to_json() if arguments.json else str(report), end="\n" if arguments.json else "")
+    if arguments.certify is not None:
+        print(f"{parser.prog}: " + (f"certificate written to {arguments.certify}" if report.exit_status == 0 else
+                                    f"no certificate written: the verdict is not safe"), file=sys.stderr)
     return report.exit_status
 
 
