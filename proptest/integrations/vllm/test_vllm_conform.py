@@ -303,14 +303,15 @@ class Perturbed:
 
 @unittest.skipIf(WHY_NOT, WHY_NOT)
 class OnVllm(unittest.TestCase):
-    """vLLM's CPU build on the suites' tiny Llama: block 32, chunked prefill of 256 tokens."""
+    """vLLM's CPU build on the suites' tiny Llama: block 32, chunked prefill of 256 tokens, in the suites'
+    dtype (float32, and bfloat16 in vllm.conform_bf16)."""
     llm = None
 
     @classmethod
     def setUpClass(cls):
         vllm_lane.expect_mode(plugin_on=False, in_process=True)
         cls.model = vllm_lane.tiny_model()
-        cls.llm = vllm_conform.start(cls.model, block_size=vllm_lane.BLOCK,
+        cls.llm = vllm_conform.start(cls.model, dtype=vllm_lane.DTYPE, block_size=vllm_lane.BLOCK,
                                      max_num_batched_tokens=vllm_lane.MAX_NUM_BATCHED_TOKENS, enforce_eager=True,
                                      kv_cache_memory_bytes=256 << 20, max_model_len=4096, seed=0)
 
@@ -406,6 +407,7 @@ class OnVllm(unittest.TestCase):
                 premises.from_certificate(path, served, vllm_lane.BLOCK)
             self.assertIn(expected, str(raised.exception))
 
+        self.assertEqual(served["dtype"], vllm_lane.DTYPE)
         other = "float32" if vllm_lane.DTYPE != "float32" else "bfloat16"
         reseal = lambda d: d.update(digest=premises._digest({k: v for k, v in d.items() if k != "digest"}))  # noqa: E731
         for field, value, expected in (("dtype", other, f'dtype "{other}" certified, "{vllm_lane.DTYPE}" served'),

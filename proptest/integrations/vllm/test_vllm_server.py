@@ -168,6 +168,41 @@ def validated(text: str) -> dict:
     return json.loads(text)
 
 
+class WarmColdRun(unittest.TestCase):
+    """A check whose cold runs are not cold gives no verdict: stand-ins for the checked server and for a
+    --cold-url server that (with prefix caching on) took cached tokens; no vLLM is started."""
+
+    class Side:
+        counter = "cached_tokens"
+
+        def __init__(self, cached):
+            self.cached = cached
+
+        def chat(self, messages, max_tokens):
+            return vllm_verify.Served((1,) * max_tokens, (-0.5,) * max_tokens, self.cached, 10, None, "text")
+
+        def reset(self):
+            pass
+
+        def no_counts(self):
+            return "no counts"
+
+    @verifies("VLLM-4")
+    def test_a_cold_run_that_took_cached_tokens_is_no_verdict_never_a_pass(self):
+        for cold_cached, expected in ((0, 0), (16, 3)):  # a cold server that took none: a pass; 16: no verdict
+            stderr, stdout = io.StringIO(), io.StringIO()
+            with self.subTest(cold_cached=cold_cached), \
+                    mock.patch.object(vllm_verify, "_targets", return_value=(self.Side(8), self.Side(cold_cached))), \
+                    mock.patch.object(vllm_verify, "_describe", return_value="a stand-in"), \
+                    contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
+                status = vllm_verify.main(["--url", "http://127.0.0.1:9", "--cold-url", "http://127.0.0.1:9",
+                                           "--chat", "1", "--no-progress"])
+            self.assertEqual(status, expected, stderr.getvalue() + stdout.getvalue())
+            if expected:
+                self.assertIn("the cold run of request 1 took 16 prompt tokens from the prefix cache: it was not "
+                              "cold", stderr.getvalue())
+
+
 @unittest.skipIf(WHY_NOT, WHY_NOT)
 class ServedByVllm(unittest.TestCase):
     servers: dict = {}
