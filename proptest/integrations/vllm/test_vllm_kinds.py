@@ -1,7 +1,8 @@
 """pfx.integrations.vllm on the models and scheduler settings people serve beyond the plugin suite's
 full-attention Llama with vLLM's defaults, in vLLM's in-process mode with PFX_VLLM=1 and vLLM's own
 kernels (PFX_VLLM_BATCH_INVARIANT=0: the one-token-step premise applies there, and cuts hits; this
-suite's ctests set both, and PFX_VLLM_TEST_KIND, one kind a process):
+suite's ctests set both, and PFX_VLLM_TEST_KIND, one kind a process); in bfloat16 (vllm.kind_hybrid_bf16) on
+pfx's batch-invariant kernels, keep_min 96 cutting the hits, since vLLM's own kernels are refused there:
 
 - ``hybrid``: a tiny Llama whose layer 0 attends over a sliding window of 64 positions and layer 1 in
   full: two KV cache groups, whose hits vLLM finds group by group;
@@ -55,9 +56,14 @@ class Kind(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         vllm_lane.expect_mode(plugin_on=True, in_process=True)
-        if plugin.settings_from_environment().batch_invariant:
-            raise RuntimeError("this suite runs with PFX_VLLM_BATCH_INVARIANT=0: its ctest sets it")
+        settings = plugin.settings_from_environment()
+        if settings.batch_invariant == (vllm_lane.DTYPE == "float32"):
+            raise RuntimeError("this suite runs on vLLM's own kernels (PFX_VLLM_BATCH_INVARIANT=0) in float32, and on "
+                               "pfx's batch-invariant kernels in bfloat16: its ctests set them")
         layer_types, overrides, cls.step = KINDS[KIND]
+        # pfx's kernels need no step premise; keep_min (its ctest's) cuts the hits there instead.
+        cls.step = 0 if settings.batch_invariant else cls.step
+        cls.keep_min = settings.keep_min
         model = vllm_lane.tiny_model(layer_types=layer_types, sliding_window=WINDOW if layer_types else None)
         cls.llm = vllm_lane.start(model, **overrides)
         cls.full_attention = layer_types is None
@@ -79,7 +85,8 @@ class Kind(unittest.TestCase):
             stock_reuse += stock
         print(f"{KIND}: {resumed} resumed, {reused} tokens reused; stock vLLM would reuse {stock_reuse}")
         self.assertGreater(resumed, 0)  # compared something: the long turns resume whatever the chats drew
-        self.assertGreater(plugin.decisions()["lowered_for_the_prefill_step"], 0)  # and hits were cut
+        cut = "lowered_for_the_prefill_step" if self.step else "below_keep_min"
+        self.assertGreater(plugin.decisions()[cut], 0)  # and hits were cut, by the step premise or keep_min
         self.assertGreaterEqual(2 * reused, stock_reuse, "the plugin keeps less than half of stock vLLM's reuse")
 
     def serve_workload(self, seed, generator):
@@ -100,8 +107,8 @@ class Kind(unittest.TestCase):
             warm = vllm_lane.serve(self.llm, step.prompt)
             held = plugin.decisions()["tokens_held"] - before["tokens_held"]  # vLLM's own hit, before the cut
             reference = vllm_lane.cold(self.llm, step.prompt)
-            allowed = vllm_lane.pfx_offset(held, n, vllm_lane.BLOCK, 0, self.step)
-            bound = vllm_lane.pfx_offset(pfx_cache.hit(step.prompt), n, vllm_lane.BLOCK, 0, self.step)
+            allowed = vllm_lane.pfx_offset(held, n, vllm_lane.BLOCK, self.keep_min, self.step)
+            bound = vllm_lane.pfx_offset(pfx_cache.hit(step.prompt), n, vllm_lane.BLOCK, self.keep_min, self.step)
             stock += stock_cache.hit(step.prompt)
             pfx_cache.served(step.prompt, reference.tokens)
             stock_cache.served(step.prompt, reference.tokens)
@@ -112,7 +119,7 @@ class Kind(unittest.TestCase):
             # at most the rule's offset on vLLM's hit, equal to it where every group is full attention
             # (a sliding window's hit at a shorter length can be missing blocks the window needs).
             fits = (warm.cached % vllm_lane.BLOCK == 0 and warm.cached <= min(allowed, bound)
-                    and vllm_lane.pfx_offset(warm.cached, n, vllm_lane.BLOCK, 0, self.step) == warm.cached
+                    and vllm_lane.pfx_offset(warm.cached, n, vllm_lane.BLOCK, self.keep_min, self.step) == warm.cached
                     and (warm.cached == allowed or not self.full_attention))
             if not fits:
                 outcome.wrong_counts.append((number, step.kind, warm.cached, (held, allowed, bound)))

@@ -47,6 +47,17 @@ def expect_mode(plugin_on: bool, in_process: bool) -> None:
                            f"{0 if in_process else 1}): its ctest sets them")
 
 
+def skip_if_stock_alone_is_exact_in_bfloat16(test, differing: int, compared: int) -> None:
+    """Skips `test`, saying why, where stock vLLM served alone answered all `compared` resumed requests as
+    their cold runs in bfloat16: measured on a CPU with AVX512-BF16, the rows decode wrote, stored in
+    bfloat16, equal a prefill's for the tiny model (0 of 63 over three seeds), so that a control of
+    requests served alone is quiet by the configuration, not by the draw. The bfloat16 suites' control
+    is then their batched one, which differs (BATCHED_NEW_TOKENS). In float32 it never skips."""
+    if DTYPE == "bfloat16" and differing == 0:
+        test.skipTest(f"stock vLLM in bfloat16 answered all {compared} resumed requests served alone as their cold "
+                      f"runs on this CPU: the bfloat16 control is the batched one")
+
+
 def tiny_model(dtype: str = DTYPE, seed: int = 0, layer_types=None, sliding_window=None) -> str:
     """A directory holding a tiny random-weight Llama (pfx.fixtures.tiny_llama), made once per run:
     every layer full attention, or `layer_types` ("full", "sliding") with a window of `sliding_window`."""
