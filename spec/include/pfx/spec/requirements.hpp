@@ -154,9 +154,11 @@ inline constexpr std::array requirements = {
                 "model with layers whose hits cannot be cut exactly (Mamba and other state-space layers, windows "
                 "replayed after a hit) is refused at start, naming the layers"},
     Requirement{"VLLM-6",
-                "the plugin's one-token-step premise is the core's prefill-step bound (INV-12), passed only where "
-                "vLLM computes a one-token prefill step otherwise than a longer one (its own kernels; not the CPU "
-                "build with its attention's KV split off, where every such resume equals its cold run), with the "
+                "the plugin's one-token-step premise is the core's prefill-step bound (INV-12), a premise of the "
+                "configuration served, never assumed: none on pfx's batch-invariant kernels (where every such "
+                "resume equals its cold run), the step on vLLM's own kernels in float32, a certificate's from "
+                "conform --certify for that very configuration, and a refusal by name for anything else (vLLM's "
+                "own kernels in bfloat16 or float16, another platform); the step passed is the "
                 "step vLLM's scheduler takes for a request served alone: max_num_scheduled_tokens, at most "
                 "max_num_batched_tokens less a speculative method's draft slots, the whole prompt without chunked "
                 "prefill, and not the long-prefill threshold, which vLLM drops for a request alone"},
@@ -173,9 +175,10 @@ inline constexpr std::array requirements = {
     Requirement{"VLLM-9",
                 "with the plugin on, a request's answer equals its cold run served alone whatever vLLM batches "
                 "beside it (requests sharing prefill steps, a request joining while another decodes, clients in "
-                "flight at once through the OpenAI server): the plugin makes vLLM compute batch invariantly (the "
-                "CPU build's attention KV split off; vLLM's batch-invariant mode on CUDA) and says at start what it "
-                "set and why; PFX_VLLM_BATCH_INVARIANT=0 keeps vLLM's kernels and says the guarantee is then for a "
+                "flight at once through the OpenAI server), in float32 and bfloat16: the plugin makes vLLM compute "
+                "batch invariantly (the CPU build's linear layers in calls of a fixed row count and its attention "
+                "KV split off; vLLM's batch-invariant mode on CUDA) and says at start what it set and why; "
+                "PFX_VLLM_BATCH_INVARIANT=0 keeps vLLM's kernels and says the guarantee is then for a "
                 "request served alone; a vLLM variable set otherwise is refused by name; "
                 "pfx.integrations.vllm.conform's batching finding says whether an answer depends on its batch, with "
                 "a counterexample: not under the plugin's settings, and it does with vLLM's kernels"},
