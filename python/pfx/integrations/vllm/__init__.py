@@ -21,14 +21,17 @@ two things differently, and nothing else:
   request is pfx's offset.
 
 The guarantee holds whatever vLLM batches beside a request: by default the plugin makes vLLM compute
-each request's answer independently of its batch (``batch_invariance()``: on vLLM's CPU build its
-attention no longer splits a request's KV by the whole step's work, ``VLLM_CPU_ATTN_SPLIT_KV=0``; on a
-CUDA build vLLM's batch-invariant mode, ``VLLM_BATCH_INVARIANT=1``, untested here) and says at start
-what it set and why. With ``PFX_VLLM_BATCH_INVARIANT=0`` vLLM keeps its own kernels and the guarantee
-is for a request served alone, as vLLM's scheduler runs it (the long-prefill threshold dropped, each
-step at most ``max_num_scheduled_tokens``), which the plugin then says at start. Where vLLM computes a
-one-token prefill step as a longer one (the CPU build with the split off, measured by
-``pfx.integrations.vllm.conform``), the rule needs no prefill-step premise and keeps that reuse
+each request's answer independently of its batch (``batch_invariance()``: on vLLM's CPU build every
+linear layer in calls of a fixed row count, ``pfx.integrations.vllm.linear``, and its attention no
+longer splitting a request's KV by the whole step's work, ``VLLM_CPU_ATTN_SPLIT_KV=0``; on a CUDA build
+vLLM's batch-invariant mode, ``VLLM_BATCH_INVARIANT=1``, untested here) and says at start what it set
+and why. With ``PFX_VLLM_BATCH_INVARIANT=0`` vLLM keeps its own kernels and the guarantee is for a
+request served alone, as vLLM's scheduler runs it (the long-prefill threshold dropped, each step at
+most ``max_num_scheduled_tokens``), which the plugin then says at start. Whether the rule needs the
+prefill-step premise, and whether batches are independent, are premises of the configuration served
+(``premises_of()``, ``pfx.integrations.vllm.premises``): measured, or proved by a certificate that
+``pfx.integrations.vllm.conform --certify`` wrote for that configuration, or refused by name; on
+pfx's kernels a one-token step computes as a longer one and the rule keeps that reuse
 (``prefill_step()``). Speculative decoding with n-gram drafts or a draft model is served: a resume
 that leaves one token is admitted padded to 1 + k rows, which the core's step model knows
 (``Config.admission_padding``).
@@ -51,7 +54,10 @@ pfx's one environment parser (a malformed value stops vLLM's start, before the m
   grid ``pfx.integrations.vllm.conform`` finds exact on vLLM's CPU build (docs/engines.md).
 - ``PFX_VLLM_KEEP_MIN``: the fewest cached tokens worth taking; unset: 0 (any aligned hit, as vLLM).
 - ``PFX_VLLM_BATCH_INVARIANT``: 1, true, on, yes, empty or unset: vLLM computes batch invariantly
-  (above); 0, false, off or no: vLLM's own kernels, and a guarantee for a request served alone.
+  (above); 0, false, off or no: vLLM's own kernels, and a guarantee for a request served alone
+  (float32 only, or with a certificate).
+- ``PFX_VLLM_CERTIFICATE``: a certificate ``pfx.integrations.vllm.conform --certify`` wrote; the
+  plugin takes the premises it proves, for the configuration it names only (``premises``).
 
 In code, ``enable(chunk=..., keep_min=..., batch_invariant=...)`` before ``vllm.LLM(...)`` does the
 same: it sets the four variables for the processes vLLM starts, and patches this one. ``decisions()`` counts this

@@ -37,6 +37,8 @@ import os
 import platform
 from typing import Optional
 
+from . import linear
+
 CERTIFICATE_VARIABLE = "PFX_VLLM_CERTIFICATE"
 CERTIFICATE_FORMAT = "pfx vLLM certificate 1"
 CPU_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
@@ -103,7 +105,6 @@ def configuration(vllm_config, batch_invariant: bool) -> dict:
     import torch
     import vllm
     from vllm.platforms import current_platform
-    from . import linear
     model = vllm_config.model_config
     scheduler = vllm_config.scheduler_config
     on_cpu = current_platform.is_cpu()
@@ -217,6 +218,9 @@ def decide(vllm_config, batch_invariant: bool, chunk: int, environ=None) -> Prem
     if not current_platform.is_cpu():
         raise Unproven(f"{_describe(served)}: pfx measured no premise of vLLM on this platform: {measure}")
     if batch_invariant:
+        if not linear.installed():  # the premise is these kernels': never vouched for without them
+            raise Unproven(f"{_describe(served)}: pfx's batch-invariant linear layers are not installed in this "
+                           f"process (pfx's plugin did not load in it), so its rows would depend on their step")
         return Premises(batch_invariant=True, one_token_step_alone=False,
                         source="pfx's batch-invariant kernels (every linear layer in calls of "
                                f"{served['kernels']['linear rows']} rows, the attention's KV split off)")
