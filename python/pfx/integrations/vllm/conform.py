@@ -325,7 +325,7 @@ class _Check:
         for number in range(self.budget["prompts"]):
             prompt = self.tokens(self.random.choice(self.lengths))
             beside = [self.tokens(self.random.choice(self.lengths)) for _ in range(BESIDE)]
-            alone = self.cold(prompt)
+            alone = self.cold(prompt, GENERATED)
             self.engine.reset()
             where = self.random.randrange(BESIDE + 1)
             batch = beside[:where] + [prompt] + beside[where:]
