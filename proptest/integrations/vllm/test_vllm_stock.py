@@ -54,7 +54,8 @@ class StockInProcess(unittest.TestCase):
             differing += len(outcome.differing)
             resumed += outcome.resumed
         print(f"stock vLLM ({vllm_lane.DTYPE}): {differing} of {resumed} resumed responses differ from their cold runs")
-        vllm_lane.skip_if_stock_alone_is_exact_in_bfloat16(self, differing, resumed)        self.assertGreater(differing, 0, "stock vLLM answered every resumed turn as its cold run: the plugin's "
+        vllm_lane.skip_if_stock_alone_is_exact_in_bfloat16(self, differing, resumed)
+        self.assertGreater(differing, 0, "stock vLLM answered every resumed turn as its cold run: the plugin's "
                                          "suite could not fail on these workloads")
 
     @verifies("VLLM-9")
