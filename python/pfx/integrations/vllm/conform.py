@@ -21,6 +21,7 @@ same C++ code (pfx::conform::decide, to_text, to_json).
     python -m pfx.integrations.vllm.conform MODEL [--dtype D] [--block-size N] [--max-num-batched-tokens N]
         [--max-num-scheduled-tokens N] [--long-prefill-token-threshold N] [--no-chunked-prefill]
         [--budget quick|default|thorough] [--seed N] [--rule-chunk N] [--max-model-len N] [--vllm-kernels] [--json]
+        [--certify FILE]
 
 The check starts its own vLLM engine, in this process, with pfx's plugin off: it checks stock vLLM's
 cache, rows decode wrote included, and refuses to run with PFX_VLLM set. vLLM computes as the plugin
