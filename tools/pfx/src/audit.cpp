@@ -208,9 +208,7 @@ json run_checks(const AuditOptions& options, ProgressBar& progress) {
     return interrupted_by() == 0;
   }));
   if (!next("model checker")) return checks;
-  refinement::ModelDomain model = options.model;
-  model.max_requests = options.protocol_length;
-  checks.push_back(model_check(model));
+  checks.push_back(model_check(options.model));
   return checks;
 }
 
@@ -442,8 +440,7 @@ void add_audit_command(CLI::App& app, const Streams& streams, int& status) {
       ->capture_default_str()
       ->check(non_negative());
   audit->add_option("--protocol-length", options->protocol_length,
-                    "Longest sequence of the exhaustive protocol domain (2 is the compile-time proofs' domain), "
-                    "and requests deep of the model checker")
+                    "Longest sequence of the exhaustive protocol domain (2 is the compile-time proofs' domain)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{0}, std::size_t{3}));  // 0 is refused by run_audit, with why
   audit->add_flag("--json", options->json, "Write the report as JSON");
