@@ -221,6 +221,25 @@ TEST(Ghost, OnAnEngineWhoseDecodeRowsAreExactACommitsDecodeRowsAndItsLastChunkAr
   EXPECT_EQ(safe_up_to(h, q), 4U);
 }
 
+TEST(Ghost, ADecodeRowComputedOnRowsThatWereNotColdStaysSoWhenTheyAreReplaced) {
+  pfx::test::verifies("SAFE INV-2");
+  // A write from row 1 over a row 0 of other tokens (a begin no correct machine grants): its prefill
+  // rows and the decode row 3 are computed on a basis that was not cold. Rows 0..2 replaced by hand
+  // with a cold prefill's leave row 3 what it was computed from: SAFE still refuses it, premise or not.
+  const Tokens q = {1, 1, 1, 1, 0};
+  const pfx::spec::Config exact{true, 0, 1, 0, 0, true};
+  Ghost g = after({pfx::spec::Configure{exact}, pfx::spec::Record{{0, 0}, 2}, pfx::spec::Begin{{1, 1, 1}, 1},
+                   pfx::spec::Commit{{1, 1, 1, 1}, 3}});
+  ASSERT_EQ(g.row(3).origin, Origin::decode);
+  EXPECT_FALSE(g.row(3).cold_basis);
+  for (std::size_t i = 0; i < 3; ++i) {
+    Row cold = pfx::spec::cold_row(q, 1, i);
+    cold.exact = true;
+    g.rows[i] = cold;
+  }
+  EXPECT_EQ(safe_up_to(g, q), 3U);
+}
+
 TEST(Ghost, EachRowSaysWhetherItsWriterWroteDecodeRowsExactly) {
   pfx::test::verifies("SAFE INV-2 INV-11");
   const Tokens q = {1, 0, 1, 1, 0};
