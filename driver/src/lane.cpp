@@ -1,3 +1,4 @@
+#include <pfx/driver/cold_run.hpp>
 #include <pfx/driver/errors.hpp>
 #include <pfx/driver/generation.hpp>
 #include <pfx/driver/lane.hpp>
@@ -5,6 +6,7 @@
 
 #include <new>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 
@@ -101,7 +103,13 @@ Response Lane::serve(std::span<const token> prompt, std::size_t max_new_tokens) 
     t = Clock::now();
     // canonical_end: AUDIT-260; under a prefill step, not a last row its prefill computed alone
     const std::size_t canonical_end = prefill_canonical_end(prompt.size(), machine_.config().prefill_step);
-    expect_accepted(machine_.commit(ids_, canonical_end), "commit");
+    // Where decode rows are exact the rule may grant every row the record holds: it then names only
+    // tokens whose rows were written, not the last one generated, which no decode step has fed.
+    const std::span<const token> committed =
+        machine_.config().decode_rows_exact
+            ? std::span<const token>(ids_).first(rows_written(prompt.size(), max_new_tokens))
+            : std::span<const token>(ids_);
+    expect_accepted(machine_.commit(committed, canonical_end), "commit");
     response.timings.protocol += since(t);
   } catch (...) {
     machine_.abort();  // INV-8: the record keeps rows [0, offset), which this request did not touch

@@ -38,6 +38,7 @@ AuditOptions quick(std::uint64_t seed) {
   options.seed = seed;
   options.cases = 200;
   options.protocol_length = 2;
+  options.model.max_requests = 2;
   options.traceability = PFX_TRACED_FILE;
 #if defined(__SANITIZE_ADDRESS__)
   options.rule = {3, 3, 3};
@@ -53,6 +54,7 @@ AuditOptions small(std::uint64_t seed) {
   AuditOptions options = quick(seed);
   options.cases = 50;
   options.protocol_length = 1;
+  options.model.max_requests = 1;
   options.rule = {3, 3, 3};
   options.model.max_prompt = 3;
   options.model.max_keep_min = 3;
@@ -211,9 +213,8 @@ TEST(CliAudit, TheModelCheckerPrintsItsCountsByDepthAndWhetherItsReachableSetIsC
   pfx::test::verifies("CLI-3");
   AuditOptions options = quick(6);
   pfx::refinement::ModelDomain domain = options.model;
-  domain.max_requests = options.protocol_length;
   const pfx::refinement::ModelReport expected = pfx::refinement::check_model(domain);
-  ASSERT_EQ(expected.depths.size(), options.protocol_length + 1);
+  ASSERT_EQ(expected.depths.size(), options.model.max_requests + 1);
 
   const Result text = audit(options);
   for (std::size_t depth = 0; depth < expected.depths.size(); ++depth) {
@@ -225,7 +226,7 @@ TEST(CliAudit, TheModelCheckerPrintsItsCountsByDepthAndWhetherItsReachableSetIsC
   }
   EXPECT_EQ(text.out.find(fmt::format("depth {}: ", expected.depths.size())), std::string::npos) << text.out;
   EXPECT_NE(text.out.find(fmt::format("reachable set {} at depth {}", expected.closed ? "closed" : "not closed",
-                                      options.protocol_length)),
+                                      options.model.max_requests)),
             std::string::npos)
       << text.out;
 

@@ -128,7 +128,8 @@ PFX_PROPERTY(CliExplain, TheDecisionAndTheBoundAreThoseOfDecideOnEveryRecordAndP
   const pfx::Config config{*rc::gen::arbitrary<bool>(), *rc::gen::inRange<std::size_t>(0, 9),
                            *rc::gen::inRange<std::size_t>(1, 9),
                            *rc::gen::weightedElement<std::size_t>({{4, 0}, {1, 1}, {1, 2}, {1, 3}, {1, 5}, {1, SIZE_MAX}}),
-                           *rc::gen::weightedElement<std::size_t>({{2, 0}, {1, 1}, {1, 3}, {1, SIZE_MAX}})};
+                           *rc::gen::weightedElement<std::size_t>({{2, 0}, {1, 1}, {1, 3}, {1, SIZE_MAX}}),
+                           *rc::gen::arbitrary<bool>()};
   const bool as_object = *rc::gen::arbitrary<bool>();
 
   ExplainOptions options;
@@ -140,6 +141,7 @@ PFX_PROPERTY(CliExplain, TheDecisionAndTheBoundAreThoseOfDecideOnEveryRecordAndP
   options.enabled = config.enabled;
   options.prefill_step = config.prefill_step;
   options.admission_padding = config.admission_padding;
+  options.decode_rows_exact = config.decode_rows_exact;
   // The environment says the opposite, so the option must win.
   const ScopedEnvironment reuse("TF_GLM53_PREFIX_CACHE", config.enabled ? "0" : "1");
 
@@ -435,6 +437,36 @@ TEST(CliExplain, TheAdmissionPaddingIsAnOptionTheStepRowSays) {
     EXPECT_NE(refused.err.find("--admission-padding"), std::string::npos) << bad << ": " << refused.err;
     EXPECT_EQ(refused.out, "") << bad;
   }
+}
+
+TEST(CliExplain, DecodeRowsExactIsAFlagThatLiftsTheCanonicalEndToTheRecordsIds) {
+  pfx::test::verifies("CLI-4 INV-2");
+  // 12 ids of which the last 4 decode wrote (canonical_end 8); the prompt keeps all 12 and adds 3.
+  // Without the flag the offset stops at 8, decided by canonical end; with it, rows decode wrote are
+  // reused up to the grid's 12, and the canonical end row says len(ids).
+  const ScopedEnvironment reuse("TF_GLM53_PREFIX_CACHE", std::nullopt);
+  const std::string args =
+      "explain --record {\"ids\":[1,2,3,4,5,6,7,8,9,10,11,12],\"canonical_end\":8} "
+      "--prompt [1,2,3,4,5,6,7,8,9,10,11,12,13,14,15] --chunk 4 --keep-min 2";
+  const pfx::test::PfxRun inexact = pfx::test::run_pfx(args);
+  EXPECT_EQ(inexact.status, pfx::cli::exit_ok) << inexact.err;
+  EXPECT_NE(inexact.out.find("config: reuse on, keep_min 2, chunk 4\n"), std::string::npos) << inexact.out;
+  EXPECT_TRUE(inexact.out.ends_with("\noffset 8: reused, decided by canonical end\n")) << inexact.out;
+  const pfx::test::PfxRun exact = pfx::test::run_pfx(args + " --decode-rows-exact");
+  EXPECT_EQ(exact.status, pfx::cli::exit_ok) << exact.err;
+  EXPECT_NE(exact.out.find("config: reuse on, keep_min 2, chunk 4, decode rows exact\n"), std::string::npos)
+      << exact.out;
+  EXPECT_NE(exact.out.find("  canonical end          12  INV-2  len(ids): decode rows are exact, so every row "
+                           "held may be reused\n"),
+            std::string::npos)
+      << exact.out;
+  EXPECT_TRUE(exact.out.ends_with("\noffset 12: reused, decided by common prefix\n")) << exact.out;
+  const pfx::test::PfxRun json = pfx::test::run_pfx(args + " --decode-rows-exact --json");
+  const nlohmann::json report = nlohmann::json::parse(json.out);
+  EXPECT_EQ(report["config"]["decode_rows_exact"], true);
+  EXPECT_EQ(report["record"]["canonical_end"], 8);  // the record still says which rows decode wrote
+  EXPECT_EQ(report["offset"], 12);
+  EXPECT_EQ(nlohmann::json::parse(pfx::test::run_pfx(args + " --json").out)["config"]["decode_rows_exact"], false);
 }
 
 TEST(CliExplain, DefaultsAreReplaysChunk64AndTheSeedsEnvironmentVariables) {

@@ -40,10 +40,11 @@ struct Counts {
   std::size_t granted;
   std::size_t lowered;
   std::size_t padding_mattered;
+  std::size_t decode_rows_mattered;
 };
 inline constexpr Counts slice = [] {
   const pfx::refinement::Tally t = prove(domain, pfx::refinement::only(PFX_PROOF_CHUNK, PFX_PROOF_KEEP_MIN));
-  return Counts{t.failed, t.granted, t.lowered, t.padding_mattered};
+  return Counts{t.failed, t.granted, t.lowered, t.padding_mattered, t.decode_rows_mattered};
 }();
 
 // The object's name (pfx_compile_time_<proof>_proof_chunk<C>_keep_min<K>) says which proof and
@@ -64,6 +65,11 @@ static_assert(domain.max_prefill_step == 0 || slice.lowered > 0,
 // resumes at len - 1, not only unpadded ones.
 static_assert(domain.max_admission_padding == 0 || slice.padding_mattered > 0,
               "this slice of the bounded domain never lets the admission padding change an answer");
+
+// A slice of a domain with decode rows exact sees the premise change some answer: INV-2 judges
+// grants of rows decode wrote, not only rows below canonical_end.
+static_assert(!domain.decode_facts || slice.decode_rows_mattered > 0,
+              "this slice of the bounded domain never lets exact decode rows change an answer");
 
 // Together the slices cover the whole domain, no more and no less.
 static_assert(PFX_PROOF_MAX_CHUNK == domain.max_chunk && PFX_PROOF_MAX_KEEP_MIN == domain.max_keep_min,

@@ -12,10 +12,12 @@
 // always reproduced here.
 static_assert(pfx::refinement::run_time_rule_domain.max_length >= pfx::refinement::compile_time_rule_domain.max_length &&
               pfx::refinement::run_time_rule_domain.max_keep_min >= pfx::refinement::compile_time_rule_domain.max_keep_min &&
-              pfx::refinement::run_time_rule_domain.max_chunk >= pfx::refinement::compile_time_rule_domain.max_chunk);
+              pfx::refinement::run_time_rule_domain.max_chunk >= pfx::refinement::compile_time_rule_domain.max_chunk &&
+              pfx::refinement::run_time_rule_domain.decode_facts >= pfx::refinement::compile_time_rule_domain.decode_facts);
 static_assert(pfx::refinement::run_time_protocol_domain.max_length >= pfx::refinement::compile_time_protocol_domain.max_length &&
               pfx::refinement::run_time_protocol_domain.max_keep_min >= pfx::refinement::compile_time_protocol_domain.max_keep_min &&
-              pfx::refinement::run_time_protocol_domain.max_chunk >= pfx::refinement::compile_time_protocol_domain.max_chunk);
+              pfx::refinement::run_time_protocol_domain.max_chunk >= pfx::refinement::compile_time_protocol_domain.max_chunk &&
+              pfx::refinement::run_time_protocol_domain.decode_facts >= pfx::refinement::compile_time_protocol_domain.decode_facts);
 static_assert(pfx::refinement::run_time_step_domain.max_length >= pfx::refinement::compile_time_step_domain.max_length &&
               pfx::refinement::run_time_step_domain.max_keep_min >= pfx::refinement::compile_time_step_domain.max_keep_min &&
               pfx::refinement::run_time_step_domain.max_chunk >= pfx::refinement::compile_time_step_domain.max_chunk &&
@@ -43,6 +45,7 @@ TEST(Exhaustive, TheRuleEqualsTheReferenceOnEveryCaseOfTheBoundedDomain) {
   EXPECT_GT(t.checked, 2000000U);  // the whole domain was walked, not a part of it
   EXPECT_GT(t.granted, 100000U);   // and it offered reuse, so INV-1..5 judged real offsets
   EXPECT_GT(t.lowered, 1000U);     // and the prefill steps lowered some (INV-12)
+  EXPECT_GT(t.decode_rows_mattered, 10000U);  // and exact decode rows were granted (INV-2 either way)
 }
 
 TEST(Exhaustive, TheRuleUnderEveryPrefillStepEqualsTheReferenceOnLongerPrompts) {
@@ -65,11 +68,13 @@ TEST(Exhaustive, TheProtocolEqualsTheReferenceFromEveryStateOfTheBoundedDomain) 
   EXPECT_EQ(t.failed, 0U) << counterexample(t);
   EXPECT_GT(t.checked, 100000U);
   EXPECT_GT(t.granted, 1000U);
+  EXPECT_GT(t.decode_rows_mattered, 100U);  // begins granted rows decode wrote (INV-2 either way)
 }
 
 TEST(Exhaustive, ConfigureEqualsTheReferenceForEveryKnobChunkZeroIncluded) {
-  // Every prefill step is valid and keeps the record (INV-12 changes no grid).
-  pfx::test::verifies("INV-9 INV-10");
+  // Every prefill step is valid and keeps the record (INV-12 changes no grid); a change of whether
+  // decode rows are exact forgets it (INV-11).
+  pfx::test::verifies("INV-9 INV-10 INV-11");
   const pfx::refinement::Tally t = pfx::refinement::prove_configure(4, 4);
   EXPECT_EQ(t.failed, 0U) << counterexample(t);
 }
@@ -86,14 +91,20 @@ TEST(Exhaustive, EveryCompileTimeSliceGrantsANonZeroOffset) {
       }
     }
   };
-  slices(pfx::refinement::compile_time_rule_domain,
-         [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) { return pfx::refinement::prove_rule_over(d, s); });
+  slices(pfx::refinement::compile_time_rule_domain, [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) {
+    pfx::refinement::Tally t = pfx::refinement::prove_rule_over(d, s);
+    EXPECT_GT(t.decode_rows_mattered, 0U) << "chunk " << s.chunk << ", keep_min " << s.keep_min;
+    return t;
+  });
   slices(pfx::refinement::compile_time_step_domain, [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) {
     pfx::refinement::Tally t = pfx::refinement::prove_rule_over(d, s);
     EXPECT_GT(t.lowered, 0U) << "chunk " << s.chunk << ", keep_min " << s.keep_min;  // as compile_time_proof.cpp asserts
     EXPECT_GT(t.padding_mattered, 0U) << "chunk " << s.chunk << ", keep_min " << s.keep_min;
     return t;
   });
-  slices(pfx::refinement::compile_time_protocol_domain,
-         [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) { return pfx::refinement::prove_protocol_over(d, s); });
+  slices(pfx::refinement::compile_time_protocol_domain, [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) {
+    pfx::refinement::Tally t = pfx::refinement::prove_protocol_over(d, s);
+    EXPECT_GT(t.decode_rows_mattered, 0U) << "chunk " << s.chunk << ", keep_min " << s.keep_min;
+    return t;
+  });
 }

@@ -308,6 +308,45 @@ TEST(Machine, ThePrefillStepIsNamedAndKeepMinJudgesTheOffsetItLeaves) {
   EXPECT_EQ(pfx::name(Bound::prefill_step), "prefill step");
 }
 
+/// Decode rows exact (INV-2): a record of 12 ids, the last 4 written by decode (canonical_end 8), on
+/// grid 4. Without the premise a prompt that keeps all 12 is resumed at 8; with it at 12, every row
+/// held, and the record still says which rows decode wrote. Changing the premise, either way,
+/// forgets the record: turned on, its decode rows were not known exact; turned off, rows below a
+/// later canonical_end may be rows decode wrote.
+constexpr bool decode_rows_exact_grants_rows_decode_wrote() {
+  bool ok = true;
+  const Config inexact{true, 2, 4};
+  const Config exact{true, 2, 4, 0, 0, true};
+  const Tokens prompt = iota(15);
+  Machine m = configured(exact);
+  ok = ok && m.record(iota(12), 8).accepted();
+  const pfx::Decision lifted = m.query(prompt).decision;
+  ok = ok && lifted.offset == 12 && lifted.reason == Reason::reused && lifted.bound == Bound::common_prefix;
+  ok = ok && m.held().canonical_end == 8;
+  // A commit from that offset: the record is its ids, canonical_end its prompt's length, as ever.
+  ok = ok && m.begin(prompt, 12).accepted() && m.commit(concat(prompt, {99}), 15).accepted();
+  ok = ok && m.held().ids.size() == 16 && m.held().canonical_end == 15;
+  ok = ok && m.query(concat(concat(prompt, {99}), {1})).decision.offset == 16;
+  // Turned off: forgotten, though the chunk is the same.
+  ok = ok && m.configure(inexact).accepted() && m.held().ids.empty();
+  Machine n = configured(inexact);
+  ok = ok && n.record(iota(12), 8).accepted();
+  const pfx::Decision kept = n.query(prompt).decision;
+  ok = ok && kept.offset == 8 && kept.bound == Bound::canonical_end;
+  // Turned on: forgotten too; keep_min, prefill step and padding changes keep it, as ever.
+  ok = ok && n.configure({true, 3, 4, 2, 1}).accepted() && n.held().ids == iota(12);
+  ok = ok && n.configure(exact).accepted() && n.held().ids.empty();
+  ok = ok && n.record(iota(12), 8).accepted() && n.configure({true, 0, 4, 3, 0, true}).accepted();
+  ok = ok && n.held().ids == iota(12);
+  return ok;
+}
+static_assert(decode_rows_exact_grants_rows_decode_wrote());
+
+TEST(Machine, DecodeRowsExactGrantsRowsDecodeWroteAndAChangeOfItForgetsTheRecord) {
+  pfx::test::verifies("INV-2 INV-11");
+  EXPECT_TRUE(decode_rows_exact_grants_rows_decode_wrote());
+}
+
 /// Disabled: every answer 0 with reason disabled, and record and commit store nothing (the seed).
 constexpr bool disabled_answers_zero_and_stores_nothing() {
   bool ok = true;

@@ -61,11 +61,11 @@ TEST(ModelChecker, SafeAndEveryInvariantHoldOnEveryReachableStateOfTheDomain) {
   EXPECT_GT(r.nonzero_offers, 1000U);
   // The documented figures (docs/spec.md), and the fixpoint: the deepest depth adds no state, and
   // the checker finds nothing new one request past it, so SAFE and every invariant hold after any
-  // number of requests over the domain's events, not only 3.
-  EXPECT_EQ(r.states, 30916U);
-  EXPECT_EQ(r.transitions, 4078332U);
-  EXPECT_EQ(r.offers, 735444U);
-  EXPECT_EQ(r.nonzero_offers, 12468U);
+  // number of requests over the domain's events, not only 5.
+  EXPECT_EQ(r.states, 57359U);
+  EXPECT_EQ(r.transitions, 8281879U);
+  EXPECT_EQ(r.offers, 1480777U);
+  EXPECT_EQ(r.nonzero_offers, 35558U);
   EXPECT_TRUE(r.closed) << "one more request reaches new states: the reachable set is not closed";
   ASSERT_EQ(r.depths.size(), d.max_requests + 1);
   EXPECT_EQ(r.depths.back(), pfx::refinement::DepthCount{})

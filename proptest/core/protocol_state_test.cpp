@@ -39,12 +39,13 @@ struct Lane {
   std::size_t steps = 0;
 };
 
-/// Every kind of event common, huge keep_min and chunk and every kind of prefill step and admission
-/// padding among the settings, and tails long enough to cross the blocks of the run-time prefix compare.
+/// Every kind of event common, huge keep_min and chunk, every kind of prefill step and admission
+/// padding and decode rows exact or not among the settings, and tails long enough to cross the blocks of the run-time prefix compare.
 constexpr pfx::refinement::EventRanges protocol_ranges{
     .long_tail = 40,
     .huge = true,
     .prefill_steps = true,
+    .decode_facts = true,
     .whole = 2,
     .past_prompt = 1,
     .weights = {.commit = 5, .abort = 1, .clear = 1, .query = 3, .begin = 3, .record = 1, .configure = 1, .any = 4}};

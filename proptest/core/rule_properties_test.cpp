@@ -106,9 +106,11 @@ PFX_PROPERTY(Rule, OffsetRowsAreExactlyThePromptsTokens, "INV-1 AUDIT-253", (con
 
 PFX_PROPERTY(Rule, WithChunkOneTheOffsetIsTheSeedsFormula, "INV-7 SEED-1", (Case k)) {
   // design.md's statement of the seed's rule: n = min(lcp, canonical_end, len(prompt) - 1); n when
-  // n >= keep_min, else 0; 0 when disabled or nothing is held. The seed knew no prefill step.
+  // n >= keep_min, else 0; 0 when disabled or nothing is held. The seed knew no prefill step, and
+  // never reused a row decode wrote.
   k.config.chunk = 1;
   k.config.prefill_step = 0;
+  k.config.decode_rows_exact = false;
   const pfx::Machine m = holding(k);
   std::size_t expected = 0;
   if (k.config.enabled && !k.ids.empty() && !k.prompt.empty()) {
@@ -201,11 +203,32 @@ PFX_PROPERTY(Rule, FullWidthSettingsAreNeverTruncated, "INV-4 INV-5", (Case k)) 
 // boundaries no prompt of the machine's tests reaches through a held record: the empty prompt, the
 // empty record, both, and a canonical_end at the top of the range.
 
+PFX_PROPERTY(Rule, WithDecodeRowsExactTheAnswerIsThatOfARecordClaimingEveryRowItHolds, "INV-2 INV-7",
+             (const Case& k)) {
+  // The premise lifts INV-2's bound from canonical_end to len(ids) and changes nothing else: the
+  // decision is the one without it for the same ids with canonical_end = len(ids), whatever else the
+  // configuration says (prefill step, padding, keep_min, chunk, off).
+  pfx::Config exact = pfx::refinement::to_core(k.config);
+  exact.decode_rows_exact = true;
+  pfx::Config inexact = exact;
+  inexact.decode_rows_exact = false;
+  const pfx::Decision lifted = pfx::decide(exact, k.ids, k.canonical_end, k.prompt);
+  RC_ASSERT(lifted == pfx::decide(inexact, k.ids, k.ids.size(), k.prompt));
+  RC_ASSERT(lifted.offset <= k.ids.size());
+  // With a record that claims its every row anyway, the premise changes nothing.
+  RC_ASSERT(pfx::decide(exact, k.ids, k.ids.size(), k.prompt) == pfx::decide(inexact, k.ids, k.ids.size(), k.prompt));
+  // And it never offers less than without it (the bound only rises, and the rest is monotone in it
+  // but for keep_min, which judges the larger offset as it would judge any).
+  const pfx::Decision kept = pfx::decide(inexact, k.ids, k.canonical_end, k.prompt);
+  RC_TAG(lifted.offset > kept.offset ? "decode rows granted" : "same offset");
+  RC_ASSERT(kept.offset <= k.canonical_end);
+}
+
 PFX_PROPERTY(Rule, BoundsAreEachBoundsDefinition, "INV-1 INV-2 INV-3 INV-5 INV-12", (const Case& k)) {
   const pfx::Config config = pfx::refinement::to_core(k.config);
   const pfx::Bounds b = pfx::bounds(config, k.ids, k.canonical_end, k.prompt);
   RC_ASSERT(b.common_prefix == pfx::spec::lcp(k.ids, k.prompt));
-  RC_ASSERT(b.canonical_end == k.canonical_end);
+  RC_ASSERT(b.canonical_end == (config.decode_rows_exact ? k.ids.size() : k.canonical_end));
   RC_ASSERT(b.one_token_left == (k.prompt.empty() ? 0 : k.prompt.size() - 1));
   const std::size_t tightest = std::min({b.common_prefix, b.canonical_end, b.one_token_left});
   RC_ASSERT(b.aligned == tightest - tightest % config.chunk);

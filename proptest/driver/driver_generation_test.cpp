@@ -143,6 +143,27 @@ TEST(Lane, UnderAPrefillStepItCommitsNoLastPromptRowComputedAlone) {
   EXPECT_EQ(without.machine().held().canonical_end, 9U);  // no prefill step: the prompt's length, as THM-1 has it
 }
 
+TEST(Lane, WhereDecodeRowsAreExactItCommitsOnlyTheTokensWhoseRowsItWrote) {
+  pfx::test::verifies("INV-2 INV-11 DRV-2");
+  // The rule may then grant every row the record holds, so the record names no token whose row was
+  // never written: a request generating 3 tokens writes rows for the prompt and the first 2 (the last
+  // is sampled, never fed). canonical_end is still the prompt's length: the record says which rows
+  // decode wrote. Without the premise the last token is named too, and never granted (INV-2).
+  RecordingEngine engine(4, 16);
+  const std::vector<token> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  for (const std::size_t generated : {std::size_t{0}, std::size_t{1}, std::size_t{3}}) {
+    pfx::driver::Lane exact(engine, {.capacity = 64, .config = {.enabled = true, .keep_min = 0, .decode_rows_exact = true}});
+    const pfx::driver::Response r = exact.serve(prompt, generated);
+    std::vector<token> written = prompt;
+    if (generated > 0) written.insert(written.end(), r.generated.begin(), r.generated.end() - 1);
+    EXPECT_EQ(exact.machine().held().ids, written) << generated << " generated";
+    EXPECT_EQ(exact.machine().held().canonical_end, prompt.size());
+    pfx::driver::Lane inexact(engine, {.capacity = 64, .config = {.enabled = true, .keep_min = 0}});
+    inexact.serve(prompt, generated);
+    EXPECT_EQ(inexact.machine().held().ids.size(), prompt.size() + generated) << generated << " generated";
+  }
+}
+
 TEST(Lane, PoisonsBeforeTheEngineRunsAndWaitsForTheDeviceBeforeItCommits) {
   pfx::test::verifies("DRV-2 DRV-4 INV-8");
   RecordingEngine engine(4, 16);

@@ -27,7 +27,7 @@ constexpr std::size_t most_events = 512;
 /// The audit's ranges, widened to what only a fuzzer explores: the first byte chooses an alphabet
 /// of 1 to 4 letters, tails run to 11 tokens and sometimes to thousands (past the blocks of the
 /// run-time prefix compare), keep_min and chunk reach the huge values, configurations draw prefill
-/// steps and admission paddings; prompts keep all that is held, and commits claim their generated tokens, more often than
+/// steps, admission paddings and whether decode rows are exact; prompts keep all that is held, and commits claim their generated tokens, more often than
 /// the audit's.
 pfx::refinement::EventRanges ranges(pfx::fuzz::ByteReader& in) {
   return {.alphabet = 1 + in.below(4),
@@ -35,6 +35,7 @@ pfx::refinement::EventRanges ranges(pfx::fuzz::ByteReader& in) {
           .long_tail = 2300,
           .huge = true,
           .prefill_steps = true,
+          .decode_facts = true,
           .whole = 4,
           .past_prompt = 2};
 }

@@ -68,17 +68,18 @@ class PyDropIn(unittest.TestCase):
         old.__setstate__((1, True, 2, 4, b"\x01\x00\x00\x00\x02\x00\x00\x00", 2))
         self.assertEqual((old.config, old.ids, old.canonical_end), (pfx.Config(True, 2, 4, 0, 0), [1, 2], 2))
         stepped = pfx.Machine(pfx.Config(keep_min=2, chunk=4, prefill_step=256))
-        self.assertEqual(stepped.__getstate__()[0], 3)
+        self.assertEqual(stepped.__getstate__()[0], 4)
         self.assertEqual(pickle.loads(pickle.dumps(stepped)).config.prefill_step, 256)
-        # v2 without the step; v3 without the padding; v4, which no pfx wrote.
-        for bad in ((2, True, 2, 4, b"", 0), (3, True, 2, 4, b"", 0, 0), (4, True, 2, 4, b"", 0, 0, 0)):
+        # v2 without the step; v3 without the padding; v4 without decode_rows_exact; v5, which no pfx wrote.
+        for bad in ((2, True, 2, 4, b"", 0), (3, True, 2, 4, b"", 0, 0), (4, True, 2, 4, b"", 0, 0, 0),
+                    (5, True, 2, 4, b"", 0, 0, 0, False)):
             with self.assertRaises(ValueError):
                 pfx.Machine.__new__(pfx.Machine).__setstate__(bad)
 
     @verifies("PY-3")
     def test_a_machine_pickled_before_the_admission_padding_loads_without_one(self):
         # Version 2 of the pickled state had a prefill step but no admission padding: it loads with none
-        # (0); version 3 keeps it, at full width too.
+        # (0); version 3 and after keep it, at full width too.
         old = pfx.Machine.__new__(pfx.Machine)
         old.__setstate__((2, True, 2, 4, b"\x01\x00\x00\x00\x02\x00\x00\x00", 2, 256))
         self.assertEqual((old.config, old.ids, old.canonical_end), (pfx.Config(True, 2, 4, 256, 0), [1, 2], 2))
@@ -86,7 +87,7 @@ class PyDropIn(unittest.TestCase):
             padded = pfx.Machine(pfx.Config(keep_min=2, chunk=4, prefill_step=256, admission_padding=padding))
             padded.record([1, 2, 3], 3)
             state = padded.__getstate__()
-            self.assertEqual((state[0], len(state), state[7]), (3, 8, padding))
+            self.assertEqual((state[0], len(state), state[7]), (4, 9, padding))
             twin = pickle.loads(pickle.dumps(padded))
             self.assertEqual((twin.config, twin.ids), (padded.config, [1, 2, 3]))
         new = pfx.Machine.__new__(pfx.Machine)
@@ -94,6 +95,27 @@ class PyDropIn(unittest.TestCase):
         self.assertEqual((new.config, new.ids), (pfx.Config(True, 2, 4, 256, 5), [1]))
         with self.assertRaises(ValueError):
             pfx.Machine.__new__(pfx.Machine).__setstate__((3, True, 2, 4, b"", 0, 0, -1))
+
+    @verifies("PY-3 INV-2")
+    def test_a_machine_pickled_before_decode_rows_exact_loads_without_it(self):
+        # Version 3 of the pickled state had no decode_rows_exact: it loads with it off, keeping the
+        # record; version 4 keeps it, and its record says which rows decode wrote.
+        old = pfx.Machine.__new__(pfx.Machine)
+        old.__setstate__((3, True, 2, 4, b"\x01\x00\x00\x00\x02\x00\x00\x00", 1, 256, 5))
+        self.assertEqual((old.config, old.ids, old.canonical_end),
+                         (pfx.Config(True, 2, 4, 256, 5, False), [1, 2], 1))
+        exact = pfx.Machine(pfx.Config(keep_min=2, chunk=2, decode_rows_exact=True))
+        exact.record([1, 2, 3, 4, 5], 2)
+        state = exact.__getstate__()
+        self.assertEqual((state[0], len(state), state[8]), (4, 9, True))
+        twin = pickle.loads(pickle.dumps(exact))
+        self.assertEqual((twin.config, twin.ids, twin.canonical_end), (exact.config, [1, 2, 3, 4, 5], 2))
+        self.assertEqual(twin.query([1, 2, 3, 4, 5, 6]).offset, 4)  # rows decode wrote, on the grid
+        off = pickle.loads(pickle.dumps(pfx.Machine(pfx.Config(keep_min=2, chunk=2))))
+        self.assertFalse(off.config.decode_rows_exact)
+        for bad in ((4, True, 2, 4, b"", 0, 0, 0, 2), (4, True, 2, 4, b"", 0, 0, 0, "yes")):
+            with self.assertRaises((TypeError, ValueError)):
+                pfx.Machine.__new__(pfx.Machine).__setstate__(bad)
 
     @verifies("PY-1")
     def test_repr_shows_the_held_length_canonical_end_and_enabled(self):

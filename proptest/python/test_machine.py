@@ -45,7 +45,8 @@ def alone_resumed(tokens: int, prefill_step: int, admission_padding: int) -> boo
     return alone(tokens, prefill_step) and not (admission_padding != 0 and tokens == 1)
 
 
-def model_decide(enabled, keep_min, chunk, ids, canonical_end, prompt, prefill_step=0, admission_padding=0) -> tuple:
+def model_decide(enabled, keep_min, chunk, ids, canonical_end, prompt, prefill_step=0, admission_padding=0,
+                 decode_rows_exact=False) -> tuple:
     """The rule, straight from docs/spec.md: (offset, common_prefix, reason, bound)."""
     if not enabled:
         return (0, 0, "disabled", "none")
@@ -55,7 +56,9 @@ def model_decide(enabled, keep_min, chunk, ids, canonical_end, prompt, prefill_s
     while lcp < min(len(ids), len(prompt)) and ids[lcp] == prompt[lcp]:
         lcp += 1
     # The tightest bound; min() keeps the first on a tie, the earlier in the spec's table.
-    reusable, bound = min([(lcp, "common_prefix"), (canonical_end, "canonical_end"),
+    # INV-2: rows decode wrote are offered only when the engine writes them as a cold prefill does.
+    offerable = len(ids) if decode_rows_exact else canonical_end
+    reusable, bound = min([(lcp, "common_prefix"), (offerable, "canonical_end"),
                            (max(len(prompt) - 1, 0), "one_token_left")], key=lambda b: b[0])
     if reusable % chunk:
         reusable, bound = reusable - reusable % chunk, "alignment"
@@ -80,13 +83,13 @@ class Model:
 
     def __init__(self):
         self.enabled, self.keep_min, self.chunk, self.prefill_step = True, 64, 1, 0
-        self.admission_padding = 0
+        self.admission_padding, self.decode_rows_exact = 0, False
         self.ids, self.canonical_end, self.writing, self.begin_offset = [], 0, False, 0
         self.begun, self.tainted = [], False
 
     def decide(self, prompt):
         return model_decide(self.enabled, self.keep_min, self.chunk, self.ids, self.canonical_end, prompt,
-                            self.prefill_step, self.admission_padding)
+                            self.prefill_step, self.admission_padding, self.decode_rows_exact)
 
     def query(self, prompt):
         return "writing" if self.writing else self.decide(prompt)
@@ -136,21 +139,24 @@ class Model:
         self.tainted = self.writing  # a clear during a write: its commit stores nothing
         return None
 
-    def configure(self, enabled, keep_min, chunk, prefill_step=0, admission_padding=0):
+    def configure(self, enabled, keep_min, chunk, prefill_step=0, admission_padding=0, decode_rows_exact=False):
         if self.writing:
             return "writing"
         if chunk == 0:
             return "chunk zero"
         regrid = chunk != self.chunk  # a new prefill step or padding keeps the record: the grid is the same
+        # Decode rows exact or not: the held rows were written by an engine said to be otherwise.
+        refact = decode_rows_exact != self.decode_rows_exact
         self.enabled, self.keep_min, self.chunk, self.prefill_step = enabled, keep_min, chunk, prefill_step
-        self.admission_padding = admission_padding
-        if not enabled or regrid:
+        self.admission_padding, self.decode_rows_exact = admission_padding, decode_rows_exact
+        if not enabled or regrid or refact:
             self.clear()
         return None
 
     def everything(self):
         return (pfx.Config(enabled=self.enabled, keep_min=self.keep_min, chunk=self.chunk,
-                           prefill_step=self.prefill_step, admission_padding=self.admission_padding), self.ids,
+                           prefill_step=self.prefill_step, admission_padding=self.admission_padding,
+                           decode_rows_exact=self.decode_rows_exact), self.ids,
                 self.canonical_end, pfx.Phase.writing if self.writing else pfx.Phase.idle, self.begin_offset)
 
 
@@ -200,10 +206,12 @@ def random_event(r, model: Model):
         # A prefill step of every kind: none, 1, small, the chunk's, or one step whatever the length.
         step = r.choice([0, 0, 0, 1, 2, 3, 5, chunk, 2**32, 2**64 - 1])
         padding = r.choice(ADMISSION_PADDINGS)
-        return (f"configure(Config({enabled}, {keep_min}, {chunk}, prefill_step={step}, admission_padding={padding}))",
+        exact = r.random() < 0.5
+        return (f"configure(Config({enabled}, {keep_min}, {chunk}, prefill_step={step}, admission_padding={padding}, "
+                f"decode_rows_exact={exact}))",
                 lambda m: m.configure(pfx.Config(enabled=enabled, keep_min=keep_min, chunk=chunk, prefill_step=step,
-                                                 admission_padding=padding)),
-                lambda: model.configure(enabled, keep_min, chunk, step, padding))
+                                                 admission_padding=padding, decode_rows_exact=exact)),
+                lambda: model.configure(enabled, keep_min, chunk, step, padding, exact))
     return f"{kind}()", lambda m: getattr(m, kind)(), getattr(model, kind)
 
 
@@ -318,13 +326,13 @@ class PyMachine(unittest.TestCase):
                 caught += 1
         self.assertGreater(caught, 10)
 
-    @verifies("PY-3 INV-12")
+    @verifies("PY-3 INV-2 INV-12")
     def test_decide_answers_as_the_machine(self):
         r = rng(self)
         for _ in range(500):
             config = pfx.Config(enabled=r.random() < 0.9, keep_min=r.randrange(4), chunk=r.randrange(1, 4),
                                 prefill_step=r.choice([0, 0, 1, 2, 3, 4, 2**64 - 1]),
-                                admission_padding=r.choice(ADMISSION_PADDINGS))
+                                admission_padding=r.choice(ADMISSION_PADDINGS), decode_rows_exact=r.random() < 0.5)
             ids = [r.randrange(2) for _ in range(r.randrange(8))]
             end = r.randrange(len(ids) + 1)
             prompt = [r.randrange(2) for _ in range(r.randrange(9))]
@@ -334,7 +342,7 @@ class PyMachine(unittest.TestCase):
             self.assertEqual(decision, machine.query(prompt))
             self.assertEqual((decision.offset, decision.common_prefix, decision.reason.name, decision.bound.name),
                              model_decide(config.enabled, config.keep_min, config.chunk, ids, end, prompt,
-                                          config.prefill_step, config.admission_padding))
+                                          config.prefill_step, config.admission_padding, config.decode_rows_exact))
         with self.assertRaises(pfx.Refused):
             pfx.decide(pfx.Config(chunk=0), [1], 1, [1, 2])
         self.assertEqual(pfx.common_prefix([1, 2, 3], (1, 2, 4)), 2)
@@ -397,21 +405,31 @@ class PyMachine(unittest.TestCase):
         self.assertEqual((config.enabled, config.keep_min, config.chunk), (True, 8, 4))
         self.assertEqual(config, pfx.Config(True, 8, 4))
         self.assertNotEqual(config, pfx.Config())
-        self.assertEqual(repr(config), "Config(enabled=True, keep_min=8, chunk=4, prefill_step=0, admission_padding=0)")
+        self.assertEqual(repr(config), "Config(enabled=True, keep_min=8, chunk=4, prefill_step=0, admission_padding=0, "
+                                       "decode_rows_exact=False)")
         config.chunk = 2
         self.assertEqual(config.chunk, 2)
         config.prefill_step = 256
         self.assertEqual((config.prefill_step, repr(config)),
-                         (256, "Config(enabled=True, keep_min=8, chunk=2, prefill_step=256, admission_padding=0)"))
+                         (256, "Config(enabled=True, keep_min=8, chunk=2, prefill_step=256, admission_padding=0, "
+                               "decode_rows_exact=False)"))
         self.assertNotEqual(config, pfx.Config(True, 8, 2))
         self.assertEqual(config, pfx.Config(True, 8, 2, 256))
         config.admission_padding = 3
         self.assertEqual((config.admission_padding, repr(config)),
-                         (3, "Config(enabled=True, keep_min=8, chunk=2, prefill_step=256, admission_padding=3)"))
+                         (3, "Config(enabled=True, keep_min=8, chunk=2, prefill_step=256, admission_padding=3, "
+                             "decode_rows_exact=False)"))
         self.assertNotEqual(config, pfx.Config(True, 8, 2, 256))
         self.assertEqual(config, pfx.Config(True, 8, 2, 256, 3))
         self.assertEqual(config, pfx.Config(keep_min=8, chunk=2, prefill_step=256, admission_padding=3))
         self.assertEqual(pfx.Config().admission_padding, 0)
+        config.decode_rows_exact = True
+        self.assertEqual((config.decode_rows_exact, repr(config)),
+                         (True, "Config(enabled=True, keep_min=8, chunk=2, prefill_step=256, admission_padding=3, "
+                                "decode_rows_exact=True)"))
+        self.assertNotEqual(config, pfx.Config(True, 8, 2, 256, 3))
+        self.assertEqual(config, pfx.Config(True, 8, 2, 256, 3, True))
+        self.assertFalse(pfx.Config().decode_rows_exact)
         machine = pfx.Machine(config)
         machine.config.keep_min = 99  # a copy
         self.assertEqual(machine.config.keep_min, 8)
@@ -422,6 +440,24 @@ class PyMachine(unittest.TestCase):
                          ["reused", "disabled", "empty_record", "nothing_reusable", "below_keep_min"])
         self.assertEqual([b.name for b in pfx.Bound.__members__.values()],
                          ["none", "common_prefix", "canonical_end", "one_token_left", "alignment", "prefill_step"])
+
+    @verifies("PY-3 INV-2 INV-11")
+    def test_decode_rows_exact_grants_rows_decode_wrote_and_a_change_of_it_forgets_the_record(self):
+        # 12 ids, the last 4 decode wrote (canonical_end 8), on grid 4: a prompt that keeps all 12 is
+        # resumed at 8 without the premise and at 12 with it; either change of it forgets the record.
+        prompt = list(range(15))
+        for exact, offset, bound in ((False, 8, pfx.Bound.canonical_end), (True, 12, pfx.Bound.common_prefix)):
+            config = pfx.Config(keep_min=2, chunk=4, decode_rows_exact=exact)
+            self.assertEqual(pfx.decide(config, list(range(12)), 8, prompt),
+                             pfx.Decision(offset, 12, pfx.Reason.reused, bound))
+            machine = pfx.Machine(config)
+            machine.record(list(range(12)), 8)
+            self.assertEqual(machine.query(prompt).offset, offset)
+            machine.configure(pfx.Config(keep_min=2, chunk=4, decode_rows_exact=not exact))
+            self.assertEqual((list(machine.ids), machine.canonical_end), ([], 0))
+        for bad in (1, "yes", None):
+            with self.assertRaises(TypeError):
+                pfx.Config(decode_rows_exact=bad)
 
     @verifies("PY-3 INV-12")
     def test_decide_follows_the_admission_padding(self):

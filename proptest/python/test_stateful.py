@@ -50,11 +50,13 @@ if not WHY_NOT:
             answer = outcome(machine_call)
             assert answer == model_answer, f"machine answered {answer!r}, the model {model_answer!r}"
 
-        @rule(enabled=st.booleans(), keep_min=KEEP_MINS, chunk=CHUNKS, step=STEPS)
-        def configure(self, enabled, keep_min, chunk, step):
-            # chunk 0: the machine refuses it
-            config = pfx.Config(enabled=enabled, keep_min=keep_min, chunk=chunk, prefill_step=step)
-            self.same(lambda: self.machine.configure(config), self.model.configure(enabled, keep_min, chunk, step))
+        @rule(enabled=st.booleans(), keep_min=KEEP_MINS, chunk=CHUNKS, step=STEPS, exact=st.booleans())
+        def configure(self, enabled, keep_min, chunk, step, exact):
+            # chunk 0: the machine refuses it; a change of decode_rows_exact forgets the record
+            config = pfx.Config(enabled=enabled, keep_min=keep_min, chunk=chunk, prefill_step=step,
+                                decode_rows_exact=exact)
+            self.same(lambda: self.machine.configure(config),
+                      self.model.configure(enabled, keep_min, chunk, step, 0, exact))
 
         @rule(prompt=PROMPTS)
         def query(self, prompt):

@@ -199,6 +199,63 @@ TEST(Ghost, ANewGridMakesTheRowsOfTheOldOneOtherComputations) {
   EXPECT_EQ(safe_up_to(same, p), 5U);
 }
 
+TEST(Ghost, OnAnEngineWhoseDecodeRowsAreExactACommitsDecodeRowsAndItsLastChunkAreCold) {
+  pfx::test::verifies("SAFE INV-2");
+  // Grid 2: the prompt's last chunk [2, 3) ends early, rows 3 and 4 are decode's. A cold prefill of
+  // q computes row 2 in the chunk [2, 4): the same row only on an engine whose rows do not depend on
+  // where their chunk ends, which an engine whose decode rows are exact is.
+  const Tokens p = {0, 0, 1};
+  const Tokens q = {0, 0, 1, 1, 0, 1};
+  const pfx::spec::Config exact{true, 0, 2, 0, 0, true};
+  const Ghost g = after({pfx::spec::Configure{exact}, pfx::spec::Begin{p, 0}, pfx::spec::Commit{{0, 0, 1, 1, 0}, 3}});
+  EXPECT_EQ(g.row(3).origin, Origin::decode);
+  EXPECT_TRUE(g.row(3).exact);
+  EXPECT_EQ(safe_up_to(g, q), 5U);
+  EXPECT_EQ(safe_up_to(g, {0, 0, 1, 0, 0, 1}), 3U);  // row 3 holds another token
+  // Without the premise the same write is cold only in its full chunk.
+  const Ghost inexact = after({pfx::spec::Configure{{true, 0, 2}}, pfx::spec::Begin{p, 0}, pfx::spec::Commit{{0, 0, 1, 1, 0}, 3}});
+  EXPECT_EQ(safe_up_to(inexact, q), 2U);
+  // A decode row on a basis that was not cold is not a cold prefill's row.
+  Ghost h = g;
+  h.rows[4].cold_basis = false;
+  EXPECT_EQ(safe_up_to(h, q), 4U);
+}
+
+TEST(Ghost, ADecodeRowComputedOnRowsThatWereNotColdStaysSoWhenTheyAreReplaced) {
+  pfx::test::verifies("SAFE INV-2");
+  // A write from row 1 over a row 0 of other tokens (a begin no correct machine grants): its prefill
+  // rows and the decode row 3 are computed on a basis that was not cold. Rows 0..2 replaced by hand
+  // with a cold prefill's leave row 3 what it was computed from: SAFE still refuses it, premise or not.
+  const Tokens q = {1, 1, 1, 1, 0};
+  const pfx::spec::Config exact{true, 0, 1, 0, 0, true};
+  Ghost g = after({pfx::spec::Configure{exact}, pfx::spec::Record{{0, 0}, 2}, pfx::spec::Begin{{1, 1, 1}, 1},
+                   pfx::spec::Commit{{1, 1, 1, 1}, 3}});
+  ASSERT_EQ(g.row(3).origin, Origin::decode);
+  EXPECT_FALSE(g.row(3).cold_basis);
+  for (std::size_t i = 0; i < 3; ++i) {
+    Row cold = pfx::spec::cold_row(q, 1, i);
+    cold.exact = true;
+    g.rows[i] = cold;
+  }
+  EXPECT_EQ(safe_up_to(g, q), 3U);
+}
+
+TEST(Ghost, EachRowSaysWhetherItsWriterWroteDecodeRowsExactly) {
+  pfx::test::verifies("SAFE INV-2 INV-11");
+  const Tokens q = {1, 0, 1, 1, 0};
+  const pfx::spec::Config exact{true, 0, 1, 0, 0, true};
+  const pfx::spec::Config inexact{true, 0, 1};
+  // Decode rows written before the premise held are not made exact by it.
+  const Ghost before = after({pfx::spec::Configure{inexact}, pfx::spec::Record{q, 2}, pfx::spec::Configure{exact}});
+  EXPECT_FALSE(before.row(2).exact);
+  EXPECT_EQ(safe_up_to(before, q), 2U);
+  // Rows written under it are no cold prefill's once the engine is not said to write them exactly.
+  const Ghost under = after({pfx::spec::Configure{exact}, pfx::spec::Record{q, 2}});
+  EXPECT_EQ(safe_up_to(under, q), 5U);
+  const Ghost after_it = after({pfx::spec::Configure{exact}, pfx::spec::Record{q, 2}, pfx::spec::Configure{inexact}});
+  EXPECT_EQ(safe_up_to(after_it, q), 2U);
+}
+
 // -------------------------------------------------------------------------- the wrong machines
 
 namespace wrong = pfx::test::wrong;
@@ -211,6 +268,11 @@ TEST(WrongMachine, KeepsItsRecordAcrossAClearDuringAWriteFromRow0) {
 TEST(WrongMachine, KeepsItsRecordAcrossANewGrid) {
   pfx::test::verifies("SAFE THM-1");
   caught<wrong::KeepsItsRecordAcrossANewGrid>();
+}
+
+TEST(WrongMachine, KeepsItsRecordAcrossAChangeOfDecodeRowsExact) {
+  pfx::test::verifies("SAFE INV-2 INV-11");
+  caught<wrong::KeepsItsRecordAcrossAChangeOfDecodeRowsExact>();
 }
 
 TEST(WrongMachine, OffersOneRowTooMany) {

@@ -78,7 +78,7 @@ inline std::size_t admission_padding() { return *rc::gen::arbitrary<bool>() ? 0 
 
 /// A configuration: mostly enabled, keep_min and chunk around small values and the seed's default,
 /// sometimes full width (a keep_min above any prompt never reuses; a chunk above it aligns to 0);
-/// a prefill step of every kind, and an admission padding or none.
+/// a prefill step of every kind, an admission padding or none, and decode rows exact or not.
 inline rc::Gen<spec::Config> config() {
   return rc::gen::exec([] {
     spec::Config c;
@@ -93,6 +93,7 @@ inline rc::Gen<spec::Config> config() {
                                {{4, 1}, {3, 2}, {3, 3}, {2, 4}, {1, 8}, {1, 16}, {1, 5}});
     c.prefill_step = prefill_step(c.chunk);
     c.admission_padding = admission_padding();
+    c.decode_rows_exact = *rc::gen::arbitrary<bool>();
     return c;
   });
 }

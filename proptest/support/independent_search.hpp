@@ -69,6 +69,7 @@ std::vector<std::int32_t> numbers(const spec::State& s, const spec::Ghost& g, Ma
   v.push_back(s.config.enabled);
   v.push_back(static_cast<std::int32_t>(s.config.keep_min));
   v.push_back(static_cast<std::int32_t>(s.config.chunk));
+  v.push_back(s.config.decode_rows_exact);
   tokens(s.ids);
   v.push_back(static_cast<std::int32_t>(s.canonical_end));
   v.push_back(s.writing);
@@ -76,6 +77,7 @@ std::vector<std::int32_t> numbers(const spec::State& s, const spec::Ghost& g, Ma
   tokens(s.begun);
   v.push_back(s.tainted);
   v.push_back(static_cast<std::int32_t>(g.grid));
+  v.push_back(g.exact);
   v.push_back(g.writing);
   tokens(g.request);
   v.push_back(static_cast<std::int32_t>(g.from_row));
@@ -88,6 +90,7 @@ std::vector<std::int32_t> numbers(const spec::State& s, const spec::Ghost& g, Ma
     v.push_back(static_cast<std::int32_t>(r.end));
     v.push_back(static_cast<std::int32_t>(r.grid));
     v.push_back(r.cold_basis);
+    v.push_back(r.exact);
   }
   return v;
 }
@@ -141,6 +144,7 @@ inline std::vector<spec::Event> alphabet_of(const spec::State& s, const refineme
     for (std::size_t keep_min = 0; keep_min <= d.max_keep_min; ++keep_min) {
       out.emplace_back(spec::Configure{{true, keep_min, chunk}});
     }
+    if (chunk < d.max_prompt) out.emplace_back(spec::Configure{{true, 0, chunk, 0, 0, true}});
     out.emplace_back(spec::Configure{{false, 0, chunk}});
   }
   out.emplace_back(spec::Commit{{}, 0});

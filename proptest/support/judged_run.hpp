@@ -45,6 +45,7 @@ inline const char* name(Judgment j) {
 /// asks every prompt after every step.
 constexpr refinement::EventRanges judged_ranges{
     .alphabet = 2,
+    .decode_facts = true,
     .whole = 6,
     .past_prompt = 2,
     .weights = {.commit = 6, .abort = 2, .clear = 2, .query = 0, .begin = 5, .record = 2, .configure = 1, .any = 3}};
@@ -58,6 +59,10 @@ void judged_run(Judgment judgment) {
   spec::Config start;
   start.keep_min = *rc::gen::inRange<std::size_t>(0, 4);
   start.chunk = *rc::gen::inRange<std::size_t>(1, 4);
+  // An engine that writes decode rows exactly in one run of 3 from the start (and a configure may
+  // change it): its commits' decode rows are then offered, and SAFE judges them by the ghost's
+  // writer tags.
+  start.decode_rows_exact = *rc::gen::inRange<std::size_t>(0, 3) == 0;
   const spec::Event configure = spec::Configure{start};
   RC_ASSERT(machine.apply(refinement::to_core(configure)).accepted());
   spec::follow(ghost, configure, true);

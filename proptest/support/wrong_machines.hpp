@@ -81,6 +81,29 @@ class KeepsItsRecordAcrossANewGrid : public Forwarding {
   friend bool operator==(const KeepsItsRecordAcrossANewGrid&, const KeepsItsRecordAcrossANewGrid&) = default;
 };
 
+/// Keeps its record when whether decode rows are exact changes, reasoning that the rows are the same
+/// whatever is said of the engine. Turned on, the decode rows it holds were written by an engine not
+/// known to write them exactly; turned off, rows below canonical_end may be decode rows a resume
+/// took (ghost: each row's writer tag; INV-2, INV-11).
+class KeepsItsRecordAcrossAChangeOfDecodeRowsExact : public Forwarding {
+ public:
+  static constexpr std::string_view name = "keeps its record across a change of decode_rows_exact";
+  static constexpr CaughtBy caught_by{true, true, true};
+  Outcome apply(const Event& e) {
+    const Record kept = m_.held();
+    const Config before = m_.config();
+    const Outcome out = m_.apply(e);
+    if (const auto* c = std::get_if<events::Configure>(&e);
+        c != nullptr && out.accepted() && c->config.enabled && before.enabled && c->config.chunk == before.chunk &&
+        c->config.decode_rows_exact != before.decode_rows_exact) {
+      (void)m_.record(kept.ids, kept.canonical_end);
+    }
+    return out;
+  }
+  friend bool operator==(const KeepsItsRecordAcrossAChangeOfDecodeRowsExact&,
+                         const KeepsItsRecordAcrossAChangeOfDecodeRowsExact&) = default;
+};
+
 /// Answers a query with one row more than the rule grants (SAFE's range: every row below the offer).
 class OffersOneRowTooMany : public Forwarding {
  public:

@@ -42,8 +42,9 @@ class Config:
     chunk: int
     prefill_step: int
     admission_padding: int
+    decode_rows_exact: bool
     def __init__(self, enabled: bool = True, keep_min: int = 64, chunk: int = 1, prefill_step: int = 0,
-                 admission_padding: int = 0) -> None: ...
+                 admission_padding: int = 0, decode_rows_exact: bool = False) -> None: ...
     def __eq__(self, other: object) -> bool: ...
 
 class Decision:

@@ -71,7 +71,8 @@ std::string python_bool(bool value) { return value ? "True" : "False"; }
 std::string repr(const Config& c) {
   return "Config(enabled=" + python_bool(c.enabled) + ", keep_min=" + std::to_string(c.keep_min) +
          ", chunk=" + std::to_string(c.chunk) + ", prefill_step=" + std::to_string(c.prefill_step) +
-         ", admission_padding=" + std::to_string(c.admission_padding) + ")";
+         ", admission_padding=" + std::to_string(c.admission_padding) +
+         ", decode_rows_exact=" + python_bool(c.decode_rows_exact) + ")";
 }
 
 /// The prompt the rule reads: without a prefill step it depends on a prompt only through lcp(held,
@@ -98,19 +99,21 @@ Lane& unexported(Lane& self) {
   return self;
 }
 
-/// The Python Machine's state for pickle: (version 3, enabled, keep_min, chunk, ids as int32 bytes,
-/// canonical_end, prefill_step, admission_padding). Version 2, of a machine pickled before the
-/// admission padding, has no admission_padding: 0; version 1, pickled before the prefill step, has
-/// neither: 0 and 0. Only an idle machine: a request being written cannot continue elsewhere.
+/// The Python Machine's state for pickle: (version 4, enabled, keep_min, chunk, ids as int32 bytes,
+/// canonical_end, prefill_step, admission_padding, decode_rows_exact). Version 3, of a machine pickled
+/// before decode_rows_exact, has none: False; version 2, before the admission padding, neither that
+/// nor admission_padding: 0; version 1, before the prefill step, none of the three: 0, 0 and False.
+/// Only an idle machine: a request being written cannot continue elsewhere.
 py::tuple machine_state(const Lane& self) {
   const pfx::Machine& m = self.machine;
   if (m.phase() != pfx::Phase::idle) {
     raise(PyExc_TypeError, "a pfx.Machine can be pickled only while idle: commit or abort the request first");
   }
   const std::vector<pfx::token>& ids = m.held().ids;
-  return py::make_tuple(3, m.config().enabled, m.config().keep_min, m.config().chunk,
+  return py::make_tuple(4, m.config().enabled, m.config().keep_min, m.config().chunk,
                         py::bytes(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(pfx::token)),
-                        m.held().canonical_end, m.config().prefill_step, m.config().admission_padding);
+                        m.held().canonical_end, m.config().prefill_step, m.config().admission_padding,
+                        m.config().decode_rows_exact);
 }
 
 Lane machine_from_state(const py::tuple& state) {
@@ -120,13 +123,15 @@ Lane machine_from_state(const py::tuple& state) {
   const bool v1 = version(1, 6);
   const bool v2 = version(2, 7);
   const bool v3 = version(3, 8);
-  if ((!v1 && !v2 && !v3) || !py::isinstance<py::bytes>(state[4])) {
+  const bool v4 = version(4, 9);
+  if ((!v1 && !v2 && !v3 && !v4) || !py::isinstance<py::bytes>(state[4])) {
     raise(PyExc_ValueError, "not the state of a pickled pfx.Machine");
   }
   Lane lane;
   accepted(lane.machine.configure({flag(state[1], "enabled"), count(state[2], "keep_min"), count(state[3], "chunk"),
                                    v1 ? 0 : count(state[6], "prefill_step"),
-                                   v3 ? count(state[7], "admission_padding") : 0}));
+                                   v3 || v4 ? count(state[7], "admission_padding") : 0,
+                                   v4 && flag(state[8], "decode_rows_exact")}));
   // The bytes are read as int32 through a memoryview, so each id is checked like any other.
   const py::object ids = py::memoryview(state[4]).attr("cast")("i");
   Tokens tokens(ids, "ids");
@@ -195,19 +200,26 @@ PYBIND11_MODULE(_native, m) {
       .value("writing", Phase::writing);
 
   py::class_<Config>(m, "Config",
-                     "The rule's knobs: Config(enabled=True, keep_min=64, chunk=1, prefill_step=0, admission_padding=0), "
-                     "the seed's defaults (prefill_step: the engine's prefill step, where it computes a step of one token "
-                     "alone otherwise; 0: no such premise. admission_padding: rows the engine adds to an admission that "
-                     "leaves one token to compute, as vLLM pads it to 1 + num_speculative_tokens when speculating; 0: "
-                     "none).")
+                     "The rule's knobs: Config(enabled=True, keep_min=64, chunk=1, prefill_step=0, admission_padding=0, "
+                     "decode_rows_exact=False), the seed's defaults (prefill_step: the engine's prefill step, where it "
+                     "computes a step of one token alone otherwise; 0: no such premise. admission_padding: rows the engine "
+                     "adds to an admission that leaves one token to compute, as vLLM pads it to 1 + num_speculative_tokens "
+                     "when speculating; 0: none. decode_rows_exact: the engine writes a decode row bit-equal to the row a "
+                     "cold prefill of the same tokens writes, so rows decode wrote may be reused, and a commit names only "
+                     "tokens whose rows were written; False: never past canonical_end).")
       .def(py::init([](py::handle enabled, py::handle keep_min, py::handle chunk, py::handle prefill_step,
-                       py::handle admission_padding) {
-             return Config{flag(enabled, "enabled"), count(keep_min, "keep_min"), count(chunk, "chunk"),
-                           count(prefill_step, "prefill_step"), count(admission_padding, "admission_padding")};
+                       py::handle admission_padding, py::handle decode_rows_exact) {
+             return Config{flag(enabled, "enabled"),
+                           count(keep_min, "keep_min"),
+                           count(chunk, "chunk"),
+                           count(prefill_step, "prefill_step"),
+                           count(admission_padding, "admission_padding"),
+                           flag(decode_rows_exact, "decode_rows_exact")};
            }),
            py::arg("enabled") = Config{}.enabled, py::arg("keep_min") = Config{}.keep_min,
            py::arg("chunk") = Config{}.chunk, py::arg("prefill_step") = Config{}.prefill_step,
-           py::arg("admission_padding") = Config{}.admission_padding)  // core's defaults, written once (config.hpp)
+           py::arg("admission_padding") = Config{}.admission_padding,
+           py::arg("decode_rows_exact") = Config{}.decode_rows_exact)  // core's defaults, written once (config.hpp)
       .def_property(
           "enabled", [](const Config& c) { return c.enabled; },
           [](Config& c, py::handle v) { c.enabled = flag(v, "enabled"); })
@@ -222,6 +234,9 @@ PYBIND11_MODULE(_native, m) {
       .def_property(
           "admission_padding", [](const Config& c) { return c.admission_padding; },
           [](Config& c, py::handle v) { c.admission_padding = count(v, "admission_padding"); })
+      .def_property(
+          "decode_rows_exact", [](const Config& c) { return c.decode_rows_exact; },
+          [](Config& c, py::handle v) { c.decode_rows_exact = flag(v, "decode_rows_exact"); })
       .def(py::self == py::self)  // NOLINT(misc-redundant-expression): pybind11's operator idiom
       .def("__repr__", [](const Config& c) { return repr(c); });
 
@@ -306,8 +321,8 @@ Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
             accepted(unexported(self).machine.configure(instance<Config>(config, "config", "pfx.Config")));
           },
           py::arg("config"),
-          "Change the knobs. Idle only; turning reuse off or changing chunk forgets what is held; changing "
-          "prefill_step or admission_padding keeps it.")
+          "Change the knobs. Idle only; turning reuse off or changing chunk or decode_rows_exact forgets what is "
+          "held; changing prefill_step or admission_padding keeps it.")
       .def(
           "reserve",
           [](Lane& self, py::handle tokens) {

@@ -44,7 +44,9 @@ struct Decision {
 /// rule"). Callers that show why a prompt missed (`pfx explain`) print these; none recomputes them.
 struct Bounds {
   std::size_t common_prefix = 0;   ///< lcp(ids, prompt) (INV-1)
-  std::size_t canonical_end = 0;   ///< rows from here on were written by decode (INV-2)
+  /// Rows from here on were written by decode (INV-2): the record's canonical_end, or len(ids) when
+  /// decode rows are exact (config.decode_rows_exact), whose rows may all be granted.
+  std::size_t canonical_end = 0;
   std::size_t one_token_left = 0;  ///< len(prompt) - 1, or 0 for an empty prompt (INV-3)
   /// The smallest of the three above, rounded down to a multiple of chunk (INV-5).
   std::size_t aligned = 0;

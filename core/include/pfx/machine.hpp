@@ -69,7 +69,8 @@ class Machine {
   }
 
   /// Publish the finished request: ids = prompt + generated, canonical_end = len(prompt); a smaller
-  /// canonical_end is conservative and accepted.
+  /// canonical_end is conservative and accepted. With decode_rows_exact, generated names only tokens
+  /// whose rows decode wrote, since the rule may then grant every row of ids.
   /// Refuses: `not_writing` while idle; `canonical_end_past_ids` (INV-9); `ids_not_begun_prompt`
   /// when `ids` does not start with the prompt given to begin (INV-11); `canonical_end_past_prompt`
   /// (rows from there on were written by decode, INV-2).
@@ -139,12 +140,16 @@ class Machine {
   /// Any prefill_step is valid, and changing it keeps the record: it changes which offsets the rule
   /// grants (INV-12), not the grid the held rows were computed on. So does any admission_padding,
   /// for the same reason: it only changes whether a resume at len(prompt) - 1 is granted.
+  /// Changing decode_rows_exact forgets the record: turned on, the decode rows it holds were written
+  /// by an engine not known to write them exactly; turned off, rows below its canonical_end may be
+  /// decode rows an earlier request wrote and a resume took (INV-2, INV-11).
   constexpr Outcome configure(const Config& config) noexcept {
     if (phase_ == Phase::writing) return refuse(Refusal::writing);
     if (config.chunk == 0) return refuse(Refusal::chunk_zero);  // INV-9
     const bool regrid = config.chunk != config_.chunk;
+    const bool refact = config.decode_rows_exact != config_.decode_rows_exact;
     config_ = config;
-    if (!config_.enabled || regrid) forget();
+    if (!config_.enabled || regrid || refact) forget();
     return {};
   }
 

@@ -26,8 +26,11 @@ namespace pfx {
   // The tightest bound wins; on a tie the earlier one is named, so `bound` is deterministic.
   std::size_t reusable = lcp;  // INV-1
   Bound bound = Bound::common_prefix;
-  if (canonical_end < reusable) {  // INV-2: rows at or past canonical_end were written by decode
-    reusable = canonical_end;
+  // INV-2: rows at or past canonical_end were written by decode; when decode rows are exact, every
+  // row the record holds may be granted (len(ids) >= lcp, so that bound never cuts).
+  const std::size_t prefill_rows = config.decode_rows_exact ? ids.size() : canonical_end;
+  if (prefill_rows < reusable) {
+    reusable = prefill_rows;
     bound = Bound::canonical_end;
   }
   const std::size_t one_left = prompt.empty() ? 0 : prompt.size() - 1;
@@ -49,11 +52,12 @@ namespace pfx {
     reusable = stepped;
     bound = Bound::prefill_step;
   }
-  return {lcp, canonical_end, one_left, on_grid, reusable, config.keep_min, bound};
+  return {lcp, prefill_rows, one_left, on_grid, reusable, config.keep_min, bound};
 }
 
 /// offset(prompt) = step(align_down(min(lcp(ids, prompt), canonical_end, len(prompt) - 1), chunk))
-/// when that is >= keep_min, else 0; and 0 when disabled or nothing is held. step() is the
+/// when that is >= keep_min, else 0; and 0 when disabled or nothing is held. canonical_end reads
+/// len(ids) when config.decode_rows_exact (INV-2). step() is the
 /// prefill-step bound (prefill_step.hpp, with config.admission_padding; the value itself when
 /// config.prefill_step is 0).
 /// Precondition: config.chunk >= 1 (INV-9; the Machine refuses any other configuration).

@@ -11,7 +11,8 @@
 namespace pfx {
 
 /// The host-side record of the shared KV state: row i was computed from ids[i]. Rows at or past
-/// canonical_end were written by decode and are never offered for reuse (INV-2).
+/// canonical_end were written by decode and are never offered for reuse (INV-2), unless the engine
+/// writes decode rows exactly (Config::decode_rows_exact).
 /// Invariant: canonical_end <= ids.size() (INV-9).
 struct Record {
   std::vector<token> ids;

@@ -70,7 +70,8 @@ json exhaustive(std::string_view name, const std::string& domain, const refineme
         {"keep_min", t.config.keep_min},
         {"chunk", t.config.chunk},
         {"prefill_step", t.config.prefill_step},
-        {"admission_padding", t.config.admission_padding}}},
+        {"admission_padding", t.config.admission_padding},
+        {"decode_rows_exact", t.config.decode_rows_exact}}},
       {"ids", t.ids}, {"canonical_end", t.canonical_end}, {"prompt", t.prompt}, {"event", t.event}};
   return c;
 }
@@ -136,8 +137,9 @@ json model_check(const refinement::ModelDomain& d) {
   const refinement::ModelReport r = refinement::check_model(d);
   json c = check("model",
                  fmt::format("alphabet {}, prompts 0..{} tokens, 0..{} generated, {} requests deep, keep_min 0..{}, "
-                             "chunk 0..{}",
-                             d.alphabet, d.max_prompt, d.max_generated, d.max_requests, d.max_keep_min, d.max_chunk),
+                             "chunk 0..{}; decode rows exact with keep_min 0, chunk 0..{}",
+                             d.alphabet, d.max_prompt, d.max_generated, d.max_requests, d.max_keep_min, d.max_chunk,
+                             std::min(d.max_chunk, d.max_prompt == 0 ? 0 : d.max_prompt - 1)),
                  r.transitions, r.failed,
                  fmt::format("{} states, {} transitions, {} offers checked by SAFE ({} non-zero)", r.states,
                              r.transitions, r.offers, r.nonzero_offers));
@@ -188,9 +190,10 @@ json run_checks(const AuditOptions& options, ProgressBar& progress) {
   refinement::Domain protocol = refinement::run_time_protocol_domain;
   protocol.max_length = options.protocol_length;
   const auto domain = [](const refinement::Domain& d) {
-    return fmt::format("alphabet {{0,1}}, length <= {}, keep_min 0..{}, chunk 1..{}, {}{}, enabled and not", d.max_length,
-                       d.max_keep_min, d.max_chunk, prefill_steps(d.max_prefill_step),
-                       admission_paddings(d.max_admission_padding));
+    return fmt::format("alphabet {{0,1}}, length <= {}, keep_min 0..{}, chunk 1..{}, {}{}{}, enabled and not",
+                       d.max_length, d.max_keep_min, d.max_chunk, prefill_steps(d.max_prefill_step),
+                       admission_paddings(d.max_admission_padding),
+                       d.decode_facts ? ", decode rows exact and not" : "");
   };
   if (!next("rule")) return checks;
   checks.push_back(exhaustive("rule", domain(options.rule), refinement::prove_rule_over(options.rule)));
@@ -198,8 +201,9 @@ json run_checks(const AuditOptions& options, ProgressBar& progress) {
   checks.push_back(exhaustive("protocol", domain(protocol), refinement::prove_protocol_over(protocol)));
   if (!next("configure")) return checks;
   checks.push_back(exhaustive("configure",
-                              fmt::format("keep_min 0..2, chunk 0..4, {}{}, enabled and not", prefill_steps(2),
-                                          admission_paddings(SIZE_MAX)),
+                              fmt::format("keep_min 0..2, chunk 0..4, {}{}, decode rows exact and not, held "
+                                          "under either, enabled and not",
+                                          prefill_steps(2), admission_paddings(SIZE_MAX)),
                               refinement::prove_configure(4, 2)));
   if (!next("random runs")) return checks;
   progress.restart(options.cases, "cases", fmt::format("audit: random runs (4/{})", check_count));
@@ -208,9 +212,7 @@ json run_checks(const AuditOptions& options, ProgressBar& progress) {
     return interrupted_by() == 0;
   }));
   if (!next("model checker")) return checks;
-  refinement::ModelDomain model = options.model;
-  model.max_requests = options.protocol_length;
-  checks.push_back(model_check(model));
+  checks.push_back(model_check(options.model));
   return checks;
 }
 
@@ -442,8 +444,7 @@ void add_audit_command(CLI::App& app, const Streams& streams, int& status) {
       ->capture_default_str()
       ->check(non_negative());
   audit->add_option("--protocol-length", options->protocol_length,
-                    "Longest sequence of the exhaustive protocol domain (2 is the compile-time proofs' domain), "
-                    "and requests deep of the model checker")
+                    "Longest sequence of the exhaustive protocol domain (2 is the compile-time proofs' domain)")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{0}, std::size_t{3}));  // 0 is refused by run_audit, with why
   audit->add_flag("--json", options->json, "Write the report as JSON");

@@ -93,7 +93,9 @@ std::vector<Row> rows_of(const Decision& d, const Bounds& b, const Config& confi
   std::vector<Row> rows = {
       {name(Bound::common_prefix), b.common_prefix, "INV-1", "lcp(ids, prompt): past it the rows hold other tokens",
        d.bound == Bound::common_prefix},
-      {name(Bound::canonical_end), b.canonical_end, "INV-2", "rows from here on were written by decode",
+      {name(Bound::canonical_end), b.canonical_end, "INV-2",
+       config.decode_rows_exact ? "len(ids): decode rows are exact, so every row held may be reused"
+                                : "rows from here on were written by decode",
        d.bound == Bound::canonical_end},
       {name(Bound::one_token_left), b.one_token_left, "INV-3",
        "len(prompt) - 1: the engine prefills at least one token", d.bound == Bound::one_token_left},
@@ -123,10 +125,11 @@ struct Explanation {
 std::string to_text(const Explanation& e) {
   const Decision& d = e.decision;
   std::string text = fmt::format("record: {} ids, canonical_end {}\nprompt: {} tokens\nconfig: reuse {}, keep_min {}, "
-                                 "chunk {}{}\n\n",
+                                 "chunk {}{}{}\n\n",
                                  e.record.ids.size(), e.record.canonical_end, e.prompt_tokens,
                                  e.config.enabled ? "on" : "off", e.config.keep_min, e.config.chunk,
-                                 e.config.prefill_step == 0 ? std::string() : ", " + step_and_padding(e.config));
+                                 e.config.prefill_step == 0 ? std::string() : ", " + step_and_padding(e.config),
+                                 e.config.decode_rows_exact ? ", decode rows exact" : "");
   if (e.rows.empty()) {
     text += fmt::format("no bound was consulted: {} (INV-6)\n",
                         d.reason == Reason::disabled ? "reuse is off" : "nothing is held");
@@ -156,7 +159,8 @@ json to_json(const Explanation& e) {
             {"keep_min", e.config.keep_min},
             {"chunk", e.config.chunk},
             {"prefill_step", e.config.prefill_step},
-            {"admission_padding", e.config.admission_padding}}},
+            {"admission_padding", e.config.admission_padding},
+            {"decode_rows_exact", e.config.decode_rows_exact}}},
           {"bounds", bounds}};
 }
 
@@ -213,6 +217,7 @@ Config explain_config(const ExplainOptions& options) {
   config.chunk = options.chunk.value_or(default_chunk);
   config.prefill_step = options.prefill_step;
   config.admission_padding = options.admission_padding;
+  config.decode_rows_exact = options.decode_rows_exact;
   return config;
 }
 
@@ -246,6 +251,9 @@ void add_explain_command(CLI::App& app, const Streams& streams, int& status) {
                       "(INV-12); 0: none")
       ->default_str("0")
       ->check(non_negative());
+  explain->add_flag("--decode-rows-exact", options->decode_rows_exact,
+                    "The engine writes a decode row bit-equal to the row a cold prefill of the same tokens writes, "
+                    "so that rows decode wrote may be reused (INV-2); off: never past canonical_end");
   explain->add_option("--keep-min", options->keep_min,
                       "Shortest reuse worth taking (default: TF_GLM53_PREFIX_CACHE_MIN, or 64)")
       ->check(non_negative());

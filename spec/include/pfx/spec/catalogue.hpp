@@ -52,9 +52,13 @@ inline constexpr auto catalogue = boost::hana::make_tuple(
               [](const Step& s) {
                 return !s.decided() || s.output.offset <= lcp(s.before.ids, *s.prompt());
               }},
-    Invariant{"INV-2", "canonical end", "offset <= canonical_end",
+    Invariant{"INV-2", "canonical end",
+              "offset <= canonical_end, unless decode_rows_exact (the engine writes a decode row "
+              "bit-equal to the row a cold prefill of the same tokens writes), when offset <= len(ids)",
               [](const Step& s) {
-                return !s.decided() || s.output.offset <= s.before.canonical_end;
+                const std::size_t rows =
+                    s.config.decode_rows_exact ? s.before.ids.size() : s.before.canonical_end;
+                return !s.decided() || s.output.offset <= rows;
               }},
     Invariant{"INV-3", "one left", "offset == 0 or offset <= len(prompt) - 1",
               [](const Step& s) {
@@ -109,8 +113,8 @@ inline constexpr auto catalogue = boost::hana::make_tuple(
               [](const Step& s) { return s.output.accepted() || s.after == s.before; }},
     Invariant{"INV-11", "true record",
               "a commit records only its begun prompt, then what decode wrote, with canonical_end <= "
-              "len(prompt); after a clear during the write it records nothing; a new chunk forgets "
-              "the record",
+              "len(prompt); after a clear during the write it records nothing; a new chunk, or a "
+              "change of decode_rows_exact, forgets the record",
               [](const Step& s) {
                 if (!s.output.accepted()) return true;
                 if (std::holds_alternative<Commit>(s.event)) {
@@ -120,7 +124,9 @@ inline constexpr auto catalogue = boost::hana::make_tuple(
                          (s.after.canonical_end <= n && lcp(s.after.ids, s.before.begun) == n);
                 }
                 if (const auto* c = std::get_if<Configure>(&s.event)) {
-                  return c->config.chunk == s.before.config.chunk || s.after.ids.empty();
+                  const bool same_engine = c->config.chunk == s.before.config.chunk &&
+                                           c->config.decode_rows_exact == s.before.config.decode_rows_exact;
+                  return same_engine || s.after.ids.empty();
                 }
                 return true;
               }},

@@ -8,6 +8,11 @@
 ///   whenever the machine offers offset o for prompt P, every row below o holds exactly what a cold
 ///   prefill of P on the current chunk grid writes there.
 ///
+/// Each row carries its writer's tag (prefill or decode) and whether the engine that wrote it wrote
+/// decode rows exactly (Config::decode_rows_exact): such an engine's row depends on the tokens up to
+/// it and the rows below, not on the step that computed it, so a decode row, or a prefill row of a
+/// chunk that ended early, is then the same computation as a cold prefill's row.
+///
 /// Written from these definitions alone (docs/spec.md, THM-1's premises), not from core/.
 
 #include <pfx/spec/model.hpp>
@@ -24,7 +29,7 @@ enum class Origin {
   unwritten,  ///< never written since the start
   unusable,   ///< being rewritten, left half-written by a failed request, or forgotten by clear
   prefill,    ///< written by a prefill chunk [start, end)
-  decode,     ///< written by decode, one row at a time
+  decode,     ///< written by decode, one row at a time, at position start
 };
 
 /// One KV row as the ghost knows it. Under THM-1's premise a prefill chunk's rows depend only on its
@@ -36,9 +41,10 @@ struct Row {
   Tokens from{};           ///< the tokens the computation saw: [0, end) for prefill, [0, i] for decode
   std::size_t start = 0;   ///< prefill: the chunk [start, end) that wrote the row
   std::size_t end = 0;
-  std::size_t grid = 0;    ///< prefill: the chunk grid it was computed on
-  bool cold_basis = false; ///< prefill: every row below start was, when this one was computed, what a
-                           ///< cold prefill of `from` on `grid` writes there
+  std::size_t grid = 0;    ///< the chunk grid it was computed on (decode: the grid of the rows below)
+  bool cold_basis = false; ///< every row below start (decode: below the row) was, when this one was
+                           ///< computed, what a cold prefill of `from` on `grid` writes there
+  bool exact = false;      ///< written by an engine whose decode rows are exact (decode_rows_exact)
   friend constexpr bool operator==(const Row&, const Row&) = default;
 };
 
@@ -64,6 +70,8 @@ constexpr bool same_computation(const Row& held, const Row& cold) {
 struct Ghost {
   std::vector<Row> rows{};   ///< rows past the end are unwritten
   std::size_t grid = Config{}.chunk;  ///< the engine's prefill grid: the configured chunk
+  /// Whether the engine writes decode rows exactly: the configured decode_rows_exact.
+  bool exact = Config{}.decode_rows_exact;
   bool writing = false;
   Tokens request{};          ///< the prompt of the request in flight
   std::size_t from_row = 0;  ///< where its prefill starts
@@ -73,10 +81,12 @@ struct Ghost {
   [[nodiscard]] constexpr Row row(std::size_t i) const { return i < rows.size() ? rows[i] : Row{}; }
 
   /// Row i is what a cold prefill of `prompt` on the current grid writes there: same_computation
-  /// with cold_row(prompt, grid, i), without building that row.
+  /// with cold_row(prompt, grid, i), without building that row; or, on an engine that writes decode
+  /// rows exactly, a row that engine wrote from the same tokens [0, i] on a cold basis (exact_row).
   [[nodiscard]] constexpr bool holds_cold(const Tokens& prompt, std::size_t i) const {
     if (i >= prompt.size() || i >= rows.size()) return false;
     const Row& held = rows[i];
+    if (exact_row(prompt, i)) return true;
     const std::size_t start = i - i % grid;
     const std::size_t end = start + grid < prompt.size() ? start + grid : prompt.size();
     if (held.origin != Origin::prefill || !held.cold_basis || held.start != start || held.end != end ||
@@ -84,6 +94,22 @@ struct Ghost {
       return false;
     }
     for (std::size_t t = 0; t < end; ++t) {
+      if (held.from[t] != prompt[t]) return false;
+    }
+    return true;
+  }
+
+  /// The premise decode_rows_exact, on an engine that has it now: row i, written by it (decode, or
+  /// a prefill chunk started on the grid) from the tokens prompt[0, i] on top of rows that were then
+  /// a cold prefill's, is what a cold prefill of `prompt` writes there, whatever follows row i in
+  /// its chunk or step. Precondition: i < len(prompt), i < len(rows).
+  [[nodiscard]] constexpr bool exact_row(const Tokens& prompt, std::size_t i) const {
+    const Row& held = rows[i];
+    if (!exact || !held.exact || !held.cold_basis || held.grid != grid || held.from.size() <= i) return false;
+    const bool written = held.origin == Origin::decode ||
+                         (held.origin == Origin::prefill && held.start == i - i % grid);
+    if (!written) return false;
+    for (std::size_t t = 0; t <= i; ++t) {
       if (held.from[t] != prompt[t]) return false;
     }
     return true;
@@ -122,14 +148,21 @@ struct Ghost {
       for (std::size_t j = 0; j < a; ++j) basis = basis && holds_cold(request, j);
       for (std::size_t i = a; i < b; ++i) {
         set(i, Row{Origin::prefill, Tokens(request.begin(), request.begin() + static_cast<std::ptrdiff_t>(b)),
-                   a, b, grid, basis});
+                   a, b, grid, basis, exact});
       }
     }
-    // Decode feeds the prompt and then the generated tokens the caller reports.
-    Tokens context = request;
-    for (std::size_t i = request.size(); i < ids.size(); ++i) {
+    write_decode(request, ids);  // decode feeds the prompt and then the generated tokens reported
+  }
+
+  /// Decode writes rows len(prompt) .. len(ids) - 1, row i from ids[0, i], each on top of the rows
+  /// below it (its basis is cold when every one of them is a cold prefill's for those tokens).
+  constexpr void write_decode(const Tokens& prompt, const Tokens& ids) {
+    Tokens context = prompt;
+    for (std::size_t i = prompt.size(); i < ids.size(); ++i) {
       context.push_back(ids[i]);
-      set(i, Row{Origin::decode, context, 0, 0, 0, false});
+      bool basis = true;
+      for (std::size_t j = 0; j < i; ++j) basis = basis && holds_cold(context, j);
+      set(i, Row{Origin::decode, context, i, i + 1, grid, basis, exact});
     }
   }
 };
@@ -163,19 +196,21 @@ struct GhostStep {
     if (!accepted) return;
     const Tokens prompt(e.ids.begin(), e.ids.begin() + static_cast<std::ptrdiff_t>(e.canonical_end));
     g.rows.clear();
-    for (std::size_t i = 0; i < prompt.size(); ++i) g.set(i, cold_row(prompt, g.grid, i));
-    Tokens context = prompt;
-    for (std::size_t i = prompt.size(); i < e.ids.size(); ++i) {
-      context.push_back(e.ids[i]);
-      g.set(i, Row{Origin::decode, context, 0, 0, 0, false});
+    for (std::size_t i = 0; i < prompt.size(); ++i) {
+      Row r = cold_row(prompt, g.grid, i);
+      r.exact = g.exact;
+      g.set(i, r);
     }
+    g.write_decode(prompt, e.ids);
   }
   constexpr void operator()(const Clear&) const {
     g.make_unusable_from(0);  // nothing the state holds is usable any more
     if (g.writing) g.forgotten = true;
   }
   constexpr void operator()(const Configure& e) const {
-    if (accepted) g.grid = e.config.chunk;  // the engine's grid is the configured chunk
+    if (!accepted) return;
+    g.grid = e.config.chunk;  // the engine's grid is the configured chunk
+    g.exact = e.config.decode_rows_exact;  // and so is whether it writes decode rows exactly
   }
 
   constexpr void end_request() const {

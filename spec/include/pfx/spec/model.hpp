@@ -22,6 +22,9 @@ struct Config {
   std::size_t prefill_step = 0;  ///< 0: no one-token-step premise (INV-12)
   /// Rows the engine adds to an admission that leaves one token to compute; 0: none (INV-12).
   std::size_t admission_padding = 0;
+  /// The engine writes a decode row as a cold prefill of the same tokens writes that row; false:
+  /// no such premise (INV-2 bounds every offer by canonical_end).
+  bool decode_rows_exact = false;
   friend constexpr bool operator==(const Config&, const Config&) = default;
 };
 

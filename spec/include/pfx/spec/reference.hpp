@@ -50,10 +50,17 @@ constexpr bool one_token_step(const Config& c, const Tokens& prompt, std::size_t
   return resumed_alone == cold_alone;
 }
 
+/// The rows INV-2 lets the rule offer: those below canonical_end, which a prefill wrote; or, when
+/// the engine writes decode rows as a cold prefill would, every row the record holds.
+constexpr std::size_t offerable_rows(const State& s) {
+  if (s.config.decode_rows_exact) return s.ids.size();
+  return s.canonical_end;
+}
+
 /// INV-1, INV-2, INV-3 and INV-5 for a candidate offset n: the caps and the chunk grid.
 constexpr bool within_grid(const State& s, const Tokens& prompt, std::size_t n) {
   const bool strict_prefix = n <= lcp(s.ids, prompt);
-  const bool canonical = n <= s.canonical_end;
+  const bool canonical = n <= offerable_rows(s);
   const bool one_left = n == 0 || n + 1 <= prompt.size();
   const bool aligned = n % s.config.chunk == 0;
   return strict_prefix && canonical && one_left && aligned;
@@ -116,7 +123,7 @@ constexpr Output reference_decision(const State& s, const Tokens& prompt) {
   // Which bound is tightest: the first of the three caps that equals their minimum; alignment when
   // rounding to the chunk grid lowered it further; prefill step when the one-token step lowered
   // what the grid allows.
-  const std::size_t caps[3] = {out.common_prefix, s.canonical_end,
+  const std::size_t caps[3] = {out.common_prefix, offerable_rows(s),
                                prompt.empty() ? 0 : prompt.size() - 1};
   const std::string_view names[3] = {"common prefix", "canonical end", "one token left"};
   std::size_t tightest = 0;
@@ -143,7 +150,10 @@ constexpr Output reference_decision(const State& s, const Tokens& prompt) {
 ///   wrote, or with canonical_end past that prompt: the record would claim rows the engine did not
 ///   write, or decode rows as prefill ones. A smaller canonical_end claims less, and is accepted.
 /// - record, clear and configure: record is the caller's word (unchecked); clear makes every row,
-///   and the write in flight, unusable; a new chunk grid makes every held row a row of another grid.
+///   and the write in flight, unusable; a new chunk grid makes every held row a row of another grid;
+///   a change of whether decode rows are exact makes the held rows those of another engine (turned
+///   on, its decode rows are not known exact; turned off, rows below canonical_end may be decode
+///   rows a resume took).
 struct Protocol {
   State& s;
 
@@ -212,8 +222,9 @@ struct Protocol {
     if (s.writing) return refused("writing");
     if (e.config.chunk == 0) return refused("chunk zero");
     const bool same_grid = e.config.chunk == s.config.chunk;
+    const bool same_engine = e.config.decode_rows_exact == s.config.decode_rows_exact;
     s.config = e.config;
-    if (!s.config.enabled || !same_grid) {
+    if (!s.config.enabled || !same_grid || !same_engine) {
       s.ids = Tokens{};
       s.canonical_end = 0;
     }

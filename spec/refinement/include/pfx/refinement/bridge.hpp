@@ -34,10 +34,10 @@ concept MachineLike = std::copyable<M> && std::equality_comparable<M> &&
                       };
 
 constexpr spec::Config to_spec(const Config& c) {
-  return {c.enabled, c.keep_min, c.chunk, c.prefill_step, c.admission_padding};
+  return {c.enabled, c.keep_min, c.chunk, c.prefill_step, c.admission_padding, c.decode_rows_exact};
 }
 constexpr Config to_core(const spec::Config& c) {
-  return {c.enabled, c.keep_min, c.chunk, c.prefill_step, c.admission_padding};
+  return {c.enabled, c.keep_min, c.chunk, c.prefill_step, c.admission_padding, c.decode_rows_exact};
 }
 
 /// The machine's whole state as the reference model writes it.

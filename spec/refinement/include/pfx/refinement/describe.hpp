@@ -30,6 +30,7 @@ inline std::string describe(const spec::Config& c) {
   out << (c.enabled ? "enabled" : "disabled") << " keep_min " << c.keep_min << " chunk " << c.chunk;
   if (c.prefill_step != 0) out << " prefill_step " << c.prefill_step;  // 0: no premise, as ever
   if (c.admission_padding != 0) out << " admission_padding " << c.admission_padding;  // 0: as ever
+  if (c.decode_rows_exact) out << " decode_rows_exact";  // off: INV-2 as ever
   return out.str();
 }
 

@@ -47,6 +47,9 @@ struct Tally {
   /// Decisions of a configuration with an admission padding that the reference answers otherwise
   /// without it (INV-12: a padded resume at len(prompt) - 1 kept, or lowered).
   std::size_t padding_mattered = 0;
+  /// Decisions of a configuration whose decode rows are exact that the reference answers otherwise
+  /// without the premise (INV-2: rows decode wrote granted).
+  std::size_t decode_rows_mattered = 0;
   spec::Config config{};
   spec::Tokens ids{};
   std::size_t canonical_end = 0;
@@ -105,6 +108,11 @@ constexpr Tally prove_rule(const spec::Config& config, std::size_t max_length, s
           unpadded.config.admission_padding = 0;
           if (spec::reference_decision(unpadded, prompt) != reference_says) ++tally.padding_mattered;
         }
+        if (config.decode_rows_exact) {
+          spec::State inexact = model;
+          inexact.config.decode_rows_exact = false;
+          if (spec::reference_decision(inexact, prompt) != reference_says) ++tally.decode_rows_mattered;
+        }
       }
     }
   }
@@ -140,6 +148,11 @@ constexpr Tally prove_protocol(const spec::Config& config, std::size_t max_lengt
 
       for (const spec::Tokens& prompt : sequences) {
         const std::size_t granted = spec::reference_offset(idle_model, prompt);
+        if (config.decode_rows_exact) {
+          spec::State inexact = idle_model;
+          inexact.config.decode_rows_exact = false;
+          if (spec::reference_offset(inexact, prompt) != granted) ++tally.decode_rows_mattered;
+        }
         const std::size_t offsets[] = {0, granted, granted + 1, 1};
         for (const std::size_t offset : offsets) {
           Machine writing = idle;
@@ -220,9 +233,10 @@ constexpr std::vector<std::size_t> admission_paddings(std::size_t max_admission_
   return paddings;
 }
 
-/// Configuration changes, chunk 0 included, from Idle with something held; with prefill steps
-/// 0..max_prefill_step and SIZE_MAX and admission paddings 0, 1 and SIZE_MAX, each valid and each
-/// keeping the record.
+/// Configuration changes, chunk 0 included, from Idle with something held, held under decode rows
+/// exact or not; with prefill steps 0..max_prefill_step and SIZE_MAX and admission paddings 0, 1
+/// and SIZE_MAX, each valid and each keeping the record; decode rows exact or not, a change of which
+/// forgets it.
 constexpr Tally prove_configure(std::size_t max_chunk, std::size_t max_prefill_step = 2) {
   Tally tally;
   const spec::Tokens ids = {0, 1, 0, 1};
@@ -230,14 +244,21 @@ constexpr Tally prove_configure(std::size_t max_chunk, std::size_t max_prefill_s
     for (std::size_t chunk = 0; chunk <= max_chunk; ++chunk) {
       for (const std::size_t step : prefill_steps(max_prefill_step)) {
         for (const std::size_t padding : admission_paddings(SIZE_MAX)) {
-          for (const bool enabled : {true, false}) {
-            Machine m;
-            spec::State s;
-            const spec::Event record = spec::Record{ids, 3};
-            tally.count(refinement::step_both(m, s, record).ok(), {}, ids, 3, {}, 0);
-            const spec::Config c{enabled, keep_min, chunk, step, padding};
-            const spec::Event configure = spec::Configure{c};
-            tally.count(refinement::step_both(m, s, configure).ok(), c, ids, 3, {}, 1);
+          for (const bool held_exact : {false, true}) {
+            for (const bool exact : {false, true}) {
+              for (const bool enabled : {true, false}) {
+                Machine m;
+                spec::State s;
+                spec::Config held_under;
+                held_under.decode_rows_exact = held_exact;
+                tally.count(refinement::step_both(m, s, spec::Configure{held_under}).ok(), held_under, {}, 0, {}, 0);
+                const spec::Event record = spec::Record{ids, 3};
+                tally.count(refinement::step_both(m, s, record).ok(), held_under, ids, 3, {}, 0);
+                const spec::Config c{enabled, keep_min, chunk, step, padding, exact};
+                const spec::Event configure = spec::Configure{c};
+                tally.count(refinement::step_both(m, s, configure).ok(), c, ids, 3, {}, 1);
+              }
+            }
           }
         }
       }
@@ -248,7 +269,8 @@ constexpr Tally prove_configure(std::size_t max_chunk, std::size_t max_prefill_s
 
 /// The bounded domain of a proof: sequences up to max_length over `letters` letters; keep_min
 /// 0..max_keep_min; chunk 1..max_chunk; prefill_step as prefill_steps(max_prefill_step) says;
-/// admission_padding as admission_paddings(max_admission_padding) says; enabled and not.
+/// admission_padding as admission_paddings(max_admission_padding) says; decode rows exact or not
+/// (or not only); enabled and not.
 struct Domain {
   std::size_t max_length;
   std::size_t max_keep_min;
@@ -259,6 +281,8 @@ struct Domain {
   std::size_t letters = 2;
   /// 0: no admission padding only; else also 1 and this (INV-12: a padded resume at len - 1).
   std::size_t max_admission_padding = 0;
+  /// false: decode rows not exact only (INV-2 as ever); true: also exact (INV-2 bounds by len(ids)).
+  bool decode_facts = false;
 };
 
 /// Which configurations of a domain one run of a proof covers: all of them, or one (chunk,
@@ -283,18 +307,27 @@ constexpr Tally over_domain(const Domain& domain, Prove prove, const Slice& slic
       if (!slice.whole && (chunk != slice.chunk || keep_min != slice.keep_min)) continue;
       for (const std::size_t step : steps) {
         for (const std::size_t padding : paddings) {
-          for (const bool enabled : {true, false}) {
-            Tally t = prove(spec::Config{enabled, keep_min, chunk, step, padding}, domain.max_length, domain.letters);
-            const Tally sum{total.checked + t.checked, total.failed + t.failed, total.granted + t.granted,
-                            total.lowered + t.lowered, total.lowered_below_keep_min + t.lowered_below_keep_min,
-                            total.padding_mattered + t.padding_mattered};
-            if (total.failed == 0 && t.failed != 0) total = t;  // keep the first counterexample
-            total.checked = sum.checked;
-            total.failed = sum.failed;
-            total.granted = sum.granted;
-            total.lowered = sum.lowered;
-            total.lowered_below_keep_min = sum.lowered_below_keep_min;
-            total.padding_mattered = sum.padding_mattered;
+          for (const bool exact : {false, true}) {
+            if (exact && !domain.decode_facts) continue;
+            for (const bool enabled : {true, false}) {
+              Tally t = prove(spec::Config{enabled, keep_min, chunk, step, padding, exact}, domain.max_length,
+                              domain.letters);
+              const Tally sum{total.checked + t.checked,
+                              total.failed + t.failed,
+                              total.granted + t.granted,
+                              total.lowered + t.lowered,
+                              total.lowered_below_keep_min + t.lowered_below_keep_min,
+                              total.padding_mattered + t.padding_mattered,
+                              total.decode_rows_mattered + t.decode_rows_mattered};
+              if (total.failed == 0 && t.failed != 0) total = t;  // keep the first counterexample
+              total.checked = sum.checked;
+              total.failed = sum.failed;
+              total.granted = sum.granted;
+              total.lowered = sum.lowered;
+              total.lowered_below_keep_min = sum.lowered_below_keep_min;
+              total.padding_mattered = sum.padding_mattered;
+              total.decode_rows_mattered = sum.decode_rows_mattered;
+            }
           }
         }
       }
@@ -319,11 +352,12 @@ constexpr Tally prove_protocol_over(const Domain& domain, const Slice& slice = w
 /// The domains checked at compile time: compile_time_proof.cpp is compiled once per (chunk,
 /// keep_min) slice, each in well under a minute here. The run-time test checks these domains, and
 /// larger ones, with the same bodies.
-inline constexpr Domain compile_time_rule_domain{5, 3, 3};
+/// Both domains of the rule and the protocol take decode rows exact and not (INV-2 either way).
+inline constexpr Domain compile_time_rule_domain{5, 3, 3, 0, 2, 0, true};
 /// The protocol's compile-time domain has chunk 1 only: with prompts of 2 tokens a chunk of 2 can
 /// grant no offset but 0, and a slice that grants nothing proves nothing. The model checker
 /// (model_checker.hpp) covers chunks 1..5 at run time.
-inline constexpr Domain compile_time_protocol_domain{2, 1, 1};
+inline constexpr Domain compile_time_protocol_domain{2, 1, 1, 0, 2, 0, true};
 /// The rule under the prefill step (INV-12): its arithmetic depends on the prompt's length, the
 /// reusable length, chunk and prefill_step, not on which tokens differ, so one letter reaches
 /// prompts of 10 tokens, long enough for every case of the bound (a cold run that ends alone in
@@ -332,8 +366,8 @@ inline constexpr Domain compile_time_protocol_domain{2, 1, 1};
 /// admission padding 0 and 1, so that a padded resume at len - 1 is judged where the cold run ends
 /// alone (lowered) and where it does not (kept).
 inline constexpr Domain compile_time_step_domain{10, 2, 3, 4, 1, 1};
-inline constexpr Domain run_time_rule_domain{5, 3, 3, 3};
-inline constexpr Domain run_time_protocol_domain{3, 3, 3, 2};
+inline constexpr Domain run_time_rule_domain{5, 3, 3, 3, 2, 0, true};
+inline constexpr Domain run_time_protocol_domain{3, 3, 3, 2, 2, 0, true};
 inline constexpr Domain run_time_step_domain{12, 3, 4, 6, 1, SIZE_MAX};
 
 }  // namespace pfx::refinement

@@ -34,12 +34,12 @@ namespace pfx::refinement {
 /// Requests: accepted begins and records, at most max_requests on any path. A commit reports
 /// begun prompt + every sequence of 0..max_generated tokens, with every canonical_end 0..len(ids)+1,
 /// and the begun prompt with any one token changed. Configurations: enabled or not, keep_min
-/// 0..max_keep_min, chunk 0..max_chunk (0 is refused).
+/// 0..max_keep_min, chunk 0..max_chunk (0 is refused), and while enabled decode_rows_exact off and on.
 struct ModelDomain {
   std::size_t alphabet = 2;
   std::size_t max_prompt = 4;
   std::size_t max_generated = 1;
-  std::size_t max_requests = 3;
+  std::size_t max_requests = 5;
   std::size_t max_keep_min = 4;
   std::size_t max_chunk = 5;
 };
@@ -138,6 +138,7 @@ std::string key_with(const M& m, const spec::Ghost& g, spec::Token flip) {
   w.put(m.config().chunk);
   w.put(m.config().prefill_step);
   w.put(m.config().admission_padding);
+  w.put(m.config().decode_rows_exact);
   w.put(std::span<const token>(m.held().ids));
   w.put(m.held().canonical_end);
   w.put(m.phase() == Phase::writing);
@@ -151,6 +152,7 @@ std::string key_with(const M& m, const spec::Ghost& g, spec::Token flip) {
     w.put(m.hidden().canonical_end);
   }
   w.put(g.grid);
+  w.put(g.exact);
   w.put(g.writing);
   w.put(g.request);
   w.put(g.from_row);
@@ -163,6 +165,7 @@ std::string key_with(const M& m, const spec::Ghost& g, spec::Token flip) {
     w.put(r.end);
     w.put(r.grid);
     w.put(r.cold_basis);
+    w.put(r.exact);
   }
   return w.key;
 }
@@ -194,10 +197,16 @@ ModelReport check_model(const ModelDomain& d) {
   const std::vector<spec::Tokens> prompts = detail::sequences(d.alphabet, d.max_prompt);
   const std::vector<spec::Tokens> generated = detail::sequences(d.alphabet, d.max_generated);
   // keep_min is not consulted while reuse is off, and configure sets every knob at once: the
-  // disabled configurations differ only in chunk. Chunk 0 is refused.
+  // disabled configurations differ only in chunk (nothing is recorded while off, so whether decode
+  // rows are exact is never consulted either). Chunk 0 is refused. Decode rows exact come with
+  // keep_min 0 only: keep_min turns an offer into 0 and changes nothing else, so every begin of a
+  // larger keep_min is one that keep_min 0 also accepts (at 0 or at the same offset), and every offer
+  // SAFE judges under it is keep_min 0's or 0; and with chunks below max_prompt only, since a chunk
+  // of max_prompt or more offers no row at all (one is always left to prefill).
   std::vector<spec::Config> configs;
   for (std::size_t c = 0; c <= d.max_chunk; ++c) {
     for (std::size_t k = 0; k <= d.max_keep_min; ++k) configs.push_back({true, k, c});
+    if (c < d.max_prompt) configs.push_back({true, 0, c, 0, 0, true});
     configs.push_back({false, 0, c});
   }
 

@@ -55,6 +55,9 @@ struct EventRanges {
   /// 8, or with `huge` 2^32 or SIZE_MAX; and an admission_padding: 0 in 2, else 1..4 or SIZE_MAX.
   /// Off, configure takes the draws it always took.
   bool prefill_steps = false;
+  /// Configurations also draw whether decode rows are exact (INV-2): on in 2. Off, configure takes
+  /// the draws it always took.
+  bool decode_facts = false;
   /// The weight of a prompt that keeps all that is held, beside the len + 1 cuts of weight 1 each.
   std::size_t whole = 0;
   /// The weight of a commit whose canonical_end claims its generated tokens (refused when there are
@@ -103,9 +106,13 @@ class RandomEvents {
     const bool enabled = below(8) != 0;
     const std::size_t keep_min = maybe_huge(below(5), 4);
     const std::size_t chunk = below(12) == 0 ? 0 : maybe_huge(1 + below(4), 4);
-    if (!ranges_.prefill_steps) return spec::Configure{spec::Config{enabled, keep_min, chunk}};
-    const std::size_t step = prefill_step(chunk);
-    return spec::Configure{spec::Config{enabled, keep_min, chunk, step, admission_padding()}};
+    spec::Config config{enabled, keep_min, chunk};
+    if (ranges_.prefill_steps) {
+      config.prefill_step = prefill_step(chunk);
+      config.admission_padding = admission_padding();
+    }
+    if (ranges_.decode_facts) config.decode_rows_exact = below(2) == 0;
+    return spec::Configure{config};
   }
 
   /// Called with each event once applied, `model` the state after it: the commits that follow are

@@ -32,11 +32,11 @@ inline constexpr std::size_t audit_events_per_case = 24;
 struct AuditOptions {
   std::uint64_t seed = 0;
   std::size_t cases = default_audit_cases;
-  /// Longest sequence of the exhaustive protocol domain, and requests deep of the model checker;
-  /// 2 is the compile-time proofs' domain and much faster.
+  /// Longest sequence of the exhaustive protocol domain; 2 is the compile-time proofs' domain and
+  /// much faster. The model checker's depth is model.max_requests.
   std::size_t protocol_length = 3;
   /// The command line checks the documented domains; tests under the sanitizers, where the rule
-  /// proof alone takes 40 s, take smaller ones (the model's depth is protocol_length).
+  /// proof alone takes 40 s, take smaller ones (and a shallower model).
   refinement::Domain rule = refinement::run_time_rule_domain;
   refinement::ModelDomain model = refinement::model_domain;
   bool json = false;

@@ -27,6 +27,7 @@ struct ExplainOptions {
   std::optional<std::size_t> keep_min;       ///< TF_GLM53_PREFIX_CACHE_MIN (default 64) when not given
   std::size_t prefill_step = 0;              ///< the engine's prefill step (INV-12); 0: no such premise
   std::size_t admission_padding = 0;         ///< rows added to an admission leaving one token (INV-12); 0: none
+  bool decode_rows_exact = false;            ///< the engine writes decode rows as a cold prefill does (INV-2)
   std::optional<bool> enabled;               ///< reuse on or off; TF_GLM53_PREFIX_CACHE when not given
   bool disabled = false;                     ///< deprecated --disabled: the same as enabled = false
   bool json = false;
