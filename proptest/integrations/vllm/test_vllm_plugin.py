@@ -26,6 +26,7 @@ if not WHY_NOT:
 
 STEPS = 14
 WORKLOADS = 3
+LONG_TURNS = 2  # workloads of long turns after the chats: every step resumes (vllm.stock's control)
 BATCHED_ROUNDS = 3
 
 
@@ -56,9 +57,9 @@ class PluginInProcess(unittest.TestCase):
     @verifies("VLLM-1 VLLM-2 INV-2 THM-1")
     def test_every_resumed_response_equals_its_cold_run_and_takes_what_the_rule_allows(self):
         resumed = 0
-        for workload in range(WORKLOADS + 1):
+        for workload in range(WORKLOADS + LONG_TURNS):
             seed = f"{SEED}:in-process:{workload}"
-            generator = vllm_lane.long_turns if workload == WORKLOADS else vllm_lane.chat_workload
+            generator = vllm_lane.long_turns if workload >= WORKLOADS else vllm_lane.chat_workload
             outcome = vllm_lane.run_workload(
                 self.llm, seed, STEPS, vllm_lane.CacheModel(prompt_rows_only=True),
                 lambda hit, length: vllm_lane.pfx_offset(hit, length, vllm_lane.BLOCK, 0), generator)
