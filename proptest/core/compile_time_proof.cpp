@@ -1,10 +1,12 @@
 // The exhaustive proofs in static_assert: over the bounded compile-time domains, the machine answers
 // as the reference model does and keeps INV-1..12, or the build fails. proptest/core/CMakeLists.txt
-// compiles this file once per proof and (chunk, keep_min) slice, so that the slices build in
-// parallel and each stays well under a minute: PFX_PROOF_RULE, PFX_PROOF_STEP (the rule under the
-// prefill steps) or PFX_PROOF_PROTOCOL picks the proof; PFX_PROOF_CHUNK and PFX_PROOF_KEEP_MIN the
-// slice; PFX_PROOF_MAX_CHUNK and PFX_PROOF_MAX_KEEP_MIN are the bounds CMake loops over, checked
-// against the domain below.
+// compiles this file once per proof and (chunk, keep_min, decode rows exact) slice, so that the
+// slices build in parallel and each stays within a minute or two and about 6 GB of the compiler's
+// memory (both values of the decode-rows premise in one object took 12 GB: two of them at once
+// exhaust a 24 GB machine): PFX_PROOF_RULE, PFX_PROOF_STEP (the rule under the prefill steps) or
+// PFX_PROOF_PROTOCOL picks the proof; PFX_PROOF_CHUNK, PFX_PROOF_KEEP_MIN and
+// PFX_PROOF_DECODE_ROWS_EXACT (0 or 1) the slice; PFX_PROOF_MAX_CHUNK, PFX_PROOF_MAX_KEEP_MIN and
+// PFX_PROOF_DECODE_FACTS are the bounds CMake loops over, checked against the domain below.
 // exhaustive_test.cpp runs the same bodies at run time and prints any counterexample.
 
 #include <pfx/refinement/exhaustive_proof.hpp>
@@ -26,7 +28,7 @@ inline constexpr pfx::refinement::Domain domain = pfx::refinement::compile_time_
 inline constexpr auto prove = [](const pfx::refinement::Domain& d, const pfx::refinement::Slice& s) {
   return pfx::refinement::prove_protocol_over(d, s);
 };
-#if PFX_PROOF_CHUNK == 1 && PFX_PROOF_KEEP_MIN == 0
+#if PFX_PROOF_CHUNK == 1 && PFX_PROOF_KEEP_MIN == 0 && PFX_PROOF_DECODE_ROWS_EXACT == 0
 static_assert(pfx::refinement::prove_configure(3).failed == 0,
               "configure differs from the reference model or breaks an invariant");
 #endif
@@ -43,7 +45,8 @@ struct Counts {
   std::size_t decode_rows_mattered;
 };
 inline constexpr Counts slice = [] {
-  const pfx::refinement::Tally t = prove(domain, pfx::refinement::only(PFX_PROOF_CHUNK, PFX_PROOF_KEEP_MIN));
+  const pfx::refinement::Tally t =
+      prove(domain, pfx::refinement::only(PFX_PROOF_CHUNK, PFX_PROOF_KEEP_MIN, PFX_PROOF_DECODE_ROWS_EXACT));
   return Counts{t.failed, t.granted, t.lowered, t.padding_mattered, t.decode_rows_mattered};
 }();
 
@@ -68,9 +71,11 @@ static_assert(domain.max_admission_padding == 0 || slice.padding_mattered > 0,
 
 // A slice of a domain with decode rows exact sees the premise change some answer: INV-2 judges
 // grants of rows decode wrote, not only rows below canonical_end.
-static_assert(!domain.decode_facts || slice.decode_rows_mattered > 0,
+static_assert(PFX_PROOF_DECODE_ROWS_EXACT == 0 || slice.decode_rows_mattered > 0,
               "this slice of the bounded domain never lets exact decode rows change an answer");
 
 // Together the slices cover the whole domain, no more and no less.
-static_assert(PFX_PROOF_MAX_CHUNK == domain.max_chunk && PFX_PROOF_MAX_KEEP_MIN == domain.max_keep_min,
-              "proptest/CMakeLists.txt must compile one slice per (chunk, keep_min) of the domain");
+static_assert(PFX_PROOF_MAX_CHUNK == domain.max_chunk && PFX_PROOF_MAX_KEEP_MIN == domain.max_keep_min &&
+                  PFX_PROOF_DECODE_FACTS == (domain.decode_facts ? 1 : 0),
+              "proptest/CMakeLists.txt must compile one slice per (chunk, keep_min, decode rows exact) of the "
+              "domain");

@@ -286,14 +286,18 @@ struct Domain {
 };
 
 /// Which configurations of a domain one run of a proof covers: all of them, or one (chunk,
-/// keep_min) pair, enabled and not (so that the compile-time proofs split over several files).
+/// keep_min) pair, enabled and not, with decode rows exact, not, or both (so that the compile-time
+/// proofs split over several files, each small enough for a compiler's memory).
 struct Slice {
   bool whole = true;
   std::size_t chunk = 0;
   std::size_t keep_min = 0;
+  int decode_rows_exact = -1;  ///< -1: both values the domain has; 0: not exact only; 1: exact only
 };
 inline constexpr Slice whole_domain{};
-constexpr Slice only(std::size_t chunk, std::size_t keep_min) { return {false, chunk, keep_min}; }
+constexpr Slice only(std::size_t chunk, std::size_t keep_min, int decode_rows_exact = -1) {
+  return {false, chunk, keep_min, decode_rows_exact};
+}
 
 /// Runs `prove` on every configuration of the domain in the slice and adds up the tallies (the first
 /// counterexample is kept).
@@ -309,6 +313,7 @@ constexpr Tally over_domain(const Domain& domain, Prove prove, const Slice& slic
         for (const std::size_t padding : paddings) {
           for (const bool exact : {false, true}) {
             if (exact && !domain.decode_facts) continue;
+            if (!slice.whole && slice.decode_rows_exact >= 0 && exact != (slice.decode_rows_exact == 1)) continue;
             for (const bool enabled : {true, false}) {
               Tally t = prove(spec::Config{enabled, keep_min, chunk, step, padding, exact}, domain.max_length,
                               domain.letters);
