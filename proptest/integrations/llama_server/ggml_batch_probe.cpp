@@ -88,7 +88,7 @@ void report(const std::string & name, const float * row, const std::vector<float
     differing_cases += counted && differ > 0;
     if (!quiet || differ > 0) {
         std::printf("%-72s %4d of %4zu differ from alone (largest %.3g)%s\n", name.c_str(), differ, alone.size(),
-                    static_cast<double>(largest), counted ? "" : " [not counted]");
+                    static_cast<double>(largest), counted ? "" : " [not counted: a unified cache's placement]");
     }
 }
 
@@ -152,7 +152,9 @@ void matmul(ggml_type type, ggml_backend_buffer_type_t buft, const char * where)
 // holding just its keys in cells [0, valid). With flash attention or without (the product with K,
 // soft_max with the mask, the product with V).
 // `swapped`: the two halves of its keys trade cells (a unified cache that put a sequence's later rows
-// in cells freed below its earlier ones): not counted, since llama-server --pfx refuses that cache.
+// in cells freed below its earlier ones). Not counted, since llama-server --pfx refuses that cache: nor
+// is, without flash attention, a row whose keys do not start at cell 0 (its sums over the cells run in
+// SIMD lanes chosen by the cell's index); a KV stream per slot keeps each key at the cell of its position.
 void attention(bool flash, int n_q, int n_kv, int first, int valid, std::vector<float> & alone,
                bool swapped = false) {
     const int d = 64;
@@ -216,7 +218,7 @@ void attention(bool flash, int n_q, int n_kv, int first, int valid, std::vector<
         report(std::string(flash ? "flash attention" : "attention without flash") + ", " + std::to_string(n_q) +
                    " query rows, keys in cells " + std::to_string(first) + ".." + std::to_string(first + valid) +
                    " of " + std::to_string(n_kv) + (swapped ? ", halves swapped" : ""),
-               row.data(), alone, !swapped);
+               row.data(), alone, !swapped && (flash || first == 0));
     }
     ggml_free(ctx);
 }
