@@ -12,9 +12,11 @@ Why stock differs whatever the model's random weights: on llama.cpp's CPU build 
 holds two sequences multiplies f16 weights through llamafile's tiles, and one alone through vec_dot;
 the two sum in different orders, and 52 of 64 outputs of such a product differ in their last bits
 (ggml_batch_probe). An answer decoded beside another therefore differs in its logprobs unless no
-decode step was shared: the test shows that steps were shared (two streamed answers' decodes overlap
-in time) before it counts, so a quiet draw needs every stock answer of every turn to round the same
-way, which never happened in 20 runs of this test's stock half.
+decode step was shared, and the test requires that steps were shared (two streamed answers' parts
+arrive interleaved) on both servers, so a run in which nothing was batched fails rather than passes.
+A quiet draw beyond that needs every logprob of every stock answer to round the same way as alone: in
+the measurements of docs/engines.md ("Under load": five models, 12 answers each, and this workload)
+every stock answer differed.
 """
 from __future__ import annotations
 
