@@ -8,12 +8,14 @@ show its output.
 Without --model it writes the suites' tiny random-weight model (pfx.fixtures.tiny_gguf: 2 layers,
 width 128, vocabulary 512, f16). Each chat starts with a user message of about --first tokens and adds
 the cold answer and about --turn tokens a turn until its prompt passes --last. Every turn is served
-three ways, each on a server of its own started from the same binary: stock (no --pfx), pfx (--pfx)
-and cold (`cache_prompt: false`: prefilled from row 0). Reuse is the server's own count
+three ways, each on a server of its own started from the same binary: stock (no --pfx), pfx (--pfx
+--pfx-alone: ggml's own CPU paths, on the grid or with the prefill step; llama_server_load_bench.py
+prices the batch-invariant --pfx) and cold (`cache_prompt: false`: prefilled from row 0). Reuse is the server's own count
 (usage.prompt_tokens_details.cached_tokens), time to first token its own prompt time
 (timings.prompt_ms, prefill and first logits); an answer is compared with the cold one as text and
-logprobs. --batching N then sends N pairs of different prompts to a --pfx server with two slots, each
-pair at once and each prompt again alone, and counts the answers that differ (0 turns it off).
+logprobs. --batching N then sends N pairs of different prompts to a --pfx --pfx-alone server with two
+slots, each pair at once and each prompt again alone, and counts the answers that differ (0 turns it
+off).
 Needs the openai client; never run by the tests. Exits 0 whatever the figures.
 """
 from __future__ import annotations
@@ -102,7 +104,7 @@ def chats(arguments, binary: str, model: str, settings: list) -> None:
                                        {"role": "user", "content": text(rng, arguments.turn * 3 // 14)}]
             plans.append(turns)
     results = {}
-    for name, extra in (("stock", []), ("pfx", ["--pfx"])):
+    for name, extra in (("stock", []), ("pfx", ["--pfx", "--pfx-alone"])):
         with server(binary, model, settings + extra) as client:
             results[name] = [[ask(client, messages, arguments.max_tokens) for messages, _ in turns] for turns in plans]
     print(f"{'chat turn':>10} {'prompt':>7} | {'stock: cached  prompt ms  = cold':>34} | {'pfx: cached  prompt ms  = cold':>32} "
@@ -139,7 +141,7 @@ def batching(arguments, binary: str, model: str, settings: list) -> None:
     """Pairs of prompts served at once on two slots, and each alone: do the answers depend on it?"""
     rng = random.Random(arguments.seed + 1)
     differ = text_differs = 0
-    with server(binary, model, settings + ["--pfx", "--parallel", "2"]) as client:
+    with server(binary, model, settings + ["--pfx", "--pfx-alone", "--parallel", "2"]) as client:
         for _ in range(arguments.batching):
             pair = [[{"role": "user", "content": text(rng, rng.randint(20, 300))}] for _ in range(2)]
             alone = [ask(client, messages, arguments.max_tokens, cold=True)["answer"] for messages in pair]

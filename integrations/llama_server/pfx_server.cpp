@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <span>
 #include <string_view>
@@ -58,6 +59,8 @@ std::size_t exact_grid(std::size_t n_batch, std::size_t n_ubatch) {
 
 std::string facts_text;  // what describe() says the defaults were resolved from
 int slots = 1;           // --parallel, for describe()
+bool kv_unified = false; // for describe()
+int n_ctx_slot = 0;      // for describe()
 
 pfx::Config wanted() {
     const settings & s = current();
@@ -71,6 +74,7 @@ std::string take_arguments(int & argc, char ** argv) {
     settings & s = current();
     bool chunk_given = false;
     bool keep_min_given = false;
+    bool alone_given = false;
     int kept = 1;
     for (int i = 1; i < argc;) {
         const std::string_view word = argv[i];
@@ -83,10 +87,15 @@ std::string take_arguments(int & argc, char ** argv) {
                         "rule's decisions\n"
                         "--pfx-chunk N            the rule's chunk, a multiple of the grid llama.cpp resumes exactly on "
                         "(default: from flash attention, n_batch and n_ubatch)\n"
-                        "--pfx-keep-min N         the fewest tokens worth reusing (default: 0)\n\n");
+                        "--pfx-keep-min N         the fewest tokens worth reusing (default: 0)\n"
+                        "--pfx-alone              keep ggml's fastest CPU paths, whose results depend on the batch: "
+                        "pfx then vouches only for a request served alone, on the grid they resume exactly on\n\n");
             argv[kept++] = argv[i];
         } else if (word == "--pfx") {
             s.enabled = true;
+        } else if (word == "--pfx-alone") {
+            s.alone = true;
+            alone_given = true;
         } else if (is_option(word, "--pfx-chunk")) {
             error = count_argument(argc, argv, i, "--pfx-chunk", 1, s.chunk, used);
             chunk_given = true;
@@ -94,6 +103,7 @@ std::string take_arguments(int & argc, char ** argv) {
             error = count_argument(argc, argv, i, "--pfx-keep-min", 0, s.keep_min, used);
             keep_min_given = true;
         } else {
+            s.kv_unified_given = s.kv_unified_given || word == "-kvu" || word == "--kv-unified";
             argv[kept++] = argv[i];
         }
         if (!error.empty()) return error;
@@ -101,11 +111,19 @@ std::string take_arguments(int & argc, char ** argv) {
     }
     argc = kept;
     argv[argc] = nullptr;
-    if ((chunk_given || keep_min_given) && !s.enabled) {
-        return std::string("llama-server: ") + (chunk_given ? "--pfx-chunk" : "--pfx-keep-min") +
+    if ((chunk_given || keep_min_given || alone_given) && !s.enabled) {
+        return std::string("llama-server: ") + (chunk_given ? "--pfx-chunk" : keep_min_given ? "--pfx-keep-min" : "--pfx-alone") +
                " is a setting of pfx's rule, which is off: add --pfx";
     }
+    if (s.batch_invariant()) {
+        // Read by ggml's CPU backend when llama.cpp starts it (ggml-cpu.patch): before any backend exists.
+        setenv("GGML_CPU_USE_REF", "1", 1);
+    }
     return "";
+}
+
+bool auto_kv_unified() {
+    return !current().batch_invariant() || current().kv_unified_given;
 }
 
 std::string configure(const server_facts & facts) {
@@ -146,6 +164,28 @@ std::string configure(const server_facts & facts) {
     if (facts.n_batch == 0 || facts.n_ubatch == 0) {
         return refused + "n_batch and n_ubatch must be at least 1";
     }
+    slots = facts.n_parallel;
+    kv_unified = facts.kv_unified;
+    n_ctx_slot = facts.n_ctx_slot;
+    if (s.batch_invariant()) {
+        // Every row is computed one at a time (GGML_CPU_USE_REF): its bits are a function of its token, its
+        // position and the rows before it, whatever ubatch or batch holds it. A resume at any offset is
+        // then exact (THM-1 with chunk 1), and so is a request decoded beside others, as long as its keys
+        // are read in the order of their positions: a KV stream per slot.
+        if (facts.kv_unified && facts.n_parallel > 1) {
+            return refused + "--kv-unified with " + std::to_string(facts.n_parallel) +
+                   " slots: one cache holds every slot's rows, and a slot's later rows may take cells freed below "
+                   "its earlier ones, which changes the order attention sums them in, and with it the answer; pfx's "
+                   "batch-invariant path gives each slot a KV stream of its own: drop --kv-unified, or add "
+                   "--pfx-alone (pfx then vouches only for a request served alone)";
+        }
+        if (s.chunk == 0) s.chunk = 1;
+        s.prefill_step = 0;
+        facts_text = std::string("batch-invariant CPU paths, ") +
+                     (facts.kv_unified ? "one KV cache" : "a KV stream per slot") + " of " +
+                     std::to_string(facts.n_ctx_slot) + " tokens";
+        return "";
+    }
     const std::size_t grid = exact_grid(facts.n_batch, facts.n_ubatch);
     if (s.chunk == 0) {
         // Flash attention off and n_batch a multiple of n_ubatch: only a ubatch of one row computes a
@@ -162,8 +202,7 @@ std::string configure(const server_facts & facts) {
     } else {
         s.prefill_step = 0;
     }
-    slots = facts.n_parallel;
-    facts_text = std::string("flash attention ") + (facts.flash_attention_off ? "off" : "on or auto") + ", n_batch " +
+    facts_text = std::string("--pfx-alone: flash attention ") + (facts.flash_attention_off ? "off" : "on or auto") + ", n_batch " +
                  std::to_string(facts.n_batch) + ", n_ubatch " + std::to_string(facts.n_ubatch);
     return "";
 }
@@ -173,10 +212,14 @@ std::string describe() {
     return "pfx: the rule is on: chunk " + std::to_string(s.chunk) + ", prefill step " + std::to_string(s.prefill_step) +
            ", keep_min " + std::to_string(s.keep_min) + " (" + facts_text +
            "); each slot's reuse, the prompt cache's and slot selection are its decisions" +
-           (slots > 1 ? std::string("; with --parallel ") + std::to_string(slots) +
-                            ", requests decoded at the same time share batches, which on llama.cpp's CPU build changes "
-                            "their logprobs (docs/engines.md, \"llama-server\"): pfx vouches for a request served alone"
-                      : std::string());
+           (s.batch_invariant()
+                ? std::string("; ") + std::to_string(slots) + (slots > 1 ? " slots" : " slot") +
+                      ", each answer the same as its request served alone" +
+                      (slots > 1 && !kv_unified ? " (each slot has " + std::to_string(n_ctx_slot) + " of the context's tokens)" : std::string())
+            : slots > 1 ? std::string("; with --parallel ") + std::to_string(slots) +
+                              ", requests decoded at the same time share batches, which on llama.cpp's CPU build changes "
+                              "their logprobs (docs/engines.md, \"llama-server\"): pfx vouches for a request served alone"
+                        : std::string());
 }
 
 record::record() = default;

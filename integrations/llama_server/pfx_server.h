@@ -19,17 +19,31 @@ namespace pfx_server {
 // What --pfx, --pfx-chunk and --pfx-keep-min asked for, and what the server resolved from its context.
 struct settings {
     bool enabled = false;      // --pfx
+    bool alone = false;        // --pfx-alone: the CPU backend's own paths; pfx vouches for a request served alone
     std::size_t chunk = 0;     // --pfx-chunk; 0: the default the context's parameters give (configure)
     std::size_t keep_min = 0;  // --pfx-keep-min
     std::size_t prefill_step = 0;
+    bool kv_unified_given = false;  // -kvu or --kv-unified among the arguments
+
+    // --pfx without --pfx-alone: ggml's CPU backend on its reference paths (GGML_CPU_USE_REF, which
+    // take_arguments sets before any backend starts), on which a row's bits depend neither on the rows
+    // beside it in a batch nor on the ubatch that holds it; each slot gets a KV stream of its own.
+    bool batch_invariant() const { return enabled && !alone; }
 };
 
 // The one instance, read by every slot's record.
 settings & current();
 
-// Removes --pfx, --pfx-chunk N and --pfx-keep-min N from argv (argc shrinks), so that llama.cpp's own
-// parser sees only its options. Returns an error naming the bad argument, or "" when all is well.
+// Removes --pfx, --pfx-alone, --pfx-chunk N and --pfx-keep-min N from argv (argc shrinks), so that
+// llama.cpp's own parser sees only its options. With the batch-invariant path it sets GGML_CPU_USE_REF=1
+// in the environment, which ggml's CPU backend reads when it starts (ggml-cpu.patch). Returns an error
+// naming the bad argument, or "" when all is well.
 std::string take_arguments(int & argc, char ** argv);
+
+// Whether `--parallel` auto (4 slots) gets one unified KV cache, as llama-server's own default does, or,
+// on pfx's batch-invariant path, a KV stream per slot (unless --kv-unified was given, which configure
+// then refuses).
+bool auto_kv_unified();
 
 // What the server knows at start that decides whether the rule can vouch for it.
 struct server_facts {
@@ -44,6 +58,8 @@ struct server_facts {
     bool lora = false;                 // --lora, --lora-scaled
     bool has_model = true;             // false in the router mode (no --model)
     int n_parallel = 1;                // --parallel: slots whose requests may share a batch
+    bool kv_unified = false;           // one KV cache for every slot (--kv-unified, or auto's default)
+    int n_ctx_slot = 0;                // the context each slot gets
 };
 
 // Resolves the chunk and the prefill step from the facts, or returns an error naming the option or

@@ -1,23 +1,25 @@
 # Sourced by scripts/llama.sh --server, which sets $root (the unpacked llama.cpp in $root/src),
 # $server_root, $server_binary, $jobs and $launcher first, and defines unpack_source.
 # build_llama_server: llama.cpp's llama-server with pfx's rule, from a copy of the same source with
-# integrations/llama_server/llama-server.patch applied, built against ggml and llama of that copy with
+# integrations/llama_server/llama-server.patch and ggml-cpu.patch (the batch-invariant CPU paths, off
+# unless GGML_CPU_USE_REF is set) applied, built against ggml and llama of that copy with
 # llama.sh's settings (CPU, Release, shared, GGML_NATIVE off, through ccache). The stamp holds the hash
 # of integrations/llama_server, pfx's core and this script: a changed patch starts again from a fresh
 # copy, a changed rule or setting builds again; an unchanged one returns at once.
 build_llama_server() {
     unpack_source
-    local here patch stamp hash
+    local here patch stamp hash patches
     here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/integrations/llama_server"
     patch="$here/llama-server.patch"
     stamp="$server_root/.complete"
-    hash="$(cat "${BASH_SOURCE[0]}" "$here"/llama-server.patch "$here"/CMakeLists.txt "$here"/pfx_server.h \
+    hash="$(cat "${BASH_SOURCE[0]}" "$here"/llama-server.patch "$here"/ggml-cpu.patch "$here"/CMakeLists.txt "$here"/pfx_server.h \
         "$here"/pfx_server.cpp "$here"/../../core/include/pfx/*.hpp | sha256sum | cut -d' ' -f1)"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ] && [ -x "$server_binary" ]; then
         return 0
     fi
     rm -f "$stamp"
-    if [ -f "$server_root/src/.pfx-patch" ] && [ "$(cat "$server_root/src/.pfx-patch")" != "$(sha256sum < "$patch")" ]; then
+    patches="$(cat "$patch" "$here/ggml-cpu.patch" | sha256sum)"
+    if [ -f "$server_root/src/.pfx-patch" ] && [ "$(cat "$server_root/src/.pfx-patch")" != "$patches" ]; then
         rm -rf "$server_root/src" # patched with another patch: start again from llama.cpp's own source
     fi
     if [ ! -f "$server_root/src/.pfx-patch" ]; then
@@ -25,14 +27,18 @@ build_llama_server() {
         mkdir -p "$server_root/src"
         # The source without its documentation and vocabulary files, which no build step reads.
         tar -C "$root/src" --exclude=./docs --exclude=./models -cf - . | tar -C "$server_root/src" -xf -
-        if ! patch -p1 --fuzz=0 --dry-run -d "$server_root/src" < "$patch" > "$root/server-patch.log" 2>&1; then
-            cat "$root/server-patch.log" >&2
-            echo "scripts/llama.sh: $patch does not apply to llama.cpp in $root/src; it was written for the" \
-                "llama.cpp of llama-cpp-python $version" >&2
-            exit 1
-        fi
+        local each
+        for each in "$patch" "$here/ggml-cpu.patch"; do
+            if ! patch -p1 --fuzz=0 --dry-run -d "$server_root/src" < "$each" > "$root/server-patch.log" 2>&1; then
+                cat "$root/server-patch.log" >&2
+                echo "scripts/llama.sh: $each does not apply to llama.cpp in $root/src; it was written for the" \
+                    "llama.cpp of llama-cpp-python $version" >&2
+                exit 1
+            fi
+        done
         patch -p1 --fuzz=0 --quiet -d "$server_root/src" < "$patch"
-        sha256sum < "$patch" > "$server_root/src/.pfx-patch"
+        patch -p1 --fuzz=0 --quiet -d "$server_root/src" < "$here/ggml-cpu.patch"
+        echo "$patches" > "$server_root/src/.pfx-patch"
     fi
     # The web UI's assets are not fetched (no network at build time): the server embeds none, and
     # serves the API alone.

@@ -49,9 +49,11 @@ WHY_NOT = why_not()
 if not WHY_NOT:
     import openai
 
-# One thread, flash attention off, ubatches of 32 in calls of 512: the rule's default is then chunk 1
-# with the prefill step 32 (docs/engines.md, "llama-server"). FLASH_ATTENTION: on, ubatches of 64,
-# where llama.cpp's tiled flash attention makes a row's bits depend on its ubatch's size: the grid 64.
+# One thread, flash attention off, ubatches of 32 in calls of 512. With --pfx the CPU backend computes
+# each row alone (its batch-invariant paths): chunk 1, no prefill step. With --pfx-alone (ggml's own
+# paths) the rule's default is chunk 1 with the prefill step 32 (docs/engines.md, "llama-server").
+# FLASH_ATTENTION: on, ubatches of 64, where llama.cpp's tiled flash attention makes a row's bits depend
+# on its ubatch's size: with --pfx-alone, the grid 64.
 SETTINGS = ["--ctx-size", "2048", "--threads", "1", "--threads-batch", "1", "--flash-attn", "off",
             "--ubatch-size", "32", "--batch-size", "512", "--alias", "tiny", "--no-warmup"]
 FLASH_ATTENTION = ["--flash-attn", "on", "--ubatch-size", "64"]
@@ -68,10 +70,10 @@ def free_port() -> int:
 class Server:
     """llama-server on 127.0.0.1 with `arguments`, its output in a file."""
 
-    def __init__(self, arguments: list) -> None:
+    def __init__(self, arguments: list, settings: list = SETTINGS) -> None:
         self.port = free_port()
         self.log = tempfile.NamedTemporaryFile("w+", suffix=".log")
-        command = [BINARY, "--model", MODEL, "--host", "127.0.0.1", "--port", str(self.port)] + SETTINGS + arguments
+        command = [BINARY, "--model", MODEL, "--host", "127.0.0.1", "--port", str(self.port)] + settings + arguments
         self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
         self.client = openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key="none", timeout=120,
                                     max_retries=0)
@@ -201,22 +203,32 @@ def serve_chats(arguments: list) -> tuple:
 class LlamaServer(unittest.TestCase):
     @verifies("LLAMA-5")
     def test_multi_turn_chats_resume_exactly_with_pfx_and_differ_with_stock(self):
-        cases = [([], "chunk 1, prefill step 32, keep_min 0 (flash attention off, n_batch 512, n_ubatch 32)"),
-                 (FLASH_ATTENTION, "chunk 64, prefill step 0, keep_min 0 (flash attention on or auto, n_batch 512, "
-                                   "n_ubatch 64)")]
-        for settings, rule in cases:
-            with self.subTest(settings=settings):
-                pfx, log = serve_chats(["--parallel", "1", "--pfx"] + settings)
-                stock, _ = serve_chats(["--parallel", "1"] + settings)
+        invariant = "chunk 1, prefill step 0, keep_min 0 (batch-invariant CPU paths, a KV stream per slot of 2048 tokens)"
+        cases = [([], [], invariant), ([], FLASH_ATTENTION, invariant),
+                 (["--pfx-alone"], [], "chunk 1, prefill step 32, keep_min 0 (--pfx-alone: flash attention off, "
+                                       "n_batch 512, n_ubatch 32)"),
+                 (["--pfx-alone"], FLASH_ATTENTION, "chunk 64, prefill step 0, keep_min 0 (--pfx-alone: flash attention "
+                                                    "on or auto, n_batch 512, n_ubatch 64)")]
+        stocks = {}
+        for alone, settings, rule in cases:
+            with self.subTest(alone=alone, settings=settings):
+                pfx, log = serve_chats(["--parallel", "1", "--pfx"] + alone + settings)
+                if tuple(settings) not in stocks:
+                    stocks[tuple(settings)] = serve_chats(["--parallel", "1"] + settings)[0]
+                stock = stocks[tuple(settings)]
                 self.assertIn(f"pfx: the rule is on: {rule}", log)
                 decisions = [tuple(map(int, d)) for d in DECISION.findall(log)]
                 self.assertGreater(len(decisions), 0, log[-3000:])
                 for prompt, held, reused in decisions:
                     self.assertLessEqual(reused, min(held, prompt - 1))
+                    if not alone:  # any offset: every row computed alone
+                        continue
                     if settings:  # the grid
                         self.assertEqual(reused % 64, 0)
                     else:  # the prefill step 32 (INV-12): the resumed prefill ends with a one-row ubatch iff cold's does
                         self.assertTrue(reused == 0 or ((prompt - reused - 1) % 32 == 0) == ((prompt - 1) % 32 == 0))
+                if not alone:  # somewhere off any grid: a resume the ubatch-dependent paths could not serve
+                    self.assertTrue(any(reused % 32 for _, _, reused in decisions), decisions)
                 print(f"{' '.join(settings) or 'flash attention off'}: pfx: {pfx.differing} of {pfx.compared} resumed "
                       f"responses differ from cold, {pfx.reused} of {pfx.prompt_tokens} prompt tokens reused; stock: "
                       f"{stock.differing} of {stock.compared} differ, {stock.reused} reused")
@@ -265,10 +277,10 @@ class LlamaServer(unittest.TestCase):
 
     @verifies("LLAMA-5")
     def test_two_slots_serve_interleaved_chats_exactly(self):
-        # Two chats taking turns, one request at a time, on two slots with their own KV streams and on
-        # one unified KV buffer: slot selection by the rule's offset sends each turn to the slot that
-        # holds its chat.
-        for unified in ([], ["--kv-unified"]):
+        # Two chats taking turns, one request at a time, on two slots with their own KV streams and, with
+        # --pfx-alone, on one unified KV buffer: slot selection by the rule's offset sends each turn to the
+        # slot that holds its chat.
+        for unified in ([], ["--kv-unified", "--pfx-alone"]):
             with self.subTest(unified=unified):
                 tally = Tally()
                 with Server(["--pfx", "--parallel", "2"] + unified) as server:
@@ -279,16 +291,24 @@ class LlamaServer(unittest.TestCase):
                 self.assertGreater(tally.compared, 0)
                 self.assertEqual(tally.differing, 0, tally.first_difference)
                 self.assertGreater(tally.reused, 0, log[-3000:])
-                # Requests decoded at the same time share batches, which changes their logprobs: said at start.
-                self.assertIn("with --parallel 2, requests decoded at the same time share batches", log)
+                if unified:  # requests decoded at the same time share batches, which changes their logprobs: said
+                    self.assertIn("with --parallel 2, requests decoded at the same time share batches", log)
+                else:
+                    self.assertIn("2 slots, each answer the same as its request served alone", log)
 
     @verifies("LLAMA-5")
     def test_a_prompt_prefilled_beside_another_request_publishes_no_rows(self):
         # Two chats' first turns sent at once to two slots: each prompt is prefilled in batches that hold
         # the other's tokens too, on other ubatches than alone. The next turns, served alone, must still
-        # equal their cold runs: the record keeps none of those rows.
+        # equal their cold runs: with --pfx-alone the record keeps none of those rows; with --pfx they are
+        # the rows a prefill alone writes, and kept.
+        for alone in (["--pfx-alone"], []):
+            with self.subTest(alone=alone):
+                self.prefilled_beside_another_request(alone)
+
+    def prefilled_beside_another_request(self, alone: list) -> None:
         tally = Tally()
-        with Server(["--pfx", "--parallel", "2", "--ctx-size", "4096"] + FLASH_ATTENTION) as server:
+        with Server(["--pfx", "--parallel", "2", "--ctx-size", "4096"] + alone + FLASH_ATTENTION) as server:
             chats = [[{"role": "user", "content": f"tell me about {subject} " * (30 + 20 * i)}]
                      for i, subject in enumerate(SUBJECTS[:2])]
             first = [None, None]
@@ -364,7 +384,7 @@ class LlamaServer(unittest.TestCase):
     def test_what_the_rule_cannot_vouch_for_stops_the_server_naming_it(self):
         cases = [
             (["--pfx", "--cache-reuse", "256"], "--cache-reuse 256"),
-            (["--pfx", "--pfx-chunk", "48"], "--pfx-chunk 48 is not a multiple of the grid 32"),
+            (["--pfx", "--pfx-alone", "--pfx-chunk", "48"], "--pfx-chunk 48 is not a multiple of the grid 32"),
             (["--pfx-chunk", "32"], "--pfx-chunk is a setting of pfx's rule, which is off: add --pfx"),
             (["--pfx", "--pfx-keep-min", "x"], "--pfx-keep-min: expected an integer >= 0, got 'x'"),
         ]
@@ -374,11 +394,15 @@ class LlamaServer(unittest.TestCase):
                                      + SETTINGS + arguments, capture_output=True, text=True, timeout=STARTUP_SECONDS)
                 self.assertNotEqual(run.returncode, 0, run.stderr[-2000:])
                 self.assertIn(words, run.stderr + run.stdout)
-        # A chunk on the grid and a keep_min are taken as given, with no prefill step.
-        with Server(["--pfx", "--pfx-chunk", "64", "--pfx-keep-min", "16", "--parallel", "1"]) as server:
+        # A chunk on the grid and a keep_min are taken as given, with no prefill step; with every row computed
+        # alone, any chunk.
+        with Server(["--pfx", "--pfx-alone", "--pfx-chunk", "64", "--pfx-keep-min", "16", "--parallel", "1"]) as server:
             log = server.output()
-        self.assertIn("pfx: the rule is on: chunk 64, prefill step 0, keep_min 16 (flash attention off, n_batch 512, "
-                      "n_ubatch 32)", log)
+        self.assertIn("pfx: the rule is on: chunk 64, prefill step 0, keep_min 16 (--pfx-alone: flash attention off, "
+                      "n_batch 512, n_ubatch 32)", log)
+        with Server(["--pfx", "--pfx-chunk", "48", "--parallel", "1"]) as server:
+            log = server.output()
+        self.assertIn("pfx: the rule is on: chunk 48, prefill step 0, keep_min 0 (batch-invariant CPU paths", log)
         # --help lists pfx's options before llama.cpp's own.
         run = subprocess.run([BINARY, "--help"], capture_output=True, text=True, timeout=STARTUP_SECONDS)
         self.assertIn("--pfx-keep-min N", run.stdout)

@@ -9,8 +9,13 @@ cache holds, then cold (``cache_prompt: false``: the server prefills it from row
 compared as text, finish reason and the logprob of every generated token and its top alternatives.
 Reuse is the server's own count (``usage.prompt_tokens_details.cached_tokens``).
 
+With ``--concurrency N`` it plays N chats at once instead, as N clients of one server do: each turn of
+the N chats is sent at the same time, so that the server decodes and prefills them in shared batches;
+when every turn was served, each request is served again alone, cold, one at a time, and the two
+answers are compared. A server whose answers depend on what they were batched with fails it.
+
     python -m pfx.integrations.llama_cpp.verify --url URL [--chat N] [--turns T] [--seed S]
-        [--model NAME] [--max-tokens N] [--timeout S]
+        [--concurrency N] [--model NAME] [--max-tokens N] [--timeout S]
 
 Exit status, as ``pfx``'s: 0 every response equalled its cold run and at least one was resumed from
 the cache; 1 a response differs, or nothing resumed was compared; 2 bad input or a server that cannot
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+import threading
 from typing import Optional
 
 from ..._arguments import count
@@ -86,6 +92,67 @@ def check(client, model: str, chats: int, turns: int, seed: int, max_tokens: int
     return 0
 
 
+def check_concurrent(client, model: str, chats: int, turns: int, seed: int, max_tokens: int, out=sys.stdout) -> int:
+    """Plays `chats` chats at once through `client`, turn by turn, then serves each request again alone
+    and cold, and returns the exit status."""
+    arguments = dict(model=model, max_tokens=max_tokens, temperature=0, logprobs=True, top_logprobs=2)
+    conversations = text_conversations(random.Random(seed), chats, turns)
+    histories = [[{"role": "system", "content": c.system}] for c in conversations]
+    served = []  # (chat, turn, messages, response)
+    for t in range(turns):
+        for history, conversation in zip(histories, conversations):
+            history.append({"role": "user", "content": conversation.messages[t]})
+        responses = [None] * chats
+        failures = []
+        start = threading.Barrier(chats)
+
+        def send(c: int) -> None:
+            start.wait()
+            try:
+                responses[c] = client.chat.completions.create(messages=list(histories[c]), **arguments)
+            except Exception as e:  # raised again below, in the caller's thread
+                failures.append(e)
+
+        threads = [threading.Thread(target=send, args=(c,)) for c in range(chats)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
+        for c, response in enumerate(responses):
+            served.append((c, t, list(histories[c]), response))
+            histories[c].append({"role": "assistant", "content": response.choices[0].message.content})
+    compared = resumed = differing = reused = prompt_tokens = 0
+    for c, t, messages, response in served:
+        alone = client.chat.completions.create(messages=messages, **arguments, extra_body=COLD)
+        if _cached(alone) != 0:
+            print(f"{PROGRAM}: no verdict: the cold run of chat {c} turn {t} reused {_cached(alone)} tokens "
+                  "(cache_prompt: false was not honoured)", file=out)
+            return 3
+        compared += 1
+        took = _cached(response)
+        same = _answer(alone.choices[0]) == _answer(response.choices[0])
+        resumed += took > 0
+        reused += took
+        prompt_tokens += response.usage.prompt_tokens
+        differing += not same
+        print(f"chat {c} turn {t}: prompt {response.usage.prompt_tokens} tokens, {took} from the cache, served with "
+              f"{chats - 1} other chat(s) at once: {'equals' if same else 'DIFFERS from'} the request served alone",
+              file=out)
+    print(f"{compared} responses served {chats} at once compared with the same request served alone, {resumed} of "
+          f"them resumed from the cache ({reused} of {prompt_tokens} prompt tokens reused): {differing} differ",
+          file=out)
+    if differing:
+        print("verdict: NOT exact: answers served together differ from the same requests served alone", file=out)
+        return 1
+    if resumed == 0:
+        print("verdict: nothing resumed was compared, so nothing was checked", file=out)
+        return 1
+    print("verdict: exact", file=out)
+    return 0
+
+
 def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser(
         prog=PROGRAM, description=__doc__.split("\n\n")[0],
@@ -97,6 +164,10 @@ def main(argv: Optional[list] = None) -> int:
     parser.add_argument("--chat", type=count(1), default=3, help="conversations (default 3)")
     parser.add_argument("--turns", type=count(2), default=4, help="turns of each (default 4)")
     parser.add_argument("--seed", type=int, default=1, help="the generated chats' seed (default 1)")
+    parser.add_argument("--concurrency", type=count(1), default=1,
+                        help="N: N chats (instead of --chat) sent at the same time, each turn, and each answer compared "
+                             "with the same request served alone afterwards (default 1: one request at a time, each "
+                             "compared with its cold run)")
     parser.add_argument("--model", default="model",
                         help="the model name sent (default 'model': llama-server serves its one model)")
     parser.add_argument("--max-tokens", type=count(1), default=24, help="tokens each answer generates (default 24)")
@@ -110,6 +181,9 @@ def main(argv: Optional[list] = None) -> int:
     client = openai.OpenAI(base_url=arguments.url.rstrip("/") + "/v1", api_key="none", timeout=arguments.timeout,
                            max_retries=0)
     try:
+        if arguments.concurrency > 1:
+            return check_concurrent(client, arguments.model, arguments.concurrency, arguments.turns, arguments.seed,
+                                    arguments.max_tokens)
         return check(client, arguments.model, arguments.chat, arguments.turns, arguments.seed, arguments.max_tokens)
     except Unusable as e:
         print(f"{PROGRAM}: {arguments.url}: {e}", file=sys.stderr)
