@@ -56,40 +56,68 @@ def _cached(response) -> int:
     return int(details.cached_tokens)
 
 
+class _NotCold(Exception):
+    """A cold run reused rows: no verdict (exit status 3)."""
+
+
+class _Tally:
+    """The comparisons of a check: each response against its cold run, counted and said as it comes;
+    the verdict at the end. The one comparison both checks make."""
+
+    def __init__(self, out):
+        self.out = out
+        self.compared = self.resumed = self.differing = self.reused = self.prompt_tokens = 0
+
+    def compare(self, chat: int, turn: int, served, cold, how: str) -> None:
+        """`served` (as it came) against `cold` (cache_prompt false), said with `how` it was served."""
+        if _cached(cold) != 0:
+            raise _NotCold(f"the cold run of chat {chat} turn {turn} reused {_cached(cold)} tokens (cache_prompt: "
+                           f"false was not honoured)")
+        took = _cached(served)
+        same = _answer(served.choices[0]) == _answer(cold.choices[0])
+        self.compared += 1
+        self.resumed += took > 0
+        self.reused += took
+        self.prompt_tokens += served.usage.prompt_tokens
+        self.differing += not same
+        print(f"chat {chat} turn {turn}: prompt {served.usage.prompt_tokens} tokens, {took} from the cache{how}: "
+              f"{'equals' if same else 'DIFFERS from'} {'the request served alone' if how else 'its cold run'}",
+              file=self.out)
+
+    def verdict(self, what: str, differ: str) -> int:
+        print(f"{self.compared} {what}, {self.resumed} of them resumed from the cache ({self.reused} of "
+              f"{self.prompt_tokens} prompt tokens reused): {self.differing} differ", file=self.out)
+        if self.differing:
+            print(f"verdict: NOT exact: {differ}", file=self.out)
+            return 1
+        if self.resumed == 0:
+            print("verdict: nothing resumed was compared, so nothing was checked", file=self.out)
+            return 1
+        print("verdict: exact", file=self.out)
+        return 0
+
+
+def _no_verdict(error: _NotCold, out) -> int:
+    print(f"{PROGRAM}: no verdict: {error}", file=out)
+    return 3
+
+
 def check(client, model: str, chats: int, turns: int, seed: int, max_tokens: int, out=sys.stdout) -> int:
     """Plays the chats through `client` (an openai.OpenAI) and returns the exit status."""
-    compared = resumed = differing = reused = prompt_tokens = 0
+    tally = _Tally(out)
     arguments = dict(model=model, max_tokens=max_tokens, temperature=0, logprobs=True, top_logprobs=2)
-    for c, conversation in enumerate(text_conversations(random.Random(seed), chats, turns)):
-        messages = [{"role": "system", "content": conversation.system}]
-        for t, question in enumerate(conversation.messages):
-            messages.append({"role": "user", "content": question})
-            served = client.chat.completions.create(messages=messages, **arguments)
-            cold = client.chat.completions.create(messages=messages, **arguments, extra_body=COLD)
-            if _cached(cold) != 0:
-                print(f"{PROGRAM}: no verdict: the cold run of chat {c} turn {t} reused {_cached(cold)} tokens "
-                      "(cache_prompt: false was not honoured)", file=out)
-                return 3
-            compared += 1
-            took = _cached(served)
-            same = _answer(served.choices[0]) == _answer(cold.choices[0])
-            resumed += took > 0
-            reused += took
-            prompt_tokens += served.usage.prompt_tokens
-            differing += not same
-            print(f"chat {c} turn {t}: prompt {served.usage.prompt_tokens} tokens, {took} from the cache: "
-                  f"{'equals its cold run' if same else 'DIFFERS from its cold run'}", file=out)
-            messages.append({"role": "assistant", "content": cold.choices[0].message.content})
-    print(f"{compared} responses compared with a cold run, {resumed} of them resumed from the cache "
-          f"({reused} of {prompt_tokens} prompt tokens reused): {differing} differ", file=out)
-    if differing:
-        print("verdict: NOT exact: resumed responses differ from their cold runs", file=out)
-        return 1
-    if resumed == 0:
-        print("verdict: nothing resumed was compared, so nothing was checked", file=out)
-        return 1
-    print("verdict: exact", file=out)
-    return 0
+    try:
+        for c, conversation in enumerate(text_conversations(random.Random(seed), chats, turns)):
+            messages = [{"role": "system", "content": conversation.system}]
+            for t, question in enumerate(conversation.messages):
+                messages.append({"role": "user", "content": question})
+                served = client.chat.completions.create(messages=messages, **arguments)
+                cold = client.chat.completions.create(messages=messages, **arguments, extra_body=COLD)
+                tally.compare(c, t, served, cold, "")
+                messages.append({"role": "assistant", "content": cold.choices[0].message.content})
+    except _NotCold as error:
+        return _no_verdict(error, out)
+    return tally.verdict("responses compared with a cold run", "resumed responses differ from their cold runs")
 
 
 def check_concurrent(client, model: str, chats: int, turns: int, seed: int, max_tokens: int, out=sys.stdout) -> int:
@@ -123,34 +151,15 @@ def check_concurrent(client, model: str, chats: int, turns: int, seed: int, max_
         for c, response in enumerate(responses):
             served.append((c, t, list(histories[c]), response))
             histories[c].append({"role": "assistant", "content": response.choices[0].message.content})
-    compared = resumed = differing = reused = prompt_tokens = 0
-    for c, t, messages, response in served:
-        alone = client.chat.completions.create(messages=messages, **arguments, extra_body=COLD)
-        if _cached(alone) != 0:
-            print(f"{PROGRAM}: no verdict: the cold run of chat {c} turn {t} reused {_cached(alone)} tokens "
-                  "(cache_prompt: false was not honoured)", file=out)
-            return 3
-        compared += 1
-        took = _cached(response)
-        same = _answer(alone.choices[0]) == _answer(response.choices[0])
-        resumed += took > 0
-        reused += took
-        prompt_tokens += response.usage.prompt_tokens
-        differing += not same
-        print(f"chat {c} turn {t}: prompt {response.usage.prompt_tokens} tokens, {took} from the cache, served with "
-              f"{chats - 1} other chat(s) at once: {'equals' if same else 'DIFFERS from'} the request served alone",
-              file=out)
-    print(f"{compared} responses served {chats} at once compared with the same request served alone, {resumed} of "
-          f"them resumed from the cache ({reused} of {prompt_tokens} prompt tokens reused): {differing} differ",
-          file=out)
-    if differing:
-        print("verdict: NOT exact: answers served together differ from the same requests served alone", file=out)
-        return 1
-    if resumed == 0:
-        print("verdict: nothing resumed was compared, so nothing was checked", file=out)
-        return 1
-    print("verdict: exact", file=out)
-    return 0
+    tally = _Tally(out)
+    try:
+        for c, t, messages, response in served:
+            alone = client.chat.completions.create(messages=messages, **arguments, extra_body=COLD)
+            tally.compare(c, t, response, alone, f", served with {chats - 1} other chat(s) at once")
+    except _NotCold as error:
+        return _no_verdict(error, out)
+    return tally.verdict(f"responses served {chats} at once compared with the same request served alone",
+                         "answers served together differ from the same requests served alone")
 
 
 def main(argv: Optional[list] = None) -> int:
