@@ -44,12 +44,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def server(binary: str, model: str, arguments: list):
+def server(binary: str, model: str, arguments: list, alias: str = "tiny", timeout: float = 600):
+    """llama-server `binary` on `model` with `arguments`, on a free port of 127.0.0.1, until it answers
+    /health: an openai client of it (the model named `alias`, requests of up to `timeout` seconds)."""
     import openai
 
     port = free_port()
     log = tempfile.TemporaryFile("w+")
-    process = subprocess.Popen([binary, "--model", model, "--host", "127.0.0.1", "--port", str(port), "--alias", "tiny",
+    process = subprocess.Popen([binary, "--model", model, "--host", "127.0.0.1", "--port", str(port), "--alias", alias,
                                 "--no-warmup"] + arguments, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
@@ -63,7 +65,7 @@ def server(binary: str, model: str, arguments: list):
             if time.monotonic() > deadline:
                 sys.exit("llama-server did not answer within 120 s")
             time.sleep(0.2)
-        yield openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=600, max_retries=0)
+        yield openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=timeout, max_retries=0)
     finally:
         process.terminate()
         process.wait()

@@ -21,52 +21,23 @@ tests. Exits 0 whatever the figures.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
+
+import llama_server_bench  # the server it starts: this folder's, beside it
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@contextlib.contextmanager
 def server(binary: str, model: str, arguments: list):
-    import openai
-
-    port = free_port()
-    log = tempfile.TemporaryFile("w+")
-    process = subprocess.Popen([binary, "--model", model, "--host", "127.0.0.1", "--port", str(port), "--alias", "m",
-                                "--no-warmup"] + arguments, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                log.seek(0)
-                sys.exit(f"llama-server exited with status {process.returncode}:\n{log.read()[-3000:]}")
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
-                    break
-            if time.monotonic() > deadline:
-                sys.exit("llama-server did not answer within 120 s")
-            time.sleep(0.2)
-        yield openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=1800, max_retries=0)
-    finally:
-        process.terminate()
-        process.wait()
-        log.close()
+    """llama_server_bench's server, its model named "m", with time for an 8k prompt on a busy machine."""
+    return llama_server_bench.server(binary, model, arguments, alias="m", timeout=1800)
 
 
 def cell(client, rng: random.Random, length: int, busy: int, max_tokens: int) -> tuple:
