@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 packages=(cmake make g++ ccache librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev libboost-dev
           libcli11-dev nlohmann-json3-dev libfmt-dev pybind11-dev python3-dev
           clang libclang-rt-14-dev clang-tidy libopenmpi-dev openmpi-bin
-          patch) # patch: scripts/llama.sh --server applies integrations/llama_server/llama-server.patch
+          patch) # patch: scripts/llama.sh applies integrations/llama_server/llama-server.patch
 
 missing=()
 for package in "${packages[@]}"; do
@@ -43,17 +43,46 @@ PY
   python3 -m pip install -q --disable-pip-version-check "${requirements[@]}"
 }
 
+# The two long steps share nothing with the rest and run beside it: llama.cpp's build (the compiler's
+# minutes) and vLLM's environment (mostly downloads), while pip fetches the suites' packages. Each
+# writes its output to a log; a step that failed shows its log's end and stops the script, and the
+# other is stopped with it. A second call finds both stamps and returns at once.
+declare -A pids logs
+background() { # background NAME COMMAND...
+  local name=$1
+  shift
+  logs[$name]="$(mktemp -t "pfx-$name.XXXXXX")"
+  "$@" > /dev/null 2> "${logs[$name]}" &
+  pids[$name]=$!
+}
+finish() { # finish NAME: waits for it; its messages, or its failure
+  local name=$1 status=0
+  wait "${pids[$name]}" || status=$?
+  unset "pids[$name]"
+  cat "${logs[$name]}" >&2
+  rm -f "${logs[$name]}"
+  if [ $status -ne 0 ]; then
+    echo "scripts/install-deps.sh: $name failed (exit $status)" >&2
+    exit $status
+  fi
+}
+trap 'for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done' EXIT
+
+# vLLM's CPU build for pfx.integrations.vllm's suites, in an environment of its own (its pins), once
+# per machine, outside the clone (scripts/vllm.sh).
+background vllm scripts/vllm.sh
+# llama.cpp, built once per machine outside the clone (scripts/llama.sh): the library pfx::llama and
+# llama-cpp-python load, and llama.cpp's llama-server with pfx's rule, from one build.
+background llama.cpp scripts/llama.sh
+
 # The Python suites' packages: the extras test, transformers and llama.
 install_extras "numpy, hypothesis, jsonschema, torch, transformers, gguf" test transformers llama
 
-# llama.cpp for pfx::llama, llama-cpp-python for pfx.integrations.llama_cpp, and llama.cpp's
-# llama-server with pfx's rule (--server): built once per machine, outside the clone
-# (scripts/llama.sh); a second call returns at once.
-scripts/llama.sh --python --server >/dev/null
+# llama-cpp-python for pfx.integrations.llama_cpp, with the libraries built above.
+finish llama.cpp
+scripts/llama.sh --python >/dev/null
 # Then llama-cpp-python's server dependencies and the openai client (the extra llama-server): after
 # llama.sh, so that pip finds llama-cpp-python installed and does not build it again from source.
 install_extras "fastapi, uvicorn, sse_starlette, starlette_context, pydantic_settings, yaml, openai" llama-server
 
-# vLLM's CPU build for pfx.integrations.vllm's suites, in an environment of its own (its pins), once
-# per machine, outside the clone (scripts/vllm.sh); a second call returns at once.
-scripts/vllm.sh >/dev/null
+finish vllm

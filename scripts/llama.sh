@@ -1,36 +1,41 @@
 #!/usr/bin/env bash
-# Makes llama.cpp available to pfx::llama (integrations/llama) once per machine, outside the clone:
-# the llama.cpp that PyPI's llama-cpp-python source distribution vendors (headers included), built
-# CPU only, Release, shared libraries, through ccache, and installed to a prefix that
-# `find_package(llama CONFIG)` finds. pfx's top-level CMakeLists.txt looks in this prefix by itself,
-# so a plain `cmake --preset default` afterwards builds the component (docs/integration.md).
+# Makes llama.cpp available to pfx once per machine, outside the clone, from ONE build: the llama.cpp
+# that PyPI's llama-cpp-python source distribution vendors, copied, with pfx's two patches applied
+# (integrations/llama_server: llama-server.patch, pfx's rule in llama-server under --pfx; ggml-cpu.patch,
+# ggml's batch-invariant CPU paths, which stay off unless GGML_CPU_USE_REF is set, so that every other
+# program computes as stock llama.cpp does), each checked first with --dry-run. It is built CPU only,
+# Release, shared libraries, through ccache: ggml, llama and llama-server, which links the same ggml
+# and llama. The libraries and headers are installed to a prefix that `find_package(llama CONFIG)`
+# finds: pfx's top-level CMakeLists.txt looks in it by itself, so a plain `cmake --preset default`
+# afterwards builds pfx::llama (docs/integration.md).
 #
 #   scripts/llama.sh [--python] [--server] [--print-prefix] [--print-server]
 #
 #   --python        also installs llama-cpp-python itself (for pfx.integrations.llama_cpp), from the
 #                   same sdist, without building llama.cpp again: the libraries built here are linked
 #                   into its lib/ folder, where `import llama_cpp` looks for them
-#   --server        also builds llama.cpp's llama-server with pfx's rule (`--pfx`): the same source,
-#                   copied, with integrations/llama_server/llama-server.patch applied (checked first
-#                   with --dry-run), built once per machine and again whenever that folder changes
+#   --server        accepted for the scripts that ask for llama-server by name: it is always built
 #   --print-prefix  prints the install prefix and exits (nothing is built)
-#   --print-server  prints the path of that llama-server and exits (nothing is built)
+#   --print-server  prints the path of llama-server and exits (nothing is built)
 #
-# The prefix is ${PFX_LLAMA_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/pfx}/llama.cpp-<version>/install.
-# A second call finds the stamp of a finished install and returns in well under a second.
+# The prefix is ${PFX_LLAMA_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/pfx}/llama.cpp-<version>/install;
+# llama.cpp's own source, unpatched, is in src/ beside it (llama_server.patch_applies_to_the_pinned_
+# llama_cpp checks the patches against it), the patched copy and its build in server/. The stamp holds
+# the hash of the patches, pfx's core, integrations/llama_server and the build scripts: a changed patch
+# starts again from a fresh copy, a changed rule or setting builds again (ccache makes that seconds),
+# an unchanged one returns in well under a second.
 set -euo pipefail
 
 version=0.3.36 # llama-cpp-python; its vendor/llama.cpp is what gets built
 root="${PFX_LLAMA_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/pfx}/llama.cpp-$version"
 prefix="$root/install"
 python=0
-server=0
-server_root="$root/server" # the patched copy (src), its build, and the stamp of the patch it holds
+server_root="$root/server" # the patched copy (src) and its build: the one build of llama.cpp
 server_binary="$server_root/build/bin/llama-server"
 for arg in "$@"; do
     case "$arg" in
         --python) python=1 ;;
-        --server) server=1 ;;
+        --server) ;;
         --print-prefix) echo "$prefix"; exit 0 ;;
         --print-server) echo "$server_binary"; exit 0 ;;
         *) echo "scripts/llama.sh: unknown argument '$arg'" >&2; exit 2 ;;
@@ -71,22 +76,9 @@ unpack_source() { # llama.cpp's source, from the sdist, in $root/src
     rm -rf "$root/unpack" "$root/src/.git" # a submodule's pointer to a repository not shipped
 }
 
-if [ ! -f "$prefix/.complete" ]; then
-    unpack_source
-    # GGML_NATIVE off: the library must run on every machine that restores this folder from a CI
-    # cache, not only on the CPU that built it; ggml then compiles for x86-64 with AVX2, FMA and F16C.
-    # GGML_OPENMP off: ggml's own thread pool, one thing less to install.
-    quietly configure cmake -S "$root/src" -B "$root/build" -G "${CMAKE_GENERATOR:-Unix Makefiles}" \
-        -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" \
-        -DBUILD_SHARED_LIBS=ON -DCMAKE_INSTALL_RPATH="$prefix/lib" \
-        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF \
-        -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DGGML_CCACHE=OFF \
-        -DGGML_NATIVE=OFF -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=OFF \
-        "${launcher[@]}"
-    quietly build cmake --build "$root/build" -j "$jobs"
-    quietly install cmake --install "$root/build"
-    touch "$prefix/.complete"
-fi
+# build_llama_cpp: the patched copy built and installed to $prefix, unless the stamp says it is.
+source "$(dirname "$0")/lib/llama-build.sh"
+build_llama_cpp
 
 installed_python() { # whether llama-cpp-python of this version is installed
     python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('llama-cpp-python') != '$version')" 2> /dev/null
@@ -113,11 +105,6 @@ if [ "$python" = 1 ]; then
             exit 1
         fi
     fi
-fi
-
-if [ "$server" = 1 ]; then
-    source "$(dirname "$0")/lib/llama-server.sh"
-    build_llama_server
 fi
 
 echo "$prefix"

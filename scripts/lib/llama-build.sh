@@ -1,23 +1,26 @@
-# Sourced by scripts/llama.sh --server, which sets $root (the unpacked llama.cpp in $root/src),
+# Sourced by scripts/llama.sh, which sets $root (the unpacked llama.cpp in $root/src), $prefix,
 # $server_root, $server_binary, $jobs and $launcher first, and defines unpack_source.
-# build_llama_server: llama.cpp's llama-server with pfx's rule, from a copy of the same source with
-# integrations/llama_server/llama-server.patch and ggml-cpu.patch (the batch-invariant CPU paths, off
-# unless GGML_CPU_USE_REF is set) applied, built against ggml and llama of that copy with
-# llama.sh's settings (CPU, Release, shared, GGML_NATIVE off, through ccache). The stamp holds the hash
-# of integrations/llama_server, pfx's core and this script: a changed patch starts again from a fresh
-# copy, a changed rule or setting builds again; an unchanged one returns at once.
-build_llama_server() {
-    unpack_source
+# build_llama_cpp: llama.cpp's ggml, llama and llama-server from ONE build of a copy of the same source
+# with integrations/llama_server/llama-server.patch (pfx's rule under --pfx) and ggml-cpu.patch (the
+# batch-invariant CPU paths, off unless GGML_CPU_USE_REF is set) applied, installed to $prefix: the
+# library pfx::llama and llama-cpp-python load and the one llama-server runs are the same files. The
+# stamp ($prefix/.complete) holds the hash of integrations/llama_server, pfx's core and the build
+# scripts: a changed patch starts again from a fresh copy, a changed rule or setting builds again; an
+# unchanged one returns at once.
+build_llama_cpp() {
     local here patch stamp hash patches
     here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/integrations/llama_server"
     patch="$here/llama-server.patch"
-    stamp="$server_root/.complete"
-    hash="$(cat "${BASH_SOURCE[0]}" "$here"/llama-server.patch "$here"/ggml-cpu.patch "$here"/CMakeLists.txt "$here"/pfx_server.h \
-        "$here"/pfx_server.cpp "$here"/../../core/include/pfx/*.hpp | sha256sum | cut -d' ' -f1)"
+    stamp="$prefix/.complete"
+    hash="$(cat "${BASH_SOURCE[0]}" "$(dirname "${BASH_SOURCE[0]}")/../llama.sh" "$here"/llama-server.patch \
+        "$here"/ggml-cpu.patch "$here"/CMakeLists.txt "$here"/pfx_server.h "$here"/pfx_server.cpp \
+        "$here"/../../core/include/pfx/*.hpp | sha256sum | cut -d' ' -f1)"
     if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$hash" ] && [ -x "$server_binary" ]; then
         return 0
     fi
     rm -f "$stamp"
+    rm -rf "$root/build" # the library's own build of an older layout, a second build of the same code
+    unpack_source
     patches="$(cat "$patch" "$here/ggml-cpu.patch" | sha256sum)"
     if [ -f "$server_root/src/.pfx-patch" ] && [ "$(cat "$server_root/src/.pfx-patch")" != "$patches" ]; then
         rm -rf "$server_root/src" # patched with another patch: start again from llama.cpp's own source
@@ -40,15 +43,22 @@ build_llama_server() {
         patch -p1 --fuzz=0 --quiet -d "$server_root/src" < "$here/ggml-cpu.patch"
         echo "$patches" > "$server_root/src/.pfx-patch"
     fi
-    # The web UI's assets are not fetched (no network at build time): the server embeds none, and
-    # serves the API alone.
-    quietly server-configure cmake -S "$server_root/src" -B "$server_root/build" -G "${CMAKE_GENERATOR:-Unix Makefiles}" \
-        -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+    # GGML_NATIVE off: the libraries must run on every machine that restores this folder from a CI
+    # cache, not only on the CPU that built it; ggml then compiles for x86-64 with AVX2, FMA and F16C.
+    # GGML_OPENMP off: ggml's own thread pool, one thing less to install. LLAMA_TOOLS_INSTALL off: of
+    # the tools only llama-server is built, so only its install rule (which llama.cpp does not gate)
+    # may run. The web UI's assets are not fetched (no network at build time): the server embeds none,
+    # and serves the API alone.
+    echo "pfx: building llama.cpp $version with pfx's patches into $root (once per machine)" >&2
+    quietly configure cmake -S "$server_root/src" -B "$server_root/build" -G "${CMAKE_GENERATOR:-Unix Makefiles}" \
+        -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX="$prefix" \
+        -DBUILD_SHARED_LIBS=ON -DCMAKE_INSTALL_RPATH="$prefix/lib" \
         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
-        -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=ON -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DGGML_CCACHE=OFF \
-        -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+        -DLLAMA_TOOLS_INSTALL=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_COMMON=ON -DLLAMA_OPENSSL=OFF \
+        -DLLAMA_CURL=OFF -DGGML_CCACHE=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
         -DGGML_NATIVE=OFF -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_OPENMP=OFF \
         -DPFX_LLAMA_SERVER_DIR="$here" "${launcher[@]}"
-    quietly server-build cmake --build "$server_root/build" --target llama-server -j "$jobs"
+    quietly build cmake --build "$server_root/build" --target llama llama-server -j "$jobs"
+    quietly install cmake --install "$server_root/build"
     echo "$hash" > "$stamp"
 }
