@@ -50,6 +50,11 @@ bool is_option(std::string_view word, std::string_view name) {
                             word[name.size()] == '=');
 }
 
+// As llama.cpp's common_arg_utils::is_truthy reads a boolean environment variable.
+bool truthy(std::string_view value) {
+    return value == "on" || value == "enabled" || value == "true" || value == "1";
+}
+
 // The finest grid on which a resume computes every ubatch where a cold run does: n_ubatch when it
 // divides n_batch (each call then splits on the n_ubatch grid), n_batch otherwise (the ubatch grid
 // restarts at each call). The same as pfx.integrations.llama_cpp.rule.exact_grid.
@@ -75,6 +80,10 @@ std::string take_arguments(int & argc, char ** argv) {
     bool chunk_given = false;
     bool keep_min_given = false;
     bool alone_given = false;
+    // llama.cpp reads LLAMA_ARG_KV_UNIFIED first and the command line over it: with --parallel auto a
+    // unified cache asked for either way is asked for, and refused below like the flag.
+    const char * kv_unified_env = std::getenv("LLAMA_ARG_KV_UNIFIED");
+    s.kv_unified_given = kv_unified_env != nullptr && truthy(kv_unified_env);
     int kept = 1;
     for (int i = 1; i < argc;) {
         const std::string_view word = argv[i];
@@ -103,7 +112,8 @@ std::string take_arguments(int & argc, char ** argv) {
             error = count_argument(argc, argv, i, "--pfx-keep-min", 0, s.keep_min, used);
             keep_min_given = true;
         } else {
-            s.kv_unified_given = s.kv_unified_given || word == "-kvu" || word == "--kv-unified";
+            if (word == "-kvu" || word == "--kv-unified") s.kv_unified_given = true;
+            if (word == "-no-kvu" || word == "--no-kv-unified") s.kv_unified_given = false;
             argv[kept++] = argv[i];
         }
         if (!error.empty()) return error;
@@ -176,7 +186,8 @@ std::string configure(const server_facts & facts) {
             return refused + "--kv-unified with " + std::to_string(facts.n_parallel) +
                    " slots: one cache holds every slot's rows, and a slot's later rows may take cells freed below "
                    "its earlier ones, which changes the order attention sums them in, and with it the answer; pfx's "
-                   "batch-invariant path gives each slot a KV stream of its own: drop --kv-unified, or add "
+                   "batch-invariant path gives each slot a KV stream of its own: drop --kv-unified (and "
+                   "LLAMA_ARG_KV_UNIFIED), or add "
                    "--pfx-alone (pfx then vouches only for a request served alone)";
         }
         if (s.chunk == 0) s.chunk = 1;

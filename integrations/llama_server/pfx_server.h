@@ -23,7 +23,7 @@ struct settings {
     std::size_t chunk = 0;     // --pfx-chunk; 0: the default the context's parameters give (configure)
     std::size_t keep_min = 0;  // --pfx-keep-min
     std::size_t prefill_step = 0;
-    bool kv_unified_given = false;  // -kvu or --kv-unified among the arguments
+    bool kv_unified_given = false;  // -kvu, --kv-unified or LLAMA_ARG_KV_UNIFIED, the last one given
 
     // --pfx without --pfx-alone: ggml's CPU backend on its reference paths (GGML_CPU_USE_REF, which
     // take_arguments sets before any backend starts), on which a row's bits depend neither on the rows

@@ -59,6 +59,7 @@ PYTHON_TARGETS = ["pfx_python", "pfx_python_files"]
 TESTS_FOR = {"core/": CORE_TESTS + DRIVER_TESTS, "driver/": DRIVER_TESTS, "spec/": VERIFIER_TESTS,
              "engines/": ENGINES_TESTS + DRIVER_TESTS, "conform/": ["conform_check_test"],
              "replay/": REPLAY_TESTS + CLI_TESTS, "tools/pfx/": CLI_TESTS, "integrations/llama/": ["llama_engine_test"],
+             "integrations/llama_server/": ["llama_server_decisions_test"],
              "python/": PYTHON_TESTS}
 
 CMAKE_OPTIONS = [

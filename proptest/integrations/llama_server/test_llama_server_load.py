@@ -282,6 +282,11 @@ class LlamaServerUnderLoad(unittest.TestCase):
         self.assertNotEqual(run.returncode, 0)
         self.assertIn("llama-server --pfx: --kv-unified with 2 slots", run.stdout + run.stderr)
         self.assertIn("add --pfx-alone", run.stdout + run.stderr)
+        # Asked for by llama.cpp's variable, on the defaults (--parallel auto): refused the same way.
+        run = subprocess.run([BINARY, "--model", MODEL, "--port", str(free_port()), "--pfx"] + DEFAULTS,
+                             capture_output=True, text=True, timeout=60, env=dict(os.environ, LLAMA_ARG_KV_UNIFIED="1"))
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("llama-server --pfx: --kv-unified with 4 slots", run.stdout + run.stderr)
         with Server(["--pfx", "--pfx-alone", "--parallel", "2", "--kv-unified"], DEFAULTS) as server:
             log = server.output()
         self.assertIn("with --parallel 2, requests decoded at the same time share batches", log)
