@@ -71,8 +71,8 @@ trap 'for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done' EXIT
 # vLLM's CPU build for pfx.integrations.vllm's suites, in an environment of its own (its pins), once
 # per machine, outside the clone (scripts/vllm.sh).
 background vllm scripts/vllm.sh
-# llama.cpp, built once per machine outside the clone (scripts/llama.sh): the library pfx::llama and
-# llama-cpp-python load, and llama.cpp's llama-server with pfx's rule, from one build.
+# llama.cpp, built once per machine outside the clone (scripts/llama.sh): the libraries pfx::llama and
+# llama-cpp-python load; scripts/test.sh adds llama-server with pfx's rule to the same build.
 background llama.cpp scripts/llama.sh
 
 # The Python suites' packages: the extras test, transformers and llama.

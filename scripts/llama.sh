@@ -4,38 +4,39 @@
 # (integrations/llama_server: llama-server.patch, pfx's rule in llama-server under --pfx; ggml-cpu.patch,
 # ggml's batch-invariant CPU paths, which stay off unless GGML_CPU_USE_REF is set, so that every other
 # program computes as stock llama.cpp does), each checked first with --dry-run. It is built CPU only,
-# Release, shared libraries, through ccache: ggml, llama and llama-server, which links the same ggml
-# and llama. The libraries and headers are installed to a prefix that `find_package(llama CONFIG)`
-# finds: pfx's top-level CMakeLists.txt looks in it by itself, so a plain `cmake --preset default`
-# afterwards builds pfx::llama (docs/integration.md).
+# Release, shared libraries, through ccache: ggml and llama, and llama-server into the same tree when
+# asked for (--server), which links the same ggml and llama. The libraries and headers are installed
+# to a prefix that `find_package(llama CONFIG)` finds: pfx's top-level CMakeLists.txt looks in it by
+# itself, so a plain `cmake --preset default` afterwards builds pfx::llama (docs/integration.md).
 #
 #   scripts/llama.sh [--python] [--server] [--print-prefix] [--print-server]
 #
 #   --python        also installs llama-cpp-python itself (for pfx.integrations.llama_cpp), from the
 #                   same sdist, without building llama.cpp again: the libraries built here are linked
 #                   into its lib/ folder, where `import llama_cpp` looks for them
-#   --server        accepted for the scripts that ask for llama-server by name: it is always built
+#   --server        also builds llama.cpp's llama-server with pfx's rule (`--pfx`), in the same build
+#                   (setup leaves it to scripts/test.sh, the first to need it)
 #   --print-prefix  prints the install prefix and exits (nothing is built)
 #   --print-server  prints the path of llama-server and exits (nothing is built)
 #
 # The prefix is ${PFX_LLAMA_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/pfx}/llama.cpp-<version>/install;
 # llama.cpp's own source, unpatched, is in src/ beside it (llama_server.patch_applies_to_the_pinned_
-# llama_cpp checks the patches against it), the patched copy and its build in server/. The stamp holds
-# the hash of the patches, pfx's core, integrations/llama_server and the build scripts: a changed patch
-# starts again from a fresh copy, a changed rule or setting builds again (ccache makes that seconds),
-# an unchanged one returns in well under a second.
+# llama_cpp checks the patches against it), the patched copy and its build in server/
+# (scripts/lib/llama-build.sh says when it builds again). A second call that finds its stamps returns
+# in well under a second.
 set -euo pipefail
 
 version=0.3.36 # llama-cpp-python; its vendor/llama.cpp is what gets built
 root="${PFX_LLAMA_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/pfx}/llama.cpp-$version"
 prefix="$root/install"
 python=0
+server=""
 server_root="$root/server" # the patched copy (src) and its build: the one build of llama.cpp
 server_binary="$server_root/build/bin/llama-server"
 for arg in "$@"; do
     case "$arg" in
         --python) python=1 ;;
-        --server) ;;
+        --server) server=server ;;
         --print-prefix) echo "$prefix"; exit 0 ;;
         --print-server) echo "$server_binary"; exit 0 ;;
         *) echo "scripts/llama.sh: unknown argument '$arg'" >&2; exit 2 ;;
@@ -76,9 +77,9 @@ unpack_source() { # llama.cpp's source, from the sdist, in $root/src
     rm -rf "$root/unpack" "$root/src/.git" # a submodule's pointer to a repository not shipped
 }
 
-# build_llama_cpp: the patched copy built and installed to $prefix, unless the stamp says it is.
+# build_llama_cpp: the patched copy built and installed to $prefix, unless the stamps say it is.
 source "$(dirname "$0")/lib/llama-build.sh"
-build_llama_cpp
+build_llama_cpp "$server"
 
 installed_python() { # whether llama-cpp-python of this version is installed
     python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('llama-cpp-python') != '$version')" 2> /dev/null

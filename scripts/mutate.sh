@@ -11,4 +11,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
+scripts/llama.sh --server >/dev/null  # the llama-server suites that some mutants name
 exec python3 verification/mutation/run.py --jobs "$(nproc)" "$@"

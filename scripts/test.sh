@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 preset="${1:-default}"
 
 scripts/install-deps.sh
+# llama-server with pfx's rule, for its suites: built into the same tree as the library setup built
+# (scripts/llama.sh), once per machine; a second call returns at once.
+scripts/llama.sh --server >/dev/null
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset" -j "$(nproc)"
 ctest --preset "$preset" -j "$(nproc)"

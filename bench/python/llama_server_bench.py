@@ -1,4 +1,4 @@
-"""The price of exactness in llama.cpp's llama-server (scripts/llama.sh), and whether an
+"""The price of exactness in llama.cpp's llama-server (scripts/llama.sh --server), and whether an
 answer depends on what is batched beside it. docs/engines.md and docs/performance.md, "llama-server",
 show its output.
 
@@ -180,7 +180,7 @@ def main() -> int:
     binary = subprocess.run([os.path.join(ROOT, "scripts", "llama.sh"), "--print-server"], capture_output=True,
                             text=True, check=True).stdout.strip()
     if not os.access(binary, os.X_OK):
-        sys.exit(f"{binary} is not built: scripts/llama.sh builds it")
+        sys.exit(f"{binary} is not built: scripts/llama.sh --server builds it")
     with tempfile.TemporaryDirectory() as folder:
         model = arguments.model
         if model is None:

@@ -1,6 +1,6 @@
 """What llama-server's batch-invariant CPU paths cost (docs/performance.md, "llama-server under load"):
 prefill and decode tokens/s with --pfx (GGML_CPU_USE_REF: every row computed alone, a KV stream per
-slot) against stock llama-server, from the same binary (scripts/llama.sh), side by side in one
+slot) against stock llama-server, from the same binary (scripts/llama.sh --server), side by side in one
 run, with 1, 2 and 4 slots busy, on prompts of about 512, 2k and 8k tokens, for an f16 model and its
 q4_K quantization.
 

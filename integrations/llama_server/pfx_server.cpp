@@ -4,14 +4,17 @@
 #include "pfx_server.h"
 
 #include <pfx/core.hpp>
+#include <pfx/llama/policy.hpp>
 
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string_view>
+#include <variant>
 
 namespace pfx_server {
 
@@ -53,13 +56,6 @@ bool is_option(std::string_view word, std::string_view name) {
 // As llama.cpp's common_arg_utils::is_truthy reads a boolean environment variable.
 bool truthy(std::string_view value) {
     return value == "on" || value == "enabled" || value == "true" || value == "1";
-}
-
-// The finest grid on which a resume computes every ubatch where a cold run does: n_ubatch when it
-// divides n_batch (each call then splits on the n_ubatch grid), n_batch otherwise (the ubatch grid
-// restarts at each call). The same as pfx.integrations.llama_cpp.rule.exact_grid.
-std::size_t exact_grid(std::size_t n_batch, std::size_t n_ubatch) {
-    return n_batch % n_ubatch == 0 ? n_ubatch : n_batch;
 }
 
 std::string facts_text;  // what describe() says the defaults were resolved from
@@ -154,29 +150,29 @@ std::string configure(const server_facts & facts) {
         return refused + "speculative decoding (--model-draft, --spec-type) keeps a draft context and verifies "
                          "drafts in batches of their own" + cannot + "serve without it under --pfx";
     }
-    if (facts.n_swa > 0) {
-        return refused + "the model uses sliding-window attention (n_swa " + std::to_string(facts.n_swa) +
-               "): its cache drops rows a resume needs and restores them from checkpoints" + cannot +
-               "serve it without --pfx";
-    }
-    if (facts.recurrent_or_hybrid) {
-        return refused + "the model is recurrent or hybrid: its state is not rows that a prefix can keep" + cannot +
-               "serve it without --pfx";
-    }
-    if (facts.multimodal) {
-        return refused + "--mmproj: image and audio chunks are written into the context by the multimodal "
-                         "encoder" + cannot + "serve it without --pfx";
-    }
     if (facts.lora) {
         return refused + "--lora: a request may change the adapters, and with them every row" + cannot +
                "serve it without --pfx";
     }
-    if (facts.n_batch == 0 || facts.n_ubatch == 0) {
-        return refused + "n_batch and n_ubatch must be at least 1";
+    const pfx::llama::ContextFacts context{.n_batch = facts.n_batch,
+                                           .n_ubatch = facts.n_ubatch,
+                                           .flash_attention_off = facts.flash_attention_off,
+                                           .batch_invariant = s.batch_invariant(),
+                                           .recurrent_or_hybrid = facts.recurrent_or_hybrid,
+                                           .n_swa = facts.n_swa,
+                                           .multimodal = facts.multimodal ? "--mmproj" : "",
+                                           .gpu_layers = facts.gpu_layers};
+    if (const std::string cause = pfx::llama::unvouched(context); !cause.empty()) {
+        return refused + cause + cannot + "serve it without --pfx";
     }
+    const auto shape =
+        pfx::llama::resolve(context, s.chunk == 0 ? std::nullopt : std::optional(s.chunk), "--pfx-chunk");
+    if (const auto * error = std::get_if<std::string>(&shape)) return refused + *error;
     slots = facts.n_parallel;
     kv_unified = facts.kv_unified;
     n_ctx_slot = facts.n_ctx_slot;
+    s.chunk = std::get<pfx::llama::RuleShape>(shape).chunk;
+    s.prefill_step = std::get<pfx::llama::RuleShape>(shape).prefill_step;
     if (s.batch_invariant()) {
         // Every row is computed one at a time (GGML_CPU_USE_REF): its bits are a function of its token, its
         // position and the rows before it, whatever ubatch or batch holds it. A resume at any offset is
@@ -190,28 +186,10 @@ std::string configure(const server_facts & facts) {
                    "LLAMA_ARG_KV_UNIFIED), or add "
                    "--pfx-alone (pfx then vouches only for a request served alone)";
         }
-        if (s.chunk == 0) s.chunk = 1;
-        s.prefill_step = 0;
         facts_text = std::string("batch-invariant CPU paths, ") +
                      (facts.kv_unified ? "one KV cache" : "a KV stream per slot") + " of " +
                      std::to_string(facts.n_ctx_slot) + " tokens";
         return "";
-    }
-    const std::size_t grid = exact_grid(facts.n_batch, facts.n_ubatch);
-    if (s.chunk == 0) {
-        // Flash attention off and n_batch a multiple of n_ubatch: only a ubatch of one row computes a
-        // row otherwise, and only a prefill's last ubatch can be short (docs/engines.md, "Under the
-        // prefill step"): chunk 1 with the prefill step n_ubatch. Otherwise the grid, no step; auto is
-        // taken as on (llama.cpp does not say what it resolved to; on the CPU it behaved as on).
-        const bool step = facts.flash_attention_off && facts.n_batch % facts.n_ubatch == 0;
-        s.chunk = step ? 1 : grid;
-        s.prefill_step = step ? facts.n_ubatch : 0;
-    } else if (s.chunk % grid != 0) {
-        return refused + "--pfx-chunk " + std::to_string(s.chunk) + " is not a multiple of the grid " +
-               std::to_string(grid) + " on which llama.cpp resumes exactly (n_batch " + std::to_string(facts.n_batch) +
-               ", n_ubatch " + std::to_string(facts.n_ubatch) + "); use a multiple of " + std::to_string(grid);
-    } else {
-        s.prefill_step = 0;
     }
     facts_text = std::string("--pfx-alone: flash attention ") + (facts.flash_attention_off ? "off" : "on or auto") + ", n_batch " +
                  std::to_string(facts.n_batch) + ", n_ubatch " + std::to_string(facts.n_ubatch);

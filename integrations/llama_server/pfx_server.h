@@ -55,6 +55,7 @@ struct server_facts {
     int n_swa = 0;                     // the model's sliding window
     bool recurrent_or_hybrid = false;
     bool multimodal = false;           // --mmproj
+    int gpu_layers = 0;                // -ngl where the build offloads to a GPU (-1: all), else 0
     bool lora = false;                 // --lora, --lora-scaled
     bool has_model = true;             // false in the router mode (no --model)
     int n_parallel = 1;                // --parallel: slots whose requests may share a batch
@@ -63,8 +64,9 @@ struct server_facts {
 };
 
 // Resolves the chunk and the prefill step from the facts, or returns an error naming the option or
-// model property the rule cannot vouch for ("" when the server may start). On success current() holds
-// the rule's configuration.
+// model property the rule cannot vouch for ("" when the server may start): the server's own options
+// here, the model's and the context's by pfx/llama/policy.hpp, the decision llama-cpp-python's rule
+// takes too. On success current() holds the rule's configuration.
 std::string configure(const server_facts & facts);
 
 // The one line the server prints at start with the rule on.

@@ -8,6 +8,7 @@
 #include "serving.hpp"
 #include "convert.hpp"
 #include "ids_view.hpp"
+#include "llama_policy.hpp"
 #include "llama_state.hpp"
 
 #include <pfx/core.hpp>
@@ -445,4 +446,5 @@ Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
   add_conform_observed(m);
   add_serving(m);
   add_llama_state(m);
+  add_llama_policy(m);
 }

@@ -604,7 +604,7 @@ class Refusals(unittest.TestCase):
     def test_bad_arguments_are_refused_naming_them(self):
         self.refused(ValueError, ["chunk 48", "grid 32", "n_batch 512", "n_ubatch 32"], chunk=48)
         self.refused(ValueError, ["chunk 0", "grid 32"], chunk=0)
-        self.refused(ValueError, ["chunk -32"], chunk=-32)
+        self.refused(ValueError, ["chunk must be >= 0, not -32"], chunk=-32)
         self.refused(TypeError, ["chunk must be None", "bool"], chunk=True)
         self.refused(TypeError, ["chunk must be None", "str"], chunk="32")
         self.refused(ValueError, ["keep_min must be an int >= 0, got -1"], keep_min=-1)
@@ -651,7 +651,7 @@ class Refusals(unittest.TestCase):
         from llama_cpp import llama_chat_format
 
         cases = [("chat_handler", llama_chat_format.Llava15ChatHandler.__new__(llama_chat_format.Llava15ChatHandler),
-                  "Llava15ChatHandler writes image rows"),
+                  "the chat handler Llava15ChatHandler writes image and audio rows into the context"),
                  ("_is_recurrent", True, "recurrent or hybrid"),
                  ("_is_hybrid", True, "recurrent or hybrid")]
         for attribute, value, words in cases:
@@ -662,7 +662,7 @@ class Refusals(unittest.TestCase):
             finally:
                 setattr(self.llm, attribute, saved)
         for function, answer, words, layers in (("llama_model_n_swa", 128, "sliding-window attention", 0),
-                                                ("llama_supports_gpu_offload", True, "n_gpu_layers is 5", 5)):
+                                                ("llama_supports_gpu_offload", True, "5 layers offloaded to a GPU", 5)):
             saved, saved_layers = getattr(llama_cpp, function), self.llm.model_params.n_gpu_layers
             setattr(llama_cpp, function, lambda *_: answer)
             self.llm.model_params.n_gpu_layers = layers

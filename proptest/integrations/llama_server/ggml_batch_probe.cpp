@@ -7,7 +7,7 @@
 //
 // Each line names a case and how many of the row's outputs differ from the row computed alone; the
 // last line counts the cases that differ. Exit status: 0 when none differs, 1 when one does, 2 on bad
-// arguments. Built against the ggml of llama-server's build (scripts/llama.sh); the
+// arguments. Built against the ggml of llama-server's build (scripts/llama.sh --server); the
 // environment decides which paths the CPU backend takes (GGML_CPU_USE_REF=1: the reference paths that
 // integrations/llama_server/ggml-cpu.patch makes batch invariant).
 

@@ -225,6 +225,8 @@ TEST(LlamaServerStart, WhatTheRuleCannotVouchForStopsTheStartByName) {
   refused([](server_facts& f) { f.recurrent_or_hybrid = true; }, "the model is recurrent or hybrid");
   refused([](server_facts& f) { f.multimodal = true; }, "--mmproj");
   refused([](server_facts& f) { f.lora = true; }, "--lora");
+  refused([](server_facts& f) { f.gpu_layers = -1; }, "every layer offloaded to a GPU");
+  refused([](server_facts& f) { f.gpu_layers = 5; }, "5 layers offloaded to a GPU");
   refused([](server_facts& f) { f.n_ubatch = 0; }, "n_batch and n_ubatch must be at least 1");
 }
 

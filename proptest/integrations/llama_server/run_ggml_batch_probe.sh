@@ -10,11 +10,11 @@ set -u
 cxx="$1" server="$2" source="$3" work="$4"
 root="$(dirname "$(dirname "$(dirname "$server")")")" # .../server: src/ and build/
 if [ ! -x "$server" ] || [ ! -d "$root/src/ggml/include" ]; then
-    echo "SKIPPED: llama-server is not built ($server): scripts/llama.sh builds it"
+    echo "SKIPPED: llama-server is not built ($server): scripts/llama.sh --server builds it"
     exit 77
 fi
 if ! grep -q GGML_CPU_USE_REF "$root/src/ggml/src/ggml-cpu/ggml-cpu.cpp"; then
-    echo "the llama-server build at $root was made without integrations/llama_server/ggml-cpu.patch: scripts/llama.sh builds it again"
+    echo "the llama-server build at $root was made without integrations/llama_server/ggml-cpu.patch: scripts/llama.sh --server builds it again"
     exit 1
 fi
 mkdir -p "$work"

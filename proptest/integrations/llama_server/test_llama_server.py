@@ -1,4 +1,4 @@
-"""llama.cpp's own llama-server, built with pfx's rule (scripts/llama.sh; PFX_LLAMA_SERVER
+"""llama.cpp's own llama-server, built with pfx's rule (scripts/llama.sh --server; PFX_LLAMA_SERVER
 names the binary), driven by the official openai client over /v1/completions and
 /v1/chat/completions, on the model pfx.fixtures.tiny_gguf writes (PFX_LLAMA_MODEL), greedy.
 
@@ -37,7 +37,7 @@ def why_not() -> str:
 
     if not BINARY or not os.access(BINARY, os.X_OK):
         return (f"llama-server with pfx's rule is not built ({BINARY or 'PFX_LLAMA_SERVER unset'}); "
-                "scripts/llama.sh builds it")
+                "scripts/llama.sh --server builds it")
     if importlib.util.find_spec("openai") is None:
         return "the openai client is not installed: pip install '.[llama-server]' (scripts/install-deps.sh)"
     if not MODEL:

@@ -133,6 +133,11 @@ def fake_check(engine, **options):
                               **options)
 
 
+def stepped(step):
+    """The rule the plugin decides with under a prefill step of `step` (no admission padding)."""
+    return _native.Config(enabled=True, chunk=FAKE_BLOCK, prefill_step=step)
+
+
 def expected_grids(block, max_grid, rule_chunk):
     grids, g = {rule_chunk}, block
     while g <= max(max_grid, block):
@@ -194,7 +199,7 @@ class FakeVerdicts(unittest.TestCase):
         # Resumes that break the step premise differ; the plugin never makes them (pfx's core, bound
         # "prefill step"), so the check skips them, says how many and why, and finds every grid exact.
         step = 2 * FAKE_BLOCK + 1  # so that premise-breaking offsets fall on every grid
-        report = fake_check(StepFake(step), budget="default", prefill_step=step)
+        report = fake_check(StepFake(step), budget="default", rule=stepped(step))
         self.assertEqual(report.verdict, "safe", str(report))
         self.assertTrue(all(g.exact and g.mismatch is None for g in report.grids), str(report))
         self.assertGreater(sum(g.skipped for g in report.grids), 0, str(report))
@@ -209,7 +214,7 @@ class FakeVerdicts(unittest.TestCase):
         self.assertIsNone(everywhere.skip_reason)
         # Without chunked prefill the step is the whole prompt (2^64 - 1): the reason is pfx conform's own
         # words for it, from the C++ report, never the number.
-        whole = fake_check(StepFake(step), budget="default", prefill_step=plugin.ONE_STEP)
+        whole = fake_check(StepFake(step), budget="default", rule=stepped(plugin.ONE_STEP))
         self.assertGreater(sum(g.skipped for g in whole.grids), 0, str(whole))
         self.assertIn("the prefill step (one step, whatever the length)", whole.skip_reason)
         self.assertNotIn(str(plugin.ONE_STEP), str(whole) + whole.to_json())
@@ -361,7 +366,7 @@ class OnVllm(unittest.TestCase):
         def batching(prompts=6):
             budget = dict(_native.conform_budget("quick"), prompts=prompts, max_grid=4 * vllm_lane.BLOCK, seed=SEED)
             return vllm_conform._Check(vllm_conform.Engine(self.llm), "vLLM", VOCAB, vllm_lane.BLOCK, 4096, budget,
-                                       vllm_lane.BLOCK, None).batching()
+                                       vllm_lane.BLOCK, None, _native.Config(enabled=True, chunk=vllm_lane.BLOCK)).batching()
 
         invariant = batching()
         self.assertEqual((invariant["batches"], invariant["mismatch"]), (6, None), invariant)

@@ -88,6 +88,32 @@ class Speculative(unittest.TestCase):
         self.assertGreater(batched.resumed, 0)
         self.assertGreater(self.accepted_drafts(), 0, "vLLM accepted no draft token: nothing was speculated")
 
+    @unittest.skipUnless(PLUGIN_ON, "the plugin's suites (vllm.speculative_ngram, vllm.speculative_draft_model)")
+    @verifies("VLLM-4 VLLM-10")
+    def test_conform_judges_each_grid_with_the_config_the_plugin_decides_with(self):
+        # conform on this configuration (vLLM started as here, the check itself stopped before it serves):
+        # the Config it judges the plugin's chunk with is the one the plugin's scheduler decides with,
+        # the padded admission of 3 drafts included, so that its offsets are the plugin's.
+        from unittest import mock
+
+        from pfx.integrations.vllm import conform as vllm_conform, rule
+
+        class Judged(Exception):
+            pass
+
+        def judged(engine, **options):
+            raise Judged(options["rule"])
+
+        with mock.patch.object(vllm_conform, "refuse_plugin"), \
+                mock.patch.object(vllm_conform, "start", return_value=self.llm), \
+                mock.patch.object(vllm_conform, "check", side_effect=judged), self.assertRaises(Judged) as raised:
+            vllm_conform.conform(vllm_lane.tiny_model(), block_size=vllm_lane.BLOCK, budget="quick")
+        decided = self.llm.llm_engine.engine_core.engine_core.scheduler.kv_cache_manager.pfx_config
+        config = rule.on_grid(raised.exception.args[0], decided.chunk)
+        fields = ("enabled", "keep_min", "chunk", "prefill_step", "admission_padding")
+        self.assertEqual({f: getattr(config, f) for f in fields}, {f: getattr(decided, f) for f in fields})
+        self.assertEqual(config.admission_padding, DRAFTS)
+
     @unittest.skipIf(PLUGIN_ON, "stock vLLM's suite (vllm.speculative_stock)")
     @verifies("VLLM-10")
     def test_stock_vllm_resumed_responses_differ_while_speculating(self):

@@ -7,7 +7,7 @@
 - ``server``: llama-cpp-python's OpenAI-compatible server with the rule on for every model it loads
   (``python -m pfx.integrations.llama_cpp.server``);
 - ``verify``: the check of a running llama.cpp server (``llama-server``, built with pfx's rule by
-  ``scripts/llama.sh``), each resumed response against its cold run
+  ``scripts/llama.sh --server``), each resumed response against its cold run
   (``python -m pfx.integrations.llama_cpp.verify --url URL``).
 
 The engine's and the rule's names are here too, as users import them.

@@ -67,8 +67,8 @@ _logger = logging.getLogger("pfx.llama_cpp")
 def exact_grid(n_batch: int, n_ubatch: int) -> int:
     """The finest grid on which a resume computes every ubatch where a cold run does: n_ubatch when
     it divides n_batch (each call then splits on the n_ubatch grid), n_batch otherwise (the ubatch
-    grid restarts at each call)."""
-    return n_ubatch if n_batch % n_ubatch == 0 else n_batch
+    grid restarts at each call). pfx/llama/policy.hpp's, which llama-server's --pfx takes too."""
+    return _native._llama_exact_grid(n_batch, n_ubatch)
 
 
 class LlamaRule:
@@ -240,12 +240,14 @@ def enable(llm, chunk: Optional[int] = None, keep_min: int = 0) -> LlamaRule:
     n_batch = llm.n_batch
     n_ubatch = llama_cpp.llama_n_ubatch(llm.ctx)
     grid = exact_grid(n_batch, n_ubatch)
-    prefill_step = 0
-    if chunk is None:
-        chunk, prefill_step = (1, n_ubatch) if _prefill_step_applies(llama_cpp, llm, n_batch, n_ubatch) else (grid, 0)
-    elif chunk < 1 or chunk % grid != 0:
-        raise ValueError(f"enable: chunk {chunk} is not a multiple of the grid {grid} on which llama.cpp resumes "
-                         f"exactly (n_batch {n_batch}, n_ubatch {n_ubatch}); use a multiple of {grid}, or None")
+    # The chunk and prefill step llama-server's --pfx takes too (pfx/llama/policy.hpp): flash attention
+    # asked off; llama-cpp-python's Llama asks for it on or off, never auto.
+    flash_attention_off = llm.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    try:
+        chunk, prefill_step = _native._llama_resolve(n_batch, n_ubatch, flash_attention_off=flash_attention_off,
+                                                     chunk=chunk)
+    except ValueError as error:
+        raise ValueError(f"enable: {error}" + (", or None" if chunk is not None else "")) from None
     if _GENERATE is None:
         _GENERATE = inspect.signature(llama_cpp.Llama.generate)
     rule = LlamaRule(llm, chunk, keep_min, prefill_step, grid, n_batch, n_ubatch)
@@ -253,17 +255,6 @@ def enable(llm, chunk: Optional[int] = None, keep_min: int = 0) -> LlamaRule:
         setattr(llm, name, _shadow(getattr(rule, name), rule.originals[name]))
     setattr(llm, RULE_ATTRIBUTE, rule)
     return rule
-
-
-def _prefill_step_applies(llama_cpp, llm, n_batch: int, n_ubatch: int) -> bool:
-    """Whether llama.cpp, as `llm`'s context computes, is INV-12's engine with a prefill step of
-    n_ubatch: flash attention asked off, where only a ubatch of one row computes a row otherwise
-    (docs/engines.md, "Under the prefill step"), and n_batch a multiple of n_ubatch, so that every
-    ubatch but a prefill's last is full. llama-cpp-python's Llama asks for flash attention on or off,
-    never auto; llama.cpp does not report what auto resolved to (on the CPU build measured it behaved
-    as on), so auto is taken as on."""
-    return (llm.context_params.flash_attn_type == llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
-            and n_batch % n_ubatch == 0)
 
 
 def _shadow(method, original):
@@ -307,27 +298,29 @@ def _refuse_unvouched(llama_cpp, llm) -> None:
         if name in vars(llm):
             raise RuntimeError(f"enable: this Llama's {name} is already replaced on the object itself; pfx's rule "
                                "takes charge only of llama-cpp-python's own")
-    if llm._is_recurrent or llm._is_hybrid:
-        raise RuntimeError("enable: the model is recurrent or hybrid: its state is not rows that a prefix can keep, "
-                           "and pfx's rule was not made for it")
-    if llama_cpp.llama_model_n_swa(llm.model) > 0:
-        raise RuntimeError("enable: the model uses sliding-window attention, whose cache drops rows a resume may "
-                           "need; pfx's rule was not tested on it")
-    _refuse_multimodal(llm)
-    if llm.model_params.n_gpu_layers != 0 and llama_cpp.llama_supports_gpu_offload():
-        raise RuntimeError(f"enable: n_gpu_layers is {llm.model_params.n_gpu_layers} on a llama.cpp built for a GPU, "
-                           "and pfx has measured only llama.cpp's CPU build (docs/engines.md); use n_gpu_layers=0, "
-                           "or check your build with pfx conform first")
+    # What llama-server's --pfx refuses too, in the same words (pfx/llama/policy.hpp).
+    cause = _native._llama_unvouched(
+        recurrent_or_hybrid=bool(llm._is_recurrent or llm._is_hybrid), n_swa=llama_cpp.llama_model_n_swa(llm.model),
+        multimodal=_multimodal(llm),
+        gpu_layers=llm.model_params.n_gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0)
+    if cause:
+        raise RuntimeError(f"enable: {cause}, which pfx's rule cannot vouch for; serve it without pfx's rule")
 
 
-def _refuse_multimodal(llm) -> None:
+def _multimodal(llm) -> str:
+    """What writes multimodal rows into `llm`'s context, in the policy's words; "" nothing."""
     from llama_cpp import llama_chat_format  # noqa: PLC0415
 
     handlers = tuple(getattr(llama_chat_format, name) for name in ("Llava15ChatHandler", "MTMDChatHandler")
                      if hasattr(llama_chat_format, name))
-    if isinstance(llm.chat_handler, handlers):
-        raise RuntimeError(f"pfx's rule: the chat handler {type(llm.chat_handler).__name__} writes image rows into "
-                           "the context itself, which pfx's record cannot follow; multimodal chat is not supported")
+    return f"the chat handler {type(llm.chat_handler).__name__}" if isinstance(llm.chat_handler, handlers) else ""
+
+
+def _refuse_multimodal(llm) -> None:
+    """A multimodal chat handler set after enable: refused when generate is called."""
+    cause = _native._llama_unvouched(multimodal=_multimodal(llm))
+    if cause:
+        raise RuntimeError(f"pfx's rule: {cause}, which pfx's record cannot follow; multimodal chat is not supported")
 
 
 def _fingerprint(llm) -> tuple:

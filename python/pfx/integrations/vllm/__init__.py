@@ -79,6 +79,10 @@ from typing import Optional
 from ... import _native
 from ..._arguments import whole
 from . import linear, premises as _premises
+# The rule's configuration (pfx.integrations.vllm.rule), which conform builds with too; its names stay
+# this module's as well.
+from .rule import ONE_STEP, admission_padding, off_the_block_grid, rule_config, scheduler_step  # noqa: F401
+from .rule import prefill_step as _prefill_step
 
 TESTED_VERSIONS = ("0.32.0",)
 ENABLE_VARIABLE = "PFX_VLLM"
@@ -91,10 +95,6 @@ SPECULATIVE_METHODS = ("ngram", "draft_model")
 CPU build, batched and alone, with the padded admission and the draft slots in the step model
 (docs/engines.md, "Speculative decoding"). EAGLE, MTP and the other methods, whose draft heads keep
 hidden states of their own and whose lookups drop a block, were not measured here: refused by name."""
-ONE_STEP = 2**64 - 1
-"""``Config.prefill_step`` of a scheduler that prefills a whole prompt in one step (no chunked
-prefill): a step longer than any prompt, so that a prefill ends with a one-token step only when it
-computes one token."""
 
 _MEANINGS = {
     ENABLE_VARIABLE: "1, true, on, yes or empty (the plugin on: pfx's rule decides how much of each prompt vLLM "
@@ -348,18 +348,8 @@ def _config_post_init(self) -> None:
         raise Refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
 
 
-def off_the_block_grid(chunk: Optional[int], block: Optional[int], name: str = CHUNK_VARIABLE) -> str:
-    """Why the chunk `name` is off vLLM's block grid, or "": vLLM resumes a prompt only at a block bound
-    (None: the block size, or a block size not known yet). The one check of the grid, which the
-    plugin's start and pfx.integrations.vllm.conform both make."""
-    if chunk is None or not block or chunk % block == 0:
-        return ""
-    return (f"{name}={chunk} is not a multiple of vLLM's block size {block}: vLLM resumes a prompt only at a block "
-            f"bound; use a multiple of {block}")
-
-
 def _chunk_refusals(chunk: Optional[int], block: Optional[int]) -> list:
-    reason = off_the_block_grid(chunk, block)
+    reason = off_the_block_grid(chunk, block, CHUNK_VARIABLE)
     return [reason] if reason else []
 
 
@@ -451,10 +441,8 @@ def _scheduler_init(self, *args, **kwargs) -> None:
     if reasons:
         raise Refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
     premises = premises_of(self.vllm_config, settings)
-    step = prefill_step(self.vllm_config, premises)
-    padding = admission_padding(self.vllm_config)
-    manager.pfx_config = _native.Config(enabled=True, keep_min=settings.keep_min, chunk=chunk, prefill_step=step,
-                                        admission_padding=padding)
+    manager.pfx_config = rule_config(self.vllm_config, premises, chunk, settings.keep_min)
+    step, padding = manager.pfx_config.prefill_step, manager.pfx_config.admission_padding
     manager.coordinator.pfx_config = manager.pfx_config
     _logger.info("pfx: vLLM's prefix cache under pfx's rule: chunk %d, keep_min %d, %s%s; rows decode wrote are "
                  "never cached. %s", chunk, settings.keep_min, _describe_step(step),
@@ -511,36 +499,11 @@ def one_token_step_alone(vllm_config, settings: Optional[Settings] = None) -> bo
     return premises_of(vllm_config, settings).one_token_step_alone
 
 
-def scheduler_step(vllm_config) -> int:
-    """How many prompt tokens vLLM's scheduler computes in one step of a request served alone: its
-    scheduled-token budget (``max_num_scheduled_tokens``, by default ``max_num_batched_tokens``), at most
-    ``max_num_batched_tokens`` less the draft slots a speculative method reserves for each request;
-    ONE_STEP without chunked prefill. vLLM drops ``long_prefill_token_threshold`` when a single request
-    is running or waiting (scheduler.py, ``schedule``), so the threshold does not count."""
-    scheduler = vllm_config.scheduler_config
-    if not scheduler.enable_chunked_prefill:
-        return ONE_STEP
-    speculative = vllm_config.speculative_config
-    slots = speculative.max_num_new_slots_for_drafting if speculative is not None else 0
-    budget = scheduler.max_num_scheduled_tokens or scheduler.max_num_batched_tokens
-    return min(budget, scheduler.max_num_batched_tokens - slots)
-
-
 def prefill_step(vllm_config, premises: Optional["_premises.Premises"] = None) -> int:
     """The prefill step the rule's premise needs (``Config.prefill_step``): 0 where vLLM computes a
     one-token step as a longer one, by the configuration's premises (premises_of(), default: those of
     this process's settings); else scheduler_step()."""
-    premises = premises or premises_of(vllm_config)
-    return scheduler_step(vllm_config) if premises.one_token_step_alone else 0
-
-
-def admission_padding(vllm_config) -> int:
-    """Rows vLLM adds to the admission of a request that has one prompt token left after a hit
-    (``Config.admission_padding``): with speculative decoding, its scheduler pads such a request to
-    1 + num_speculative_tokens rows (scheduler.py, "Pad new decode requests to uniform spec decoding
-    size"), so the resume's one step is not one token alone; 0 without speculative decoding."""
-    speculative = vllm_config.speculative_config
-    return speculative.num_speculative_tokens if speculative is not None else 0
+    return _prefill_step(vllm_config, premises or premises_of(vllm_config))
 
 
 def _get_computed_blocks(self, request):

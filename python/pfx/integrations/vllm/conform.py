@@ -48,7 +48,7 @@ from typing import Callable, Optional, Sequence
 from ... import _native
 from ..._arguments import whole
 from .. import vllm as plugin
-from . import linear, premises as _premises
+from . import linear, premises as _premises, rule as _rule
 from ._check import BadInput, CheckError, Engine, Served, chosen_logprobs, first_difference, start as _start
 
 __all__ = ["BadInput", "CheckError", "Engine", "PluginOn", "Served", "check", "chosen_logprobs", "conform",
@@ -131,16 +131,20 @@ def conform(model: str, *, dtype: str = "float32", block_size: int = 32, max_num
     llm = start(model, dtype=dtype, block_size=block_size, max_num_batched_tokens=max_num_batched_tokens,
                 enable_chunked_prefill=enable_chunked_prefill, batch_invariant=batch_invariant, **engine_args)
     config = llm.llm_engine.vllm_config
-    # As the plugin would serve this configuration: every offset with pfx's batch-invariant kernels, where
-    # a one-token step computes as a longer one; with vLLM's own, only where the step premise allows.
-    step = 0 if batch_invariant else plugin.scheduler_step(config)
+    # As the plugin would serve this configuration, with the Config it would decide with (rule_config):
+    # every offset with pfx's batch-invariant kernels, where a one-token step computes as a longer one;
+    # with vLLM's own, only where the step premise allows; a speculative method's padded admission.
+    judged = _premises.Premises(batch_invariant=batch_invariant, one_token_step_alone=not batch_invariant,
+                                source="the check's kernels")
+    block = config.cache_config.block_size
     report = check(Engine(llm), name=describe(llm, model), vocab=config.model_config.get_vocab_size(),
-                   block_size=config.cache_config.block_size, max_length=config.model_config.max_model_len,
+                   block_size=block, max_length=config.model_config.max_model_len,
                    budget=budget, seed=seed, rule_chunk=rule_chunk, max_grid=max_grid, prompts=prompts,
-                   progress=progress, prefill_step=step)
+                   progress=progress, rule=_rule.rule_config(config, judged, block))
     if certify is not None and report.exit_status == 0:
         write_certificate(certify, _premises.certificate(_premises.configuration(config, batch_invariant),
-                                                         json.loads(report.to_json()), step))
+                                                         json.loads(report.to_json()),
+                                                         _rule.prefill_step(config, judged)))
     return report
 
 
@@ -170,7 +174,7 @@ def _rule_chunk(rule_chunk: Optional[int], block_size: int) -> int:
     whole("block_size", block_size, 1, BadInput)
     if whole("rule_chunk", rule_chunk, 1, BadInput, none="the block size") is None:
         return block_size
-    reason = plugin.off_the_block_grid(rule_chunk, block_size, "rule_chunk")
+    reason = _rule.off_the_block_grid(rule_chunk, block_size, "rule_chunk")
     if reason:
         raise BadInput(reason)
     return rule_chunk
@@ -179,14 +183,17 @@ def _rule_chunk(rule_chunk: Optional[int], block_size: int) -> int:
 def check(engine, *, name: str, vocab: int, block_size: int, max_length: int, budget: str = "default",
           seed: int = 1, rule_chunk: Optional[int] = None, max_grid: Optional[int] = None,
           prompts: Optional[int] = None, progress: Optional[Callable[[int, int], None]] = None,
-          prefill_step: int = 0):
+          rule=None):
     """The check on `engine` (serve(prompt, max_tokens) -> Served, reset(); serve_batch(prompts,
     max_tokens) -> [Served] for the batching finding, which is left out without it), whose prefix cache
     has blocks of `block_size` tokens and which serves prompts of up to `max_length` tokens with their
-    output. `prefill_step` is the engine's prefill step for a request served alone (pfx.Config's,
-    0: none): the check resumes only where the rule with it would. Returns a pfx.ConformReport."""
+    output. `rule` is the pfx.Config the plugin decides with (pfx.integrations.vllm.rule.rule_config;
+    default: no prefill step, no admission padding): the check judges each grid with it, its chunk the
+    grid, and resumes only where the rule would. Returns a pfx.ConformReport."""
+    if rule is None:
+        rule = _native.Config(enabled=True, chunk=block_size)
     return _Check(engine, name, vocab, block_size, max_length, _budget(budget, seed, max_grid, prompts),
-                  _rule_chunk(rule_chunk, block_size), progress, prefill_step).run()
+                  _rule_chunk(rule_chunk, block_size), progress, rule).run()
 
 
 BESIDE = 3
@@ -194,13 +201,14 @@ BESIDE = 3
 
 
 class _Check:
-    def __init__(self, engine, name, vocab, block, max_length, budget, rule_chunk, progress, prefill_step=0):
+    def __init__(self, engine, name, vocab, block, max_length, budget, rule_chunk, progress, rule):
         if vocab < 1:
             raise ValueError("the vocabulary must hold at least 1 token")
-        whole("prefill_step", prefill_step, 0, BadInput)
+        if not isinstance(rule, _native.Config):
+            raise BadInput(f"rule: expected a pfx.Config, got {type(rule).__name__}")
         self.engine, self.name, self.vocab, self.block, self.max_length = engine, name, vocab, block, max_length
         self.budget, self.rule_chunk, self.progress = budget, rule_chunk, progress
-        self.prefill_step = prefill_step
+        self.rule = rule
         # vLLM resumes only at block bounds: the grids are the block size and its doublings up to the
         # budget's max grid (at least the block), and the rule chunk.
         budget["max_grid"] = max(budget["max_grid"], block)
@@ -299,7 +307,7 @@ class _Check:
         for grid in self.grids:
             if grid["mismatch"]:
                 continue  # one counterexample per grid is enough
-            config = _native.Config(enabled=True, keep_min=0, chunk=grid["grid"], prefill_step=self.prefill_step)
+            config = _rule.on_grid(self.rule, grid["grid"])
             for offset in _native.conform_offsets(len(prompt), grid["grid"], self.budget, self.random.getrandbits(64)):
                 if _native.decide(config, prompt[:offset], offset, prompt).offset != offset:
                     grid["skipped"] += 1  # the rule never resumes there: nothing the plugin serves to judge
@@ -316,7 +324,7 @@ class _Check:
                     break
 
     def skip_reason(self) -> str:
-        return _native.conform_skip_reason(self.prefill_step)  # pfx conform's words, from the same C++ code
+        return _native.conform_skip_reason(self.rule.prefill_step)  # pfx conform's words, from the same C++ code
 
     def batching(self):
         """Each of the budget's prompts served cold alone and cold in one batch with BESIDE others (each

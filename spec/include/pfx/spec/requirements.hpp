@@ -210,7 +210,7 @@ inline constexpr std::array requirements = {
                 "client each resumed chat turn equals its cold run where the stock server's differ, each decision "
                 "is logged, and a setting the rule cannot take stops it naming the setting"},
     Requirement{"LLAMA-5",
-                "llama.cpp's llama-server built by scripts/llama.sh with --pfx takes each slot's reuse, what "
+                "llama.cpp's llama-server built by scripts/llama.sh --server with --pfx takes each slot's reuse, what "
                 "the host prompt cache offers and slot selection from pfx's core (the record: the last prompt's "
                 "prefill; the chunk and prefill step as LLAMA-1 resolves them from the context's parameters): "
                 "through the openai client every resumed response, streamed, stopped or after a client that "
