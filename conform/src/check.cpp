@@ -182,6 +182,7 @@ class Checker {
       }
     }
     if (report_.skipped() > 0) report_.skip_reason = prefill_step_skip_reason(options_.prefill_step);
+    if (options_.serve_together) report_.batching = check_batching();
     decide(report_);
     report_.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return std::move(report_);
@@ -332,6 +333,35 @@ class Checker {
         }
       }
     }
+  }
+
+  /// The batching finding: each prompt's answer alone against its answer beside others; the first
+  /// that differs stops it. A difference leaves the verdict, which is for a request served alone.
+  Batching check_batching() {
+    Batching finding;
+    const auto random_length = [this] { return report_.lengths[random_() % report_.lengths.size()]; };
+    for (std::size_t number = 0; number < options_.budget.prompts; ++number) {
+      const std::vector<token> prompt = random_tokens(random_length());
+      std::vector<std::vector<token>> beside;
+      for (std::size_t k = 0; k < kBeside; ++k) beside.push_back(random_tokens(random_length()));
+      const std::size_t where = random_() % (kBeside + 1);
+      std::vector<std::vector<token>> batch = beside;
+      batch.insert(batch.begin() + static_cast<std::ptrdiff_t>(where), prompt);
+      const std::vector<float> alone = options_.serve_together({prompt}).at(0);
+      const std::vector<float> together = options_.serve_together(batch).at(where);
+      for (const std::vector<token>& p : batch) report_.prefilled_tokens += p.size();
+      report_.prefilled_tokens += prompt.size();
+      ++finding.batches;
+      if (together.size() != alone.size()) {
+        throw std::runtime_error("serve_together answered " + std::to_string(together.size()) + " logits in a batch and " +
+                                 std::to_string(alone.size()) + " alone for the same prompt");
+      }
+      if (const std::optional<Difference> found = first_logit_difference(together, alone)) {
+        finding.mismatch = BatchMismatch{.prompt_number = number, .prompt = prompt, .beside = beside, .difference = *found};
+        break;
+      }
+    }
+    return finding;
   }
 
   driver::Engine& engine_;

@@ -82,6 +82,55 @@ TEST(Conform, TheReferenceEngineIsExactOnMultiplesOfItsChunkAndNowhereElse) {
   }
 }
 
+// The batching finding, for an engine that serves requests together: each prompt's answer alone and
+// beside kBeside others, compared bit for bit. A server that answers each prompt from its own tokens
+// is independent; one whose answer moves with what shares its batch is caught at the first prompt,
+// with the prompt and its neighbours; without serve_together the report has no finding at all.
+TEST(Conform, TheBatchingFindingComparesEachAnswerAloneWithTheSameAnswerBesideOthers) {
+  pfx::test::verifies("CONF-1");
+  pfx::engines::HostReferenceEngine engine(model(4));
+  std::size_t calls = 0;
+  std::vector<std::size_t> sizes;
+  // Each prompt's answer: its tokens as floats, plus `drift` times the number of prompts beside it.
+  const auto server = [&](float drift) {
+    return [&calls, &sizes, drift](const std::vector<std::vector<token>>& prompts) {
+      ++calls;
+      sizes.push_back(prompts.size());
+      std::vector<std::vector<float>> answers;
+      for (const std::vector<token>& prompt : prompts) {
+        std::vector<float> answer;
+        for (const token t : prompt) answer.push_back(static_cast<float>(t) + drift * static_cast<float>(prompts.size() - 1));
+        answers.push_back(answer);
+      }
+      return answers;
+    };
+  };
+  CheckOptions options{.budget = quick(), .rule_chunk = std::nullopt, .engine_name = "test", .progress = {}};
+  EXPECT_EQ(pfx::conform::check(engine, options).batching, std::nullopt);
+
+  options.serve_together = server(0.0f);
+  const Report independent = pfx::conform::check(engine, options);
+  ASSERT_TRUE(independent.batching.has_value());
+  EXPECT_TRUE(independent.batching->independent());
+  EXPECT_EQ(independent.batching->batches, options.budget.prompts);
+  EXPECT_EQ(calls, 2 * options.budget.prompts);  // alone, then beside others, for each prompt
+  for (std::size_t i = 0; i < sizes.size(); ++i) EXPECT_EQ(sizes[i], i % 2 == 0 ? 1U : 1 + pfx::conform::kBeside);
+  EXPECT_NE(pfx::conform::to_text(independent).find("every answer equalled the request served alone"), std::string::npos);
+  EXPECT_EQ(independent.verdict, Verdict::safe);
+
+  options.serve_together = server(0.5f);
+  const Report dependent = pfx::conform::check(engine, options);
+  ASSERT_TRUE(dependent.batching.has_value() && dependent.batching->mismatch.has_value());
+  EXPECT_FALSE(dependent.batching->independent());
+  EXPECT_EQ(dependent.batching->batches, 1U);  // the first difference stops it
+  EXPECT_EQ(dependent.batching->mismatch->prompt_number, 0U);
+  EXPECT_EQ(dependent.batching->mismatch->beside.size(), pfx::conform::kBeside);
+  EXPECT_EQ(dependent.verdict, Verdict::safe);  // the finding leaves the verdict, for a request served alone
+  const std::string text = pfx::conform::to_text(dependent);
+  EXPECT_NE(text.find("a request's answer DEPENDS on what is batched beside it"), std::string::npos) << text;
+  EXPECT_NE(text.find("the verdict holds for a request served alone"), std::string::npos) << text;
+}
+
 TEST(Conform, TheBlockedAttentionEngineIsExactOnMultiplesOfItsChunkAndNowhereElse) {
   pfx::test::verifies("CONF-1");
   for (const std::size_t chunk : {2U, 3U, 4U, 6U, 8U}) {

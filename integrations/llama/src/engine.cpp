@@ -245,6 +245,77 @@ void Engine::decode(driver::KvState& kv, token next, std::size_t position, std::
   state.run(1, vocab_, logits);
 }
 
+std::vector<std::vector<float>> Engine::serve_together(const std::vector<std::vector<token>>& prompts,
+                                                       std::size_t steps) const {
+  if (prompts.empty()) throw std::invalid_argument("pfx::llama::Engine::serve_together: no prompt");
+  std::size_t total = 0;
+  std::size_t longest = 0;
+  for (const std::vector<token>& prompt : prompts) {
+    if (prompt.empty()) throw std::invalid_argument("pfx::llama::Engine::serve_together: an empty prompt");
+    total += prompt.size();
+    longest = std::max(longest, prompt.size());
+  }
+  if (longest + steps > trained_context_) {
+    throw std::invalid_argument("pfx::llama::Engine::serve_together: a prompt of " + std::to_string(longest) +
+                                " tokens and " + std::to_string(steps) + " steps need more rows than the model's "
+                                "trained context, " + std::to_string(trained_context_));
+  }
+  const auto sequences = static_cast<std::uint32_t>(prompts.size());
+  constexpr std::size_t cells = 256;  // llama.cpp pads a stream's cells to this; each stream gets as many
+  const std::size_t per_stream = (longest + steps + cells - 1) / cells * cells;
+  llama_context_params params = llama_context_default_params();
+  params.n_ctx = static_cast<std::uint32_t>(per_stream * prompts.size());
+  params.n_batch = static_cast<std::uint32_t>(std::max(total, prompts.size()));
+  params.n_ubatch = static_cast<std::uint32_t>(settings_.ubatch);
+  params.n_seq_max = sequences;
+  params.kv_unified = false;  // a stream per sequence: its keys at the cells of their positions
+  params.n_threads = static_cast<std::int32_t>(settings_.threads);
+  params.n_threads_batch = static_cast<std::int32_t>(settings_.threads);
+  params.type_k = settings_.kv_type == KvType::f32 ? GGML_TYPE_F32 : GGML_TYPE_F16;
+  params.type_v = params.type_k;
+  params.no_perf = true;
+  set_flash_attention(params, settings_.flash_attention);
+  std::unique_ptr<llama_context, decltype(&llama_free)> context(llama_init_from_model(model_, params), &llama_free);
+  if (!context) throw LlamaError("llama.cpp could not make a context of " + std::to_string(prompts.size()) + " streams");
+  const std::unique_ptr<llama_batch, void (*)(llama_batch*)> batch(
+      new llama_batch(llama_batch_init(static_cast<std::int32_t>(params.n_batch), 0, 1)), [](llama_batch* b) {
+        llama_batch_free(*b);
+        delete b;
+      });
+  std::vector<std::vector<float>> served(prompts.size());
+  std::vector<token> next(prompts.size());
+  std::vector<std::int32_t> last(prompts.size());  // each sequence's row of logits in the batch
+  // Decodes batch's first n tokens; appends each sequence's logits, and takes its greedy next token.
+  const auto run = [&](std::size_t n) {
+    batch->n_tokens = static_cast<std::int32_t>(n);
+    if (const std::int32_t status = llama_decode(context.get(), *batch); status != 0) {
+      throw LlamaError("llama_decode of " + std::to_string(prompts.size()) + " sequences failed with status " +
+                       std::to_string(status));
+    }
+    for (std::size_t s = 0; s < prompts.size(); ++s) {
+      const float* logits = llama_get_logits_ith(context.get(), last[s]);
+      if (logits == nullptr) throw LlamaError("llama.cpp returned no logits");
+      served[s].insert(served[s].end(), logits, logits + vocab_);
+      next[s] = static_cast<token>(std::max_element(logits, logits + vocab_) - logits);
+    }
+  };
+  const auto put_in = [&](std::size_t i, std::size_t s, token t, std::size_t position, bool wants_logits) {
+    put(*batch, i, t, position, wants_logits);
+    batch->seq_id[i][0] = static_cast<llama_seq_id>(s);
+    if (wants_logits) last[s] = static_cast<std::int32_t>(i);
+  };
+  std::size_t i = 0;
+  for (std::size_t s = 0; s < prompts.size(); ++s) {
+    for (std::size_t p = 0; p < prompts[s].size(); ++p) put_in(i++, s, prompts[s][p], p, p + 1 == prompts[s].size());
+  }
+  run(i);
+  for (std::size_t step = 0; step < steps; ++step) {
+    for (std::size_t s = 0; s < prompts.size(); ++s) put_in(s, s, next[s], prompts[s].size() + step, true);
+    run(prompts.size());
+  }
+  return served;
+}
+
 std::string Engine::describe() const {
   return "llama.cpp " + settings_.model + " (vocab " + std::to_string(vocab_) + ", " + std::to_string(layers_) +
          " layers, context " + std::to_string(trained_context_) + ", chunk " + std::to_string(settings_.chunk) + ", ubatch " + std::to_string(settings_.ubatch) + ", " +

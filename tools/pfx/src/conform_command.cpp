@@ -60,6 +60,7 @@ int run_conform(const ConformOptions& o, const Streams& streams) {
   const ChosenEngine engine = o.dcp > 1 ? make_engine(o.engine, {.chunk = o.chunk}, Dcp{{o.dcp, o.interleave}, nullptr})
                                         : make_engine(o.engine, {.chunk = o.chunk});
   check.engine_name = engine.description;
+  check.serve_together = engine.serve_together;
   const conform::Budget& b = check.budget;
   const std::vector<std::size_t> lengths =
       conform::prompt_lengths(conform::candidate_grids(b, o.chunk, driver::resolved_rule_chunk(o.rule_chunk, o.chunk)));

@@ -23,6 +23,11 @@
 namespace pfx::cli {
 namespace {
 
+#ifdef PFX_CLI_LLAMA
+/// Decode steps of each request in conform's batching finding on llama.cpp.
+constexpr std::size_t kBatchingSteps = 4;
+#endif
+
 ChosenEngine llama_engine(const EngineChoice::Llama& options, std::size_t chunk) {
 #ifdef PFX_CLI_LLAMA
   if (options.model.empty()) throw InputError("--engine llama needs --model PATH (a GGUF file)");
@@ -33,7 +38,13 @@ ChosenEngine llama_engine(const EngineChoice::Llama& options, std::size_t chunk)
     auto engine = std::make_unique<llama::Engine>(std::move(settings));
     std::string description = engine->describe();
     const std::size_t context = engine->trained_context();
-    return {std::move(engine), std::move(description), context};
+    const llama::Engine& served = *engine;
+    // A few decode steps as well: a request's answer is its prefill's logits and its steps', as a
+    // server's slots decode them together.
+    auto together = [&served](const std::vector<std::vector<token>>& prompts) {
+      return served.serve_together(prompts, kBatchingSteps);
+    };
+    return {std::move(engine), std::move(description), context, together};
   } catch (const llama::ModelError& e) {
     throw InputError(e.what());
   } catch (const std::invalid_argument& e) {

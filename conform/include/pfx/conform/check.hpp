@@ -13,6 +13,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace pfx::conform {
 
@@ -27,7 +28,15 @@ struct CheckOptions {
   std::string engine_name = "engine";
   /// Called after each prompt with (prompts done, prompts in all), for a progress bar.
   std::function<void(std::size_t, std::size_t)> progress;
+  /// For an engine that serves several requests in one batch (a server's slots): serves the prompts
+  /// together, each cold, and returns for each what it answered (its logits, every step's, bit for
+  /// bit). Given, the check adds the batching finding (Report::batching): each of budget.prompts
+  /// prompts served alone (a batch of one) and beside kBeside others, compared.
+  std::function<std::vector<std::vector<float>>(const std::vector<std::vector<token>>&)> serve_together{};
 };
+
+/// Prompts served beside each prompt of the batching finding.
+inline constexpr std::size_t kBeside = 3;
 
 /// Checks `engine` (docs/conform.md, "What a resume is"). First the premises (docs/conform.md,
 /// "Premises"): two cold runs of prompts that differ in every token must write their rows (none left
@@ -46,6 +55,8 @@ struct CheckOptions {
 ///    for bit. A grid stops being resumed at its first mismatch. An offset at which pfx::decide, with
 ///    chunk g and the options' prefill_step, would not resume the prompt held up to o is skipped
 ///    (GridResult::skipped, Report::skip_reason): the rule never makes that resume.
+///  - with serve_together, the batching finding: prompts of the check's lengths, each served alone and
+///    at a random place among kBeside others; the first answer that differs stops it.
 /// Effect: only on KV states the check makes itself; the engine is driven directly, never through a
 /// Lane, so that a bug in the lane cannot hide in the check.
 /// Throws: std::invalid_argument for a bad budget, an engine whose chunk or vocabulary is 0, or a

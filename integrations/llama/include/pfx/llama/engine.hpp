@@ -81,6 +81,16 @@ class Engine final : public driver::Engine {
                std::span<float> logits) override;
   void decode(driver::KvState& kv, token next, std::size_t position, std::span<float> logits) override;
 
+  /// `prompts` served together, each cold, as a server's slots are: a new llama_context of one KV
+  /// stream per prompt (n_seq_max prompts, kv_unified off), every prompt's tokens in one llama_decode
+  /// (llama.cpp splits it into ubatches of n_ubatch rows), then `steps` greedy decode steps of all of
+  /// them in one llama_decode each. For each prompt, the logits of its last token and of each step,
+  /// concatenated. Alone is a batch of one: what the conformance check's batching finding compares
+  /// with (pfx::conform::CheckOptions::serve_together). Throws std::invalid_argument for no prompt, an
+  /// empty one or one longer than the trained context with `steps`, LlamaError when llama.cpp fails.
+  [[nodiscard]] std::vector<std::vector<float>> serve_together(const std::vector<std::vector<token>>& prompts,
+                                                               std::size_t steps) const;
+
   /// "llama.cpp FILE (vocab V, L layers, context N, chunk C, ubatch U, T threads, flash attention X, KV f16)".
   [[nodiscard]] std::string describe() const;
 

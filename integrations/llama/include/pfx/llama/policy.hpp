@@ -34,7 +34,7 @@ struct ContextFacts {
   bool recurrent_or_hybrid = false;  ///< llama_model_is_recurrent or _is_hybrid
   int n_swa = 0;                     ///< the model's sliding window; 0: none
   /// What writes multimodal rows into the context ("--mmproj", "the chat handler Llava15ChatHandler"); "" none.
-  std::string multimodal;
+  std::string multimodal{};
   int gpu_layers = 0;                ///< layers offloaded to a GPU on a build that supports it (-1: all); else 0
 };
 

@@ -13,6 +13,7 @@
 #include <pfx/engines/reference_model.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,9 @@ struct ChosenEngine {
   std::unique_ptr<driver::Engine> engine;
   std::string description;
   std::size_t context = 0;  ///< the most rows a KV state may hold (llama: the model's trained context); 0: no bound
+  /// An engine that serves several requests in one batch (llama: its slots' way, a KV stream each):
+  /// conform's batching finding (conform::CheckOptions::serve_together); empty for the others.
+  std::function<std::vector<std::vector<float>>(const std::vector<std::vector<token>>&)> serve_together{};
 };
 
 /// The KV rows a run's lane holds: --capacity on an engine without a context of its own; on one with
