@@ -50,20 +50,29 @@ void set_flash_attention(Params& params, FlashAttention value) {
   }
 }
 
+/// A context's parameters from the engine's settings: n_ctx rows, calls of up to n_batch tokens,
+/// `sequences` sequences, a KV stream each (kv_unified off: a sequence's keys at the cells of their
+/// positions, as llama-server's slots under --pfx).
+llama_context_params context_params(const Settings& s, std::size_t n_ctx, std::size_t n_batch, std::size_t sequences) {
+  llama_context_params params = llama_context_default_params();
+  params.n_ctx = static_cast<std::uint32_t>(n_ctx);
+  params.n_batch = static_cast<std::uint32_t>(n_batch);
+  params.n_ubatch = static_cast<std::uint32_t>(s.ubatch);
+  params.n_seq_max = static_cast<std::uint32_t>(sequences);
+  params.kv_unified = false;
+  params.n_threads = static_cast<std::int32_t>(s.threads);
+  params.n_threads_batch = static_cast<std::int32_t>(s.threads);
+  params.type_k = s.kv_type == KvType::f32 ? GGML_TYPE_F32 : GGML_TYPE_F16;
+  params.type_v = params.type_k;
+  params.no_perf = true;
+  set_flash_attention(params, s.flash_attention);
+  return params;
+}
+
 class KvState final : public driver::KvState {
  public:
   KvState(llama_model* model, const Settings& s, std::size_t capacity) : shape_{.capacity = capacity} {
-    llama_context_params params = llama_context_default_params();
-    params.n_ctx = static_cast<std::uint32_t>(capacity);
-    params.n_batch = static_cast<std::uint32_t>(s.chunk);
-    params.n_ubatch = static_cast<std::uint32_t>(s.ubatch);
-    params.n_seq_max = 1;
-    params.n_threads = static_cast<std::int32_t>(s.threads);
-    params.n_threads_batch = static_cast<std::int32_t>(s.threads);
-    params.type_k = s.kv_type == KvType::f32 ? GGML_TYPE_F32 : GGML_TYPE_F16;
-    params.type_v = params.type_k;
-    params.no_perf = true;
-    set_flash_attention(params, s.flash_attention);
+    const llama_context_params params = context_params(s, capacity, s.chunk, 1);
     context_ = llama_init_from_model(model, params);
     if (context_ == nullptr) {
       throw LlamaError("llama.cpp could not make a context of " + std::to_string(capacity) + " rows");
@@ -260,21 +269,10 @@ std::vector<std::vector<float>> Engine::serve_together(const std::vector<std::ve
                                 " tokens and " + std::to_string(steps) + " steps need more rows than the model's "
                                 "trained context, " + std::to_string(trained_context_));
   }
-  const auto sequences = static_cast<std::uint32_t>(prompts.size());
   constexpr std::size_t cells = 256;  // llama.cpp pads a stream's cells to this; each stream gets as many
   const std::size_t per_stream = (longest + steps + cells - 1) / cells * cells;
-  llama_context_params params = llama_context_default_params();
-  params.n_ctx = static_cast<std::uint32_t>(per_stream * prompts.size());
-  params.n_batch = static_cast<std::uint32_t>(std::max(total, prompts.size()));
-  params.n_ubatch = static_cast<std::uint32_t>(settings_.ubatch);
-  params.n_seq_max = sequences;
-  params.kv_unified = false;  // a stream per sequence: its keys at the cells of their positions
-  params.n_threads = static_cast<std::int32_t>(settings_.threads);
-  params.n_threads_batch = static_cast<std::int32_t>(settings_.threads);
-  params.type_k = settings_.kv_type == KvType::f32 ? GGML_TYPE_F32 : GGML_TYPE_F16;
-  params.type_v = params.type_k;
-  params.no_perf = true;
-  set_flash_attention(params, settings_.flash_attention);
+  const llama_context_params params =
+      context_params(settings_, per_stream * prompts.size(), std::max(total, prompts.size()), prompts.size());
   std::unique_ptr<llama_context, decltype(&llama_free)> context(llama_init_from_model(model_, params), &llama_free);
   if (!context) throw LlamaError("llama.cpp could not make a context of " + std::to_string(prompts.size()) + " streams");
   const std::unique_ptr<llama_batch, void (*)(llama_batch*)> batch(

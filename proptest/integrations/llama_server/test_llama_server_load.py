@@ -20,6 +20,7 @@ decoded together, as every stock answer did in the measurements of docs/engines.
 """
 from __future__ import annotations
 
+import functools
 import os
 import random
 import sys
@@ -106,26 +107,11 @@ class Request:
 
 
 def at_once(server: Server, requests: list, delays: list | None = None) -> None:
-    """Sends the requests from threads of their own, each `delays[i]` seconds after a common start."""
-    start = threading.Barrier(len(requests))
-    failures = []
+    """Sends the requests from threads of their own, each `delays[i]` seconds after a common start
+    (pfx.integrations.llama_cpp.verify's at_once, which verify --concurrency sends with)."""
+    from pfx.integrations.llama_cpp import verify  # imported here: the suite skips where pfx is not built
 
-    def send(i: int) -> None:
-        start.wait()
-        if delays:
-            time.sleep(delays[i])
-        try:
-            requests[i].serve(server)
-        except Exception as error:  # reported below, in the test's thread
-            failures.append(error)
-
-    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(requests))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise failures[0]
+    verify.at_once([functools.partial(request.serve, server) for request in requests], delays)
 
 
 def decoded_together(a: Request, b: Request) -> bool:

@@ -25,9 +25,11 @@ that was not cold (the server reused rows for it).
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import sys
 import threading
+import time
 from typing import Optional
 
 from ..._arguments import count
@@ -102,6 +104,33 @@ def _no_verdict(error: _NotCold, out) -> int:
     return 3
 
 
+def at_once(calls: list, delays: Optional[list] = None) -> list:
+    """Runs each of `calls` (no arguments) in a thread of its own, all released at once, each
+    `delays[i]` seconds after that where `delays` is given; returns their results in order, or raises
+    the first failure in the caller's thread."""
+    results: list = [None] * len(calls)
+    failures = []
+    start = threading.Barrier(len(calls))
+
+    def run(i: int) -> None:
+        start.wait()
+        if delays:
+            time.sleep(delays[i])
+        try:
+            results[i] = calls[i]()
+        except Exception as e:  # raised again below, in the caller's thread
+            failures.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    return results
+
+
 def check(client, model: str, chats: int, turns: int, seed: int, max_tokens: int, out=sys.stdout) -> int:
     """Plays the chats through `client` (an openai.OpenAI) and returns the exit status."""
     tally = _Tally(out)
@@ -130,24 +159,8 @@ def check_concurrent(client, model: str, chats: int, turns: int, seed: int, max_
     for t in range(turns):
         for history, conversation in zip(histories, conversations):
             history.append({"role": "user", "content": conversation.messages[t]})
-        responses = [None] * chats
-        failures = []
-        start = threading.Barrier(chats)
-
-        def send(c: int) -> None:
-            start.wait()
-            try:
-                responses[c] = client.chat.completions.create(messages=list(histories[c]), **arguments)
-            except Exception as e:  # raised again below, in the caller's thread
-                failures.append(e)
-
-        threads = [threading.Thread(target=send, args=(c,)) for c in range(chats)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        if failures:
-            raise failures[0]
+        responses = at_once([functools.partial(client.chat.completions.create, messages=list(history), **arguments)
+                             for history in histories])
         for c, response in enumerate(responses):
             served.append((c, t, list(histories[c]), response))
             histories[c].append({"role": "assistant", "content": response.choices[0].message.content})
