@@ -81,8 +81,8 @@ install_extras "numpy, hypothesis, jsonschema, torch, transformers, gguf" test t
 # llama-cpp-python for pfx.integrations.llama_cpp, with the libraries built above.
 finish llama.cpp
 scripts/llama.sh --python >/dev/null
-# Then llama-cpp-python's server dependencies and the openai client (the extra llama-server): after
+# Then llama-cpp-python's server dependencies and the openai client (the extra llama-cpp-python-server): after
 # llama.sh, so that pip finds llama-cpp-python installed and does not build it again from source.
-install_extras "fastapi, uvicorn, sse_starlette, starlette_context, pydantic_settings, yaml, openai" llama-server
+install_extras "fastapi, uvicorn, sse_starlette, starlette_context, pydantic_settings, yaml, openai" llama-cpp-python-server
 
 finish vllm

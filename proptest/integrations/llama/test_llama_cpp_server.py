@@ -7,7 +7,7 @@ chat with resumed answers that differ (so the comparison can fail).
 
 Every server binds only 127.0.0.1, on a free port, is waited for at most a minute and stopped at the
 end of its test. Skipped, with the reason, where llama-cpp-python, its server's dependencies or the
-openai client are not installed (pip install '.[llama-server]').
+openai client are not installed (pip install '.[llama-cpp-python-server]').
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ STARTUP_SECONDS = 60
 
 WHY_NOT = why_not_llama("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings", "openai",
                         install="the server's dependencies and the openai client come with pip install "
-                                "'.[llama-server]' (scripts/install-deps.sh)")
+                                "'.[llama-cpp-python-server]' (scripts/install-deps.sh)")
 if not WHY_NOT:
     import openai
 

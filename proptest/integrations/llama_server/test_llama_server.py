@@ -9,7 +9,7 @@ comparison can fail. Reuse is the server's own count, usage.prompt_tokens_detail
 
 Every server binds only 127.0.0.1, on a free port, is waited for at most a minute and stopped at the
 end of its test. Skipped, with the reason, where the binary was not built, the openai client is not
-installed (pip install '.[llama-server]') or no model was written.
+installed (pip install openai) or no model was written.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def why_not() -> str:
         return (f"llama-server with pfx's rule is not built ({BINARY or 'PFX_LLAMA_SERVER unset'}); "
                 "scripts/llama.sh --server builds it")
     if importlib.util.find_spec("openai") is None:
-        return "the openai client is not installed: pip install '.[llama-server]' (scripts/install-deps.sh)"
+        return "the openai client is not installed: pip install openai (scripts/install-deps.sh installs it)"
     if not MODEL:
         return "no model: PFX_LLAMA_MODEL names the GGUF file pfx.fixtures.tiny_gguf writes"
     return ""

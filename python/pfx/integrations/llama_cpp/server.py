@@ -16,7 +16,7 @@ exit status 2. Each decision is logged on standard error, one line a prompt:
 
     pfx: prompt of 171 tokens: the context held 122 of it, the rule allows 111 (reused, bound common_prefix)
 
-The server's dependencies and the ``openai`` client: ``pip install '.[llama-server]'``.
+The server's dependencies and the ``openai`` client: ``pip install '.[llama-cpp-python-server]'``.
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def main(argv: Optional[list] = None) -> int:
         import llama_cpp  # noqa: PLC0415
         import llama_cpp.server.__main__ as server  # noqa: PLC0415
     except ImportError as e:
-        print(f"{PROGRAM}: llama-cpp-python's server does not import here ({e}); pip install '.[llama-server]' "
+        print(f"{PROGRAM}: llama-cpp-python's server does not import here ({e}); pip install '.[llama-cpp-python-server]' "
               "installs its dependencies (scripts/llama.sh --python installs llama-cpp-python)", file=sys.stderr)
         return 2
     reason = untested(llama_cpp)

@@ -196,9 +196,9 @@ def main(argv: Optional[list] = None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds a request may take (default 600)")
     arguments = parser.parse_args(argv)
     try:
-        import openai  # noqa: PLC0415  (optional: pip install '.[llama-server]')
+        import openai  # noqa: PLC0415  (optional: pip install openai)
     except ImportError:
-        print(f"{PROGRAM}: the openai client is not installed: pip install '.[llama-server]'", file=sys.stderr)
+        print(f"{PROGRAM}: the openai client is not installed: pip install openai", file=sys.stderr)
         return 2
     client = openai.OpenAI(base_url=arguments.url.rstrip("/") + "/v1", api_key="none", timeout=arguments.timeout,
                            max_retries=0)
