@@ -430,6 +430,11 @@ class PyMachine(unittest.TestCase):
         self.assertNotEqual(config, pfx.Config(True, 8, 2, 256, 3))
         self.assertEqual(config, pfx.Config(True, 8, 2, 256, 3, True))
         self.assertFalse(pfx.Config().decode_rows_exact)
+        import copy
+        for copied in (copy.copy(config), copy.deepcopy(config)):  # a value: every field, and apart
+            self.assertEqual(copied, config)
+            copied.chunk = 7
+            self.assertEqual(config.chunk, 2)
         machine = pfx.Machine(config)
         machine.config.keep_min = 99  # a copy
         self.assertEqual(machine.config.keep_min, 8)

@@ -239,6 +239,9 @@ PYBIND11_MODULE(_native, m) {
           "decode_rows_exact", [](const Config& c) { return c.decode_rows_exact; },
           [](Config& c, py::handle v) { c.decode_rows_exact = flag(v, "decode_rows_exact"); })
       .def(py::self == py::self)  // NOLINT(misc-redundant-expression): pybind11's operator idiom
+      // copy.copy and copy.deepcopy: a Config is a value, copied whole by C++ (every field, those to come too)
+      .def("__copy__", [](const Config& c) { return c; })
+      .def("__deepcopy__", [](const Config& c, const py::dict&) { return c; }, py::arg("memo"))
       .def("__repr__", [](const Config& c) { return repr(c); });
 
   py::class_<Decision>(m, "Decision", "The answer to a query: offset, common_prefix, reason, bound.")

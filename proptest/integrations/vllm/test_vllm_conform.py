@@ -135,7 +135,7 @@ def fake_check(engine, **options):
 
 def stepped(step):
     """The rule the plugin decides with under a prefill step of `step` (no admission padding)."""
-    return _native.Config(enabled=True, chunk=FAKE_BLOCK, prefill_step=step)
+    return _native.Config(enabled=True, keep_min=0, chunk=FAKE_BLOCK, prefill_step=step)
 
 
 def expected_grids(block, max_grid, rule_chunk):
@@ -366,7 +366,7 @@ class OnVllm(unittest.TestCase):
         def batching(prompts=6):
             budget = dict(_native.conform_budget("quick"), prompts=prompts, max_grid=4 * vllm_lane.BLOCK, seed=SEED)
             return vllm_conform._Check(vllm_conform.Engine(self.llm), "vLLM", VOCAB, vllm_lane.BLOCK, 4096, budget,
-                                       vllm_lane.BLOCK, None, _native.Config(enabled=True, chunk=vllm_lane.BLOCK)).batching()
+                                       vllm_lane.BLOCK, None, _native.Config(enabled=True, keep_min=0, chunk=vllm_lane.BLOCK)).batching()
 
         invariant = batching()
         self.assertEqual((invariant["batches"], invariant["mismatch"]), (6, None), invariant)

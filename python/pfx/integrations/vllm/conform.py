@@ -191,7 +191,7 @@ def check(engine, *, name: str, vocab: int, block_size: int, max_length: int, bu
     default: no prefill step, no admission padding): the check judges each grid with it, its chunk the
     grid, and resumes only where the rule would. Returns a pfx.ConformReport."""
     if rule is None:
-        rule = _native.Config(enabled=True, chunk=block_size)
+        rule = _native.Config(enabled=True, keep_min=0, chunk=block_size)
     return _Check(engine, name, vocab, block_size, max_length, _budget(budget, seed, max_grid, prompts),
                   _rule_chunk(rule_chunk, block_size), progress, rule).run()
 
