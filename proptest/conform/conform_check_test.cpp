@@ -97,8 +97,10 @@ TEST(Conform, TheBatchingFindingComparesEachAnswerAloneWithTheSameAnswerBesideOt
       ++calls;
       sizes.push_back(prompts.size());
       std::vector<std::vector<float>> answers;
+      answers.reserve(prompts.size());
       for (const std::vector<token>& prompt : prompts) {
         std::vector<float> answer;
+        answer.reserve(prompt.size());
         for (const token t : prompt) answer.push_back(static_cast<float>(t) + drift * static_cast<float>(prompts.size() - 1));
         answers.push_back(answer);
       }

@@ -42,6 +42,7 @@ Taken take(const std::vector<std::string>& arguments) {
   std::vector<std::string> words{"llama-server"};
   words.insert(words.end(), arguments.begin(), arguments.end());
   std::vector<char*> argv;
+  argv.reserve(words.size() + 1);
   for (std::string& word : words) argv.push_back(word.data());
   argv.push_back(nullptr);  // take_arguments ends the shrunk list with nullptr, as main's argv is
   int argc = static_cast<int>(words.size());
