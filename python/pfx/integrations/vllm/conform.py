@@ -137,14 +137,14 @@ def conform(model: str, *, dtype: str = "float32", block_size: int = 32, max_num
     judged = _premises.Premises(batch_invariant=batch_invariant, one_token_step_alone=not batch_invariant,
                                 source="the check's kernels")
     block = config.cache_config.block_size
+    rule = _rule.rule_config(config, judged, block)
     report = check(Engine(llm), name=describe(llm, model), vocab=config.model_config.get_vocab_size(),
                    block_size=block, max_length=config.model_config.max_model_len,
                    budget=budget, seed=seed, rule_chunk=rule_chunk, max_grid=max_grid, prompts=prompts,
-                   progress=progress, rule=_rule.rule_config(config, judged, block))
+                   progress=progress, rule=rule)
     if certify is not None and report.exit_status == 0:
         write_certificate(certify, _premises.certificate(_premises.configuration(config, batch_invariant),
-                                                         json.loads(report.to_json()),
-                                                         _rule.prefill_step(config, judged)))
+                                                         json.loads(report.to_json()), rule.prefill_step))
     return report
 
 
