@@ -20,7 +20,7 @@ if not WHY_NOT:
 STEPS = 14
 WORKLOADS = 3
 LONG_TURNS = 2
-BATCHED_ROUNDS = 3
+CONTROL_ROUNDS = 40  # at most: the batched control stops at the first round that differs
 
 
 @unittest.skipIf(WHY_NOT, WHY_NOT)
@@ -66,7 +66,9 @@ class StockInProcess(unittest.TestCase):
     def test_stock_vllm_changes_a_requests_answer_with_what_is_batched_beside_it(self):
         # vLLM's own kernels (its CPU attention splits a request's KV by the whole step's work): the
         # plugin suite's batched rounds differ here, so that suite could fail.
-        outcome = vllm_lane.run_batched(self.llm, f"{SEED}:batched", BATCHED_ROUNDS)
+        # The plugin suite's rounds are drawn alike; up to 40 are served here, stopping at the first that
+        # differs, since a few rounds in bfloat16 are all quiet now and then (vllm_lane.run_batched).
+        outcome = vllm_lane.run_batched(self.llm, f"{SEED}:batched", CONTROL_ROUNDS, until_one_differs=True)
         print(f"stock vLLM under load: {len(outcome.differing)} of {outcome.steps} responses differ from their cold "
               f"run served alone")
         self.assertGreater(len(outcome.differing), 0, "stock vLLM answered every batched request as served alone: "
