@@ -1,5 +1,5 @@
 """vLLM's OpenAI-compatible server as a user runs it, with pfx's plugin on and off, and
-pfx.integrations.vllm.verify, the check of a server a user runs (and of a vllm.LLM in this process).
+pfx.verify_server, the check of a server a user runs (and of a vllm.LLM in this process).
 
 Three real `python -m vllm.entrypoints.openai.api_server` processes, on 127.0.0.1 and free ports,
 serve the tiny Llama with its tokenizer and chat template (pfx.fixtures.tiny_tokenizer), their workers
@@ -55,16 +55,19 @@ if not WHY_NOT:
     from pfx.fixtures.tiny_llama import VOCAB
     from pfx.fixtures.tiny_tokenizer import write_tiny_tokenizer
     from pfx.fixtures.workloads import text_conversations
-    from pfx.integrations.vllm import verify as vllm_verify
+    import pfx.integrations.vllm._check as vllm_check
+    import pfx.verify_server as verify_server
+    from pfx.verify_server import command as verify_command
 
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "docs", "schemas",
-                      "vllm_verify.schema.json")
+                      "verify_server.schema.json")
 HOST = "127.0.0.1"
 START_TIMEOUT_S = 420  # three servers start together on two busy cores
 # The chats: 32 new tokens (the check's default), so that the rows decode wrote fill a block in most
 # turns and stock vLLM reuses them; 10 turns of which 8 resume, of which stock differs in about half.
 CONVERSATIONS, TURNS, NEW_TOKENS = 2, 5, 32
 CONCURRENT = 4  # conversations in flight at once, under load
+STOCK_DRAWS = 4  # at most, for a stock control under load (until_stock_differs)
 ENGINE = {"dtype": vllm_lane.DTYPE, "block_size": vllm_lane.BLOCK, "max_num_batched_tokens": vllm_lane.MAX_NUM_BATCHED_TOKENS,
           "max_model_len": 4096, "kv_cache_memory_bytes": 256 << 20, "seed": 0, "enforce_eager": True}
 SERVER_ARGUMENTS = [f"--{key.replace('_', '-')}={value}" for key, value in ENGINE.items() if key != "enforce_eager"]
@@ -137,11 +140,24 @@ def reset(url: str) -> None:
             raise RuntimeError(f"{url} did not reset its prefix cache")
 
 
+def until_stock_differs(run, differs, draws: int = STOCK_DRAWS):
+    """run(draw) for draws 0, 1, ... until differs(its result), at most `draws` times: the last result.
+    The controls under load, on stock vLLM: in bfloat16 on a CPU with AVX512-BF16, 4 to 7 of 20 answers
+    served 4 at a time differ from alone, so that a draw with none is rare but not negligible, and a
+    control quiet by the draw would fail a run it should not."""
+    result = run(0)
+    for draw in range(1, draws):
+        if differs(result):
+            break
+        result = run(draw)
+    return result
+
+
 def run_check(*arguments) -> tuple:
     """The check's command, in this process: (exit status, standard output, standard error)."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = vllm_verify.main([str(argument) for argument in arguments])
+        status = verify_server.main([str(argument) for argument in arguments])
     return status, out.getvalue(), err.getvalue()
 
 
@@ -154,8 +170,8 @@ def run_check_json(*arguments) -> tuple:
         reports.append(real_check(*args, **kwargs))
         return reports[-1]
 
-    real_check = vllm_verify.check
-    with mock.patch.object(vllm_verify, "check", side_effect=kept):
+    real_check = verify_command.check
+    with mock.patch.object(verify_command, "check", side_effect=kept):
         status, text, err = run_check(*arguments, "--json")
     if not reports:
         raise AssertionError(f"the check reported nothing (exit status {status}): {err}")
@@ -174,33 +190,42 @@ class WarmColdRun(unittest.TestCase):
 
     class Side:
         counter = "cached_tokens"
+        concurrent = True
 
         def __init__(self, cached):
             self.cached = cached
 
-        def chat(self, messages, max_tokens):
-            return vllm_verify.Served((1,) * max_tokens, (-0.5,) * max_tokens, self.cached, 10, None, "text")
+        def serve(self, request):
+            return verify_server.Served((1,) * request.max_tokens, (-0.5,) * request.max_tokens, self.cached, 10,
+                                        None, "text")
 
-        def reset(self):
-            pass
+        def cold(self, request):
+            return self.serve(request)
+
+        def describe(self):
+            return "a stand-in"
+
+        def cold_words(self):
+            return "a stand-in's"
 
         def no_counts(self):
             return "no counts"
+
+        def no_reuse(self):
+            return "none"
 
     @verifies("VLLM-4")
     def test_a_cold_run_that_took_cached_tokens_is_no_verdict_never_a_pass(self):
         for cold_cached, expected in ((0, 0), (16, 3)):  # a cold server that took none: a pass; 16: no verdict
             stderr, stdout = io.StringIO(), io.StringIO()
             with self.subTest(cold_cached=cold_cached), \
-                    mock.patch.object(vllm_verify, "_targets", return_value=(self.Side(8), self.Side(cold_cached))), \
-                    mock.patch.object(vllm_verify, "_describe", return_value="a stand-in"), \
+                    mock.patch.object(verify_command, "_targets", return_value=(self.Side(8), self.Side(cold_cached))), \
                     contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
-                status = vllm_verify.main(["--url", "http://127.0.0.1:9", "--cold-url", "http://127.0.0.1:9",
+                status = verify_server.main(["--url", "http://127.0.0.1:9", "--cold-url", "http://127.0.0.1:9",
                                            "--chat", "1", "--no-progress"])
             self.assertEqual(status, expected, stderr.getvalue() + stdout.getvalue())
             if expected:
-                self.assertIn("the cold run of request 1 took 16 prompt tokens from the prefix cache: it was not "
-                              "cold", stderr.getvalue())
+                self.assertIn("the cold run of request 1 took 16 prompt tokens from the cache: it was not cold", stderr.getvalue())
 
 
 @unittest.skipIf(WHY_NOT, WHY_NOT)
@@ -318,7 +343,8 @@ class ServedByVllm(unittest.TestCase):
     def test_concurrent_openai_clients_each_get_their_cold_run_served_alone_with_the_plugin_and_not_on_stock(self):
         seed = f"{SEED}:concurrent"
         with_plugin = self.chats_at_once_through_openai("pfx", seed)
-        stock = self.chats_at_once_through_openai("stock", seed)
+        stock = until_stock_differs(lambda draw: self.chats_at_once_through_openai("stock", f"{seed}:{draw}" if draw else seed),
+                                    lambda outcome: outcome["differing"])
         print(f"seed {seed}, {CONCURRENT} clients at once: with the plugin {len(with_plugin['differing'])} of "
               f"{with_plugin['turns']} answers differ from their cold run alone ({with_plugin['resumed']} resumed, "
               f"{with_plugin['reused']} tokens reused); stock {len(stock['differing'])} of {stock['turns']} "
@@ -337,7 +363,9 @@ class ServedByVllm(unittest.TestCase):
         self.assertEqual(report["requests"], CONCURRENT * TURNS)
         self.assertGreater(report["resumed"], 0)
         self.assertIn(f"{CONCURRENT} requests in flight", text)
-        status, stock, text, err = run_check_json("--url", self.url("stock"), *chat)
+        status, stock, text, err = until_stock_differs(
+            lambda draw: run_check_json("--url", self.url("stock"), *chat[:-3], (SEED + draw) % 1000, *chat[-2:]),
+            lambda run: run[1]["mismatches"])
         print(f"the check with {CONCURRENT} requests in flight on stock vLLM: {stock['mismatches']} of "
               f"{stock['requests']} responses differ")
         self.assertEqual((status, stock["ok"]), (1, False), text + err)
@@ -361,7 +389,7 @@ class ServedByVllm(unittest.TestCase):
         self.assertEqual((status, report["ok"], report["exit_status"], report["mismatches"]), (0, True, 0, 0),
                          text + err)
         self.assertIn("cold runs: the same server after POST /reset_prefix_cache", text)
-        self.assertTrue(text.endswith(f"{vllm_verify.PROGRAM}: every check passed\n"), text)
+        self.assertTrue(text.endswith(f"{verify_server.PROGRAM}: every check passed\n"), text)
         self.assertEqual(report["requests"], CONVERSATIONS * TURNS)
         self.assertGreater(report["resumed"], 0)
         self.assertIsNotNone(report["ttft_ms"])
@@ -424,13 +452,13 @@ class ServedByVllm(unittest.TestCase):
         self.addCleanup(os.unlink, trace.name)
         status, report, text, err = run_check_json("--url", self.url("pfx"), trace.name)
         self.assertEqual(status, 1, text + err)
-        self.assertIn("FAILED: no request resumed from vLLM's prefix cache", text)
+        self.assertIn("FAILED: no request resumed from the server's cache", text)
         self.assertNotIn("every check passed", text)
         self.assertEqual((report["ok"], report["resumed"], report["mismatches"]), (False, 0, 0))
         self.assertIn("unchecked", report)
         # No response at all: a run stopped before its first comparison.
-        with mock.patch.object(vllm_verify.Server, "serve", side_effect=KeyboardInterrupt):
-            stopped = vllm_verify.check(vllm_verify.Server(self.url("pfx")), vllm_verify.Chat(1, 1))
+        with mock.patch.object(verify_server.VllmServer, "serve", side_effect=KeyboardInterrupt):
+            stopped = verify_server.check(verify_server.connect(self.url("pfx")), verify_server.Chat(1, 1))
         self.assertEqual((stopped.ok, stopped.exit_status, stopped.unchecked),
                          (False, 130, "no response was compared with a cold run"))
         self.assertIn("INTERRUPTED by SIGINT after 0 requests", str(stopped))
@@ -479,7 +507,7 @@ class ServedByVllm(unittest.TestCase):
 
     @verifies("SERVE-1")
     def test_the_command_runs_as_a_module_and_its_output_error_is_74(self):
-        command = [sys.executable, "-m", "pfx.integrations.vllm.verify", "--url", self.url("pfx"), "--chat", 1,
+        command = [sys.executable, "-m", "pfx.verify_server", "--url", self.url("pfx"), "--chat", 1,
                    "--seed", SEED % 1000 + 2, "--max-new-tokens", 4, "--turns"]
         done = subprocess.run([str(c) for c in command + [3]], capture_output=True, text=True, timeout=300)
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
@@ -497,10 +525,10 @@ class ServedByVllm(unittest.TestCase):
         one place the command makes the engine: it is handed this one)."""
         plugin.enable()
         self.addCleanup(plugin.disable)
-        llm = vllm_verify.start(self.model, **ENGINE)
+        llm = vllm_check.start(self.model, **ENGINE)
         self.addCleanup(llm.llm_engine.engine_core.shutdown)
-        engine = vllm_verify.Engine(llm)
-        chat = vllm_verify.check(engine, vllm_verify.Chat(2, 3, SEED % 1000, 8))
+        engine = verify_server.InProcess(llm)
+        chat = verify_server.check(engine, verify_server.Chat(2, 3, SEED % 1000, 8))
         self.assertTrue(chat.ok, str(chat))
         self.assertIn("in this process", chat.target)
         self.assertIsNotNone(chat.ttft_ms())  # start() keeps the request stats
@@ -510,12 +538,12 @@ class ServedByVllm(unittest.TestCase):
             step = long_turns(response)
             trace.append({"prompt": list(step.prompt), "max_new_tokens": 6, "label": step.kind})
             response = tuple(random.Random(len(trace)).randrange(VOCAB) for _ in range(6))
-        ids = vllm_verify.check(engine, vllm_verify.Trace(trace))
+        ids = verify_server.check(engine, verify_server.Trace(trace))
         self.assertTrue(ids.ok, str(ids))
         self.assertEqual(ids.compared, 4)
-        with self.assertRaisesRegex(vllm_verify.BadInput, r"^vLLM refused request 1 \(line 1\): .*vocab"):
-            vllm_verify.check(engine, vllm_verify.Trace([{"prompt": [1, VOCAB], "max_new_tokens": 2}]))
-        with mock.patch.object(vllm_verify, "start", return_value=llm) as started:
+        with self.assertRaisesRegex(verify_server.BadInput, r"^vLLM refused request 1 \(line 1\): .*vocab"):
+            verify_server.check(engine, verify_server.Trace([{"prompt": [1, VOCAB], "max_new_tokens": 2}]))
+        with mock.patch.object(vllm_check, "start", return_value=llm) as started:
             status, report, text, err = run_check_json("--model", self.model, "--engine-args", json.dumps(ENGINE),
                                                        "--chat", 1, "--turns", 3, "--seed", SEED % 1000)
         started.assert_called_once_with(self.model, **ENGINE)
