@@ -200,11 +200,15 @@ class Integrations(unittest.TestCase):
 
     @verifies("PY-4")
     def test_python_dash_m_on_an_old_name_runs_the_new_module_and_warns(self):
-        ran = subprocess.run([sys.executable, "-m", "pfx.integrations.tiny_llama", "--help"], capture_output=True,
-                             text=True, timeout=120)
-        self.assertEqual(ran.returncode, 0, ran.stderr)
-        self.assertIn("usage: python -m pfx.fixtures.tiny_llama", ran.stdout)
-        self.assertIn("DeprecationWarning: pfx.integrations.tiny_llama is now pfx.fixtures.tiny_llama", ran.stderr)
+        # A module, and a package (the one server check, which the two engines' checks became), run by
+        # its __main__.
+        for old, new in (("pfx.integrations.tiny_llama", "pfx.fixtures.tiny_llama"),
+                         ("pfx.integrations.llama_cpp.verify", "pfx.verify_server")):
+            with self.subTest(old=old):
+                ran = subprocess.run([sys.executable, "-m", old, "--help"], capture_output=True, text=True, timeout=120)
+                self.assertEqual(ran.returncode, 0, ran.stderr)
+                self.assertIn(f"usage: python -m {new}", ran.stdout)
+                self.assertIn(f"DeprecationWarning: {old} is now {new}", ran.stderr)
 
 
 class VerifyPythonEngines(unittest.TestCase):

@@ -160,10 +160,16 @@ class LlamaCppServer(unittest.TestCase):
         print(f"pfx's server: {sum(r for _, _, r in resumed)} of {sum(p for p, _, _ in resumed)} prompt tokens of "
               f"{len(resumed)} resumed turns reused; the context held {sum(h for _, h, _ in resumed)} of them")
 
-    @verifies("LLAMA-4 CEX-1")
+    @verifies("LLAMA-4 CEX-1 SERVE-1")
     def test_the_stock_server_serves_resumed_turns_that_differ_from_their_cold_runs(self):
         with Server("llama_cpp.server", ["--model", MODEL, "--model_alias", "tiny"] + SETTINGS) as server:
             chats = [chat(server, subject) for subject in SUBJECTS]
+            # The one server check knows this server, and that its API gives no cold run and no reuse count.
+            check = subprocess.run([sys.executable, "-m", "pfx.verify_server", "--url",
+                                    f"http://127.0.0.1:{server.port}"], capture_output=True, text=True, timeout=120)
+        self.assertEqual((check.returncode, check.stdout), (2, ""), check.stderr)
+        self.assertIn("is llama-cpp-python's server, whose API neither makes a cold run nor says how many prompt "
+                      "tokens it reused", check.stderr)
         differing = sum(resumed != cold for pairs in chats for resumed, cold in pairs[1:])
         print(f"stock server: {differing} of {sum(len(pairs) - 1 for pairs in chats)} resumed turns differ from their "
               "cold runs")

@@ -357,9 +357,11 @@ class LlamaServer(unittest.TestCase):
         print(f"reused {reused} of the previous prompts' {before} tokens")
         self.assertTrue(all(r >= b - 32 for r, b in zip(reused, before)), f"{reused} {before}\n{log[-3000:]}")
 
-    @verifies("LLAMA-5")
+    @verifies("LLAMA-5 SERVE-1")
     def test_the_check_of_a_running_server_passes_with_pfx_and_fails_on_stock(self):
-        module = "pfx.integrations.llama_cpp.verify"
+        # The one check of every server (pfx.verify_server), which recognises llama-server and makes its cold
+        # runs with cache_prompt: false.
+        module = "pfx.verify_server"
         try:
             import importlib.util
             found = importlib.util.find_spec(module) is not None
@@ -367,18 +369,20 @@ class LlamaServer(unittest.TestCase):
             found = False
         if not found:
             self.skipTest(f"{module} does not import here: pfx's Python module is not built")
-        for arguments, status, words in ((["--pfx"], 0, "verdict: exact"),
-                                         ([], 1, "verdict: NOT exact")):
+        for arguments, status, words in ((["--pfx"], 0, "every check passed"), ([], 1, "\nMISMATCH: ")):
             with self.subTest(arguments=arguments), Server(["--parallel", "1"] + FLASH_ATTENTION + arguments) as server:
                 run = subprocess.run([sys.executable, "-m", module, "--url", f"http://127.0.0.1:{server.port}",
-                                      "--chat", "2", "--turns", "3"], capture_output=True, text=True, timeout=600)
+                                      "--chat", "2", "--turns", "3", "--no-progress"], capture_output=True, text=True,
+                                     timeout=600)
                 self.assertEqual(run.returncode, status, run.stdout[-2000:] + run.stderr[-2000:])
                 self.assertIn(words, run.stdout)
+                self.assertIn("llama-server", run.stdout.splitlines()[0])
+                self.assertIn("cold runs: the same server with cache_prompt: false", run.stdout)
                 print(run.stdout.splitlines()[-2])
         run = subprocess.run([sys.executable, "-m", module, "--url", f"http://127.0.0.1:{free_port()}"],
                              capture_output=True, text=True, timeout=600)
         self.assertEqual(run.returncode, 2, run.stderr)
-        self.assertIn("cannot reach the server", run.stderr)
+        self.assertIn("cannot reach a server at", run.stderr)
 
     @verifies("LLAMA-5")
     def test_what_the_rule_cannot_vouch_for_stops_the_server_naming_it(self):

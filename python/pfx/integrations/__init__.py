@@ -12,11 +12,12 @@ demand, so that ``import pfx`` needs none of the frameworks:
   for every model it loads (``python -m pfx.integrations.llama_cpp.server --model M``).
 - ``pfx.integrations.vllm``: the vLLM plugin (``PFX_VLLM=1``, or ``enable()``), pfx's rule in charge
   of vLLM's prefix cache; in its package, ``conform``, the conformance check of a vLLM configuration
-  through its own cache (``python -m pfx.integrations.vllm.conform MODEL``), ``verify``, the check of
-  the vLLM a user serves, a running OpenAI-compatible server or a ``vllm.LLM``, each response against
-  a cold run (``python -m pfx.integrations.vllm.verify --url URL``), and ``guard``, which Python
-  imports at start-up where ``PFX_VLLM`` is set (``pfx-vllm-guard.pth``): it stops a vLLM that did not
-  load the plugin.
+  through its own cache (``python -m pfx.integrations.vllm.conform MODEL``), and ``guard``, which
+  Python imports at start-up where ``PFX_VLLM`` is set (``pfx-vllm-guard.pth``): it stops a vLLM that
+  did not load the plugin.
+
+A running server (vLLM's, llama-server) is checked by ``pfx.verify_server``, each response against a
+cold run (``python -m pfx.verify_server --url URL``).
 
 Models and workloads to try them on, for tests, benchmarks and examples, are in ``pfx.fixtures``.
 Modules that moved keep their old names until pfx ``_aliases.REMOVED_IN``, in one table

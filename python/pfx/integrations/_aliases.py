@@ -19,10 +19,13 @@ ALIASES = {
     "pfx.integrations.workloads": "pfx.fixtures.workloads",
     # One package per engine.
     "pfx.integrations.vllm_conform": "pfx.integrations.vllm.conform",
-    "pfx.integrations.vllm_verify": "pfx.integrations.vllm.verify",
+    "pfx.integrations.vllm_verify": "pfx.verify_server",
     "pfx.integrations.vllm_guard": "pfx.integrations.vllm.guard",
     "pfx.integrations.llama_cpp_rule": "pfx.integrations.llama_cpp.rule",
     "pfx.integrations.llama_cpp_server": "pfx.integrations.llama_cpp.server",
+    # One check for every server since 0.1.0.
+    "pfx.integrations.vllm.verify": "pfx.verify_server",
+    "pfx.integrations.llama_cpp.verify": "pfx.verify_server",
 }
 
 

@@ -5,10 +5,10 @@
 - ``rule``: ``enable(llm)`` and ``disable(llm)``, pfx's rule in charge of the prefix reuse of
   llama-cpp-python's own ``Llama``;
 - ``server``: llama-cpp-python's OpenAI-compatible server with the rule on for every model it loads
-  (``python -m pfx.integrations.llama_cpp.server``);
-- ``verify``: the check of a running llama.cpp server (``llama-server``, built with pfx's rule by
-  ``scripts/llama.sh --server``), each resumed response against its cold run
-  (``python -m pfx.integrations.llama_cpp.verify --url URL``).
+  (``python -m pfx.integrations.llama_cpp.server``).
+
+A running llama.cpp ``llama-server`` (built with pfx's rule by ``scripts/llama.sh --server``) is
+checked by the one check of every server, ``python -m pfx.verify_server --url URL``.
 
 The engine's and the rule's names are here too, as users import them.
 """

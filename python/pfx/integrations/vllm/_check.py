@@ -1,49 +1,17 @@
 """What pfx's two checks of vLLM share (``pfx.integrations.vllm.conform``, the check of a configuration
-through vLLM's cache, and ``pfx.integrations.vllm.verify``, the check of a server a user runs): what a
-served request returned, its comparison with a cold run, vLLM in this process, and the two errors
-that are not a verdict.
+through vLLM's cache, and ``pfx.verify_server``, the check of a server a user runs, or of vLLM in this
+process): vLLM in this process. What a served request returned, its comparison with a cold run and
+the two errors that are not a verdict are the server check's (``pfx.verify_server``).
 
 Private: users import the two checks, whose names this module's are re-exported under."""
 from __future__ import annotations
 
-import dataclasses
-import struct
-from typing import Optional, Sequence
+from typing import Sequence
 
+from ...verify_server.compare import Served, first_difference
+from ...verify_server.errors import BadInput, CheckError
 
-class BadInput(ValueError):
-    """The check cannot run as asked: an option, a trace, a model or a server it cannot use, named.
-    Exit status 2."""
-
-
-class CheckError(RuntimeError):
-    """The check could not do what it says (vLLM did not take the cached tokens it was led to, a cold run
-    was not cold, a reset did not happen): no verdict, never a pass. Exit status 3."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Served:
-    """What vLLM answered one request: the generated tokens, each one's logprob as vLLM returned it, the
-    prompt's tokens vLLM took from its prefix cache (None: not reported), and, where known, the
-    prompt's length, the time to first token and the text."""
-    tokens: tuple
-    logprobs: tuple
-    cached: Optional[int]
-    prompt_tokens: int = 0
-    ttft_s: Optional[float] = None
-    text: str = ""
-
-
-def first_difference(got: Served, expected: Served) -> Optional[dict]:
-    """The first step at which two outputs differ: its token, or else its logprob, bit for bit."""
-    for step in range(max(len(got.tokens), len(expected.tokens))):
-        a = got.tokens[step] if step < len(got.tokens) else -1
-        b = expected.tokens[step] if step < len(expected.tokens) else -1
-        if a != b:
-            return {"where": "generated", "step": step, "got": a, "expected": b}
-        if struct.pack("<d", got.logprobs[step]) != struct.pack("<d", expected.logprobs[step]):
-            return {"where": "logprob", "step": step, "got": got.logprobs[step], "expected": expected.logprobs[step]}
-    return None
+__all__ = ["BadInput", "CheckError", "Engine", "Served", "chosen_logprobs", "first_difference", "start"]
 
 
 def chosen_logprobs(completion) -> tuple:
