@@ -168,12 +168,45 @@ class LlamaCppServer(unittest.TestCase):
             check = subprocess.run([sys.executable, "-m", "pfx.verify_server", "--url",
                                     f"http://127.0.0.1:{server.port}"], capture_output=True, text=True, timeout=120)
         self.assertEqual((check.returncode, check.stdout), (2, ""), check.stderr)
-        self.assertIn("is llama-cpp-python's server, whose API neither makes a cold run nor says how many prompt "
+        self.assertIn("is llama-cpp-python's own server, whose API neither makes a cold run nor says how many prompt "
                       "tokens it reused", check.stderr)
+        self.assertIn("serve the model with python -m pfx.integrations.llama_cpp.server", check.stderr)
         differing = sum(resumed != cold for pairs in chats for resumed, cold in pairs[1:])
         print(f"stock server: {differing} of {sum(len(pairs) - 1 for pairs in chats)} resumed turns differ from their "
               "cold runs")
         self.assertGreater(differing, 0)
+
+    @verifies("LLAMA-4 SERVE-1")
+    def test_the_check_of_a_running_server_passes_on_pfxs_server(self):
+        # pfx's server adds what the one server check needs (pfx.integrations.llama_cpp.server_api): the
+        # reused-token count in usage and cache_prompt: false for a cold run. The check plays chats through
+        # it, each turn resumed, then cold, compared token for token and logprob for logprob.
+        with Server("pfx.integrations.llama_cpp.server", ["--model", MODEL, "--model_alias", "tiny"] + SETTINGS) as server:
+            url = f"http://127.0.0.1:{server.port}"
+            check = subprocess.run([sys.executable, "-m", "pfx.verify_server", "--url", url, "--chat", "2", "--turns",
+                                    "3", "--json"], capture_output=True, text=True, timeout=300)
+            # Streamed answers pass through as they come; a token-id trace is refused, naming the request.
+            parts = server.client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}],
+                                                          max_tokens=4, temperature=0, stream=True)
+            streamed = [part for part in parts]
+            with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as trace:
+                trace.write('{"prompt": [1, 2, 3], "max_new_tokens": 2}\n')
+                trace.flush()
+                ids = subprocess.run([sys.executable, "-m", "pfx.verify_server", "--url", url, trace.name],
+                                     capture_output=True, text=True, timeout=120)
+            log = server.output()
+        self.assertEqual(check.returncode, 0, check.stdout[-3000:] + check.stderr + log[-2000:])
+        report = json.loads(check.stdout)
+        self.assertEqual((report["ok"], report["compared"], report["mismatches"]), (True, 6, 0))
+        self.assertGreater(report["resumed"], 0)
+        self.assertTrue(all(row["cold_cached_tokens"] == 0 for row in report["responses"]))
+        self.assertIn("llama-cpp-python's server with pfx's rule", report["target"])
+        # Each response's count is the rule's decision for it, as the server logged it.
+        served = [int(r) for _, _, r in DECISION.findall(log)][0:12:2]
+        self.assertEqual([row["cached_tokens"] for row in report["responses"]], served)
+        self.assertGreater(len(streamed), 1)
+        self.assertEqual(ids.returncode, 2, ids.stderr)
+        self.assertIn("takes text prompts only, not the token ids of request 1 (line 1)", ids.stderr)
 
     @verifies("LLAMA-4")
     def test_the_settings_file_is_the_servers_own_and_every_model_it_loads_is_under_the_rule(self):

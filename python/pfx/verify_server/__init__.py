@@ -6,9 +6,10 @@ bit (docs/engines.md, "Checking a server")?
     python -m pfx.verify_server --model MODEL [--engine-args JSON] [TRACE | --chat N ...]
 
 (``pfx-verify-server`` is the same command, installed with the package.) It finds out what serves ``--url``
-(``GET /v1/models``): vLLM's OpenAI-compatible server or llama.cpp's ``llama-server``, each checked
-through its own API and cold runs made its own way (``pfx.verify_server.servers``); llama-cpp-python's
-server is recognised and refused by name. Without ``--url``, ``--model`` checks a ``vllm.LLM`` in this
+(``GET /v1/models``): vLLM's OpenAI-compatible server, llama.cpp's ``llama-server`` or pfx's
+llama-cpp-python server, each checked through its own API and cold runs made its own way
+(``pfx.verify_server.servers``); stock llama-cpp-python's server, which makes no cold run, is refused
+by name. Without ``--url``, ``--model`` checks a ``vllm.LLM`` in this
 process (``check(InProcess(llm), ...)`` in code).
 
 It replays a workload, one request at a time or ``--concurrency N`` at once. Each request is served
@@ -46,9 +47,9 @@ from .compare import Served, first_difference
 from .errors import BadInput, CheckError
 from .in_process import InProcess
 from .report import Compared, Report
-from .servers import LlamaServer, VllmServer, connect
+from .servers import LlamaCppPythonServer, LlamaServer, VllmServer, connect
 from .workloads import NEW_TOKENS, PROGRAM, Chat, Request, Trace
 
-__all__ = ["BadInput", "Chat", "CheckError", "Compared", "InProcess", "Interrupted", "LlamaServer", "NEW_TOKENS",
+__all__ = ["BadInput", "Chat", "CheckError", "Compared", "InProcess", "Interrupted", "LlamaCppPythonServer", "LlamaServer", "NEW_TOKENS",
            "PROGRAM", "Report", "Request", "Served", "Trace", "VllmServer", "check", "connect", "first_difference",
            "main", "serve_concurrently"]

@@ -117,8 +117,8 @@ class Report:
             lines.append(f"time to first token, median of the {counted(ttft['requests'], 'resumed request')}: "
                          f"{ttft['resumed_median']:.2f} ms resumed, {ttft['cold_median']:.2f} ms cold{ratio}")
         elif self.resumed:
-            lines.append("time to first token: not measured (the server gave none; a vllm.LLM made with "
-                         "disable_log_stats=True keeps none)")
+            lines.append("time to first token: not measured (this server gives none; a vllm.LLM keeps it only "
+                         "with its request stats, disable_log_stats=False)")
         if self.mismatches:
             lines.append(f"MISMATCH: {escaped(self.first_mismatch())} (exit status 1)")
         if self.interrupted is not None:

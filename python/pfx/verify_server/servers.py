@@ -8,9 +8,12 @@ the URL and returns the server that makes requests, and cold runs, its own way.
   logprobs' ``id``, the time to first token the server's own ``timings.prompt_ms``; a cold run with
   ``cache_prompt: false``, which prefills the request from row 0.
 
-Both report the prompt tokens they reused in ``usage.prompt_tokens_details.cached_tokens``.
-llama-cpp-python's server is recognised and refused by name: its API neither makes a cold run nor
-says what it reused. Every request is greedy and generates its ``max_tokens`` whatever the
+- pfx's llama-cpp-python server (``LlamaCppPythonServer``, ``python -m
+  pfx.integrations.llama_cpp.server``): chat requests answered whole, the tokens named by their text;
+  a cold run with ``cache_prompt: false``, which that server adds. Stock llama-cpp-python's server,
+  whose API makes no cold run, is refused by name.
+
+Each reports the prompt tokens it reused in ``usage.prompt_tokens_details.cached_tokens``. Every request is greedy and generates its ``max_tokens`` whatever the
 end-of-sequence token."""
 from __future__ import annotations
 
@@ -27,8 +30,6 @@ from .workloads import Request
 
 COUNTER = "usage.prompt_tokens_details.cached_tokens"
 RESET_PATH = "/reset_prefix_cache"
-OWNERS = {"vllm": "vLLM", "llamacpp": "llama-server", "me": "llama-cpp-python's server"}
-"""What each server answers in /v1/models' owned_by."""
 
 
 def connect(url: str, *, model: Optional[str] = None, api_key: Optional[str] = None, timeout: float = 600.0):
@@ -56,12 +57,10 @@ def connect(url: str, *, model: Optional[str] = None, api_key: Optional[str] = N
     if owners == {"llamacpp"}:
         return LlamaServer(http, model)
     if owners == {"me"}:
-        raise BadInput(f"{http.url} is llama-cpp-python's server, whose API neither makes a cold run nor says how many "
-                       f"prompt tokens it reused ({COUNTER}): the check cannot compare a response with a cold run "
-                       f"there. Check llama-cpp-python's Llama with pfx's rule in code (docs/engines.md), or serve "
-                       f"the model with llama-server --pfx")
+        return LlamaCppPythonServer(http, model)
     raise BadInput(f"{http.url} answers as an OpenAI-compatible server, but not as one the check knows (owned_by "
-                   f"{', '.join(sorted(owners))}): it makes cold runs on vLLM's server and llama-server")
+                   f"{', '.join(sorted(owners))}): it makes cold runs on vLLM's server, llama-server and pfx's "
+                   f"llama-cpp-python server")
 
 
 class _Http:
@@ -230,19 +229,12 @@ class LlamaServer:
 
     def serve(self, request: Request, extra: Optional[dict] = None) -> Served:
         """`request` through completions (token ids) or chat completions (messages), answered whole."""
-        body = {"model": self.model, "temperature": 0.0, "ignore_eos": True, "max_tokens": request.max_tokens,
-                **(extra or {})}
-        if request.messages is not None:
-            path = "/v1/chat/completions"
-            body.update(messages=list(request.messages), logprobs=True, top_logprobs=1)
-        else:
-            path = "/v1/completions"
-            body.update(prompt=list(request.prompt), logprobs=1, n_probs=1)
-        answer = self.http.post(path, body, request)
+        path, body = self._asked(request)
+        answer = self.http.post(path, {**body, **(extra or {})}, request)
         try:
             choice, usage = answer["choices"][0], answer["usage"]
             content = (choice.get("logprobs") or {}).get("content") or []
-            tokens = tuple(int(entry["id"]) for entry in content)
+            tokens = tuple(self._token(entry) for entry in content)
             logprobs = tuple(float(entry["logprob"]) for entry in content)
             text = (choice.get("message") or {}).get("content") or choice.get("text") or ""
             prompt_ms = (answer.get("timings") or {}).get("prompt_ms")
@@ -250,10 +242,65 @@ class LlamaServer:
             raise CheckError(f"{self.url}{path} answered request {request.number} in a shape the check does not "
                              f"know ({type(error).__name__}: {error})") from error
         if not tokens:
-            raise BadInput(f"{self.url} returned no logprobs with token ids for request {request.number}: the check "
-                           f"needs llama-server's logprobs")
+            raise BadInput(f"{self.url} returned no logprobs for request {request.number}: {self.no_logprobs}")
         return Served(tokens, logprobs, _cached(usage), int(usage.get("prompt_tokens", 0)),
                       None if prompt_ms is None else float(prompt_ms) / 1e3, text)
+
+    no_logprobs = "the check needs llama-server's logprobs, with token ids"
+
+    def _asked(self, request: Request) -> tuple:
+        """(path, body) of `request`: greedy, its max_tokens whatever the end-of-sequence token."""
+        body = {"model": self.model, "temperature": 0.0, "ignore_eos": True, "max_tokens": request.max_tokens}
+        if request.messages is not None:
+            return "/v1/chat/completions", dict(body, messages=list(request.messages), logprobs=True, top_logprobs=1)
+        return "/v1/completions", dict(body, prompt=list(request.prompt), logprobs=1, n_probs=1)
+
+    @staticmethod
+    def _token(entry: dict):
+        return int(entry["id"])
+
+
+class LlamaCppPythonServer(LlamaServer):
+    """pfx's server of llama-cpp-python (``python -m pfx.integrations.llama_cpp.server``), whose API
+    pfx.integrations.llama_cpp.server_api extends with what llama-server has: the reused-token count
+    and ``cache_prompt: false``. Its answers name the generated tokens by their text (its logprobs give
+    no id), and it takes text prompts only. Stock llama-cpp-python's server has neither, and is
+    refused by name."""
+
+    def __init__(self, http: _Http, model: str):
+        self.http, self.url, self.model = http, http.url, model
+        try:
+            self.rules = http.call("GET", "/pfx")["rules"]
+        except (urllib.error.URLError, OSError, KeyError, TypeError, ValueError) as error:
+            raise BadInput(f"{http.url} is llama-cpp-python's own server, whose API neither makes a cold run nor says "
+                           f"how many prompt tokens it reused ({COUNTER}): serve the model with python -m "
+                           f"pfx.integrations.llama_cpp.server, which adds both, to check it") from error
+
+    def describe(self) -> str:
+        rule = self.rules.get(self.model)
+        return f"llama-cpp-python's server with pfx's rule at {self.url}, model {self.model}" + (
+            f" ({rule})" if rule else "")
+
+    def cold_words(self) -> str:
+        return "the same server with cache_prompt: false (pfx's server resets the context first)"
+
+    def no_counts(self) -> str:
+        return f"{self.url} did not report the prompt tokens it reused ({self.counter})"
+
+    def no_reuse(self) -> str:
+        return "do the requests share a prefix longer than keep_min?"
+
+    no_logprobs = "start the server with --logits_all True"
+
+    def _asked(self, request: Request) -> tuple:
+        if request.messages is None:
+            raise BadInput(f"llama-cpp-python's server takes text prompts only, not the token ids of {where(request)}: "
+                           f"check it with a generated chat (--chat)")
+        return super()._asked(request)
+
+    @staticmethod
+    def _token(entry: dict):
+        return str(entry["token"])  # its logprobs name no id
 
 
 def _cached(usage: dict) -> Optional[int]:

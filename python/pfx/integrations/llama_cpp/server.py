@@ -10,7 +10,9 @@ loads (the default model at start, another when a request names it) passed to
 ``pfx.integrations.llama_cpp.enable`` before it serves. ``--pfx-chunk`` (default: what enable chooses
 for each model: chunk 1 with the prefill step n_ubatch where flash attention is off and n_ubatch
 divides n_batch, else the exact grid) and ``--pfx-keep-min`` (default 0) are enable's ``chunk`` and
-``keep_min``. A model pfx cannot
+``keep_min``. What the server adds to the API, so that ``python -m pfx.verify_server`` can check it
+(the reused-token count, ``cache_prompt: false`` for a cold run, ``GET /pfx``), is
+``pfx.integrations.llama_cpp.server_api``'s. A model pfx cannot
 vouch for is refused with enable's error; an untested llama-cpp-python version stops the start with
 exit status 2. Each decision is logged on standard error, one line a prompt:
 
@@ -28,8 +30,10 @@ from typing import Optional
 from ..._arguments import count
 from ._library import untested
 from .rule import enable
+from .server_api import ReuseApi, count_reuse
 
 PROGRAM = "python -m pfx.integrations.llama_cpp.server"
+_RULES: dict = {}  # the rule of each model loaded, by its alias (GET /pfx)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,6 +67,8 @@ def install(chunk: Optional[int] = None, keep_min: int = 0) -> None:
             llm.close()
             raise RuntimeError(f"pfx: the model {settings.model}: {e}") from e
         logging.getLogger("pfx.llama_cpp").info("pfx: %s under pfx's rule: %r", settings.model, rule)
+        count_reuse(llm, rule)
+        _RULES[settings.model_alias or settings.model] = rule
         return llm
 
     LlamaProxy.load_llama_from_model_settings = staticmethod(load_with_the_rule)
@@ -92,6 +98,14 @@ def main(argv: Optional[list] = None) -> int:
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     install(ours.pfx_chunk, ours.pfx_keep_min)
+    create_app = server.create_app
+
+    def create_app_with_the_api(*args, **kwargs):
+        app = create_app(*args, **kwargs)
+        app.add_middleware(ReuseApi, rules=lambda: dict(_RULES))
+        return app
+
+    server.create_app = create_app_with_the_api
     sys.argv = [PROGRAM] + theirs  # the server's main parses sys.argv
     server.main()
     return 0
