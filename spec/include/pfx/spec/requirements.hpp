@@ -219,14 +219,15 @@ inline constexpr std::array requirements = {
                 "multimodal models and LoRA adapters stop the start by name"},
     Requirement{"SERVE-1",
                 "pfx.verify_server replays a workload through a running server, which it recognises (vLLM's "
-                "OpenAI-compatible server, llama.cpp's llama-server), or a vllm.LLM, one request at a time or (a "
-                "server) with --concurrency N requests in flight, and compares each response with a cold run of it "
-                "served alone, made the server's own way (after a reset of vLLM's prefix cache, with cache_prompt "
-                "false on llama-server, or from a second server without a cache), generated tokens and logprobs bit "
+                "OpenAI-compatible server, llama.cpp's llama-server, pfx's llama-cpp-python server), or a vllm.LLM, "
+                "one request at a time or (a server) with --concurrency N requests in flight, and compares each "
+                "response with a cold run of it served alone, made the server's own way (after a reset of vLLM's "
+                "prefix cache, with cache_prompt false on llama-server and pfx's llama-cpp-python server, or from a "
+                "second server without a cache), generated tokens and logprobs bit "
                 "for bit; it reports the responses that differ with the first difference, the prompt tokens reused "
                 "by the server's own count and the time to first token, with pfx's verdict words and exit statuses; "
                 "it passes only when a response resumed from the cache was compared and none differs, and refuses "
-                "by name a server it cannot check as asked (one it does not know, llama-cpp-python's, no reset "
+                "by name a server it cannot check as asked (one it does not know, stock llama-cpp-python's, no reset "
                 "endpoint, no reused-token counts) and bad input"},
     Requirement{"SERVE-2",
                 "vLLM's OpenAI-compatible server started with PFX_VLLM=1 answers every resumed turn of a chat sent "
