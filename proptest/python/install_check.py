@@ -72,6 +72,15 @@ def main(argv: list) -> int:
               f"pfx: {described.stdout}{described.stderr}", file=sys.stderr)
         return 1
 
+    # The server check is installed as a command of its own, beside python -m pfx.verify_server.
+    command = os.path.join(os.path.dirname(python), "pfx-verify-server")
+    helped = run([command, "--help"], env=env, capture_output=True, text=True, cwd=work) \
+        if os.path.exists(command) else None
+    if helped is None or helped.returncode != 0 or "usage: python -m pfx.verify_server" not in helped.stdout:
+        print(f"FAIL: the installed command {command} does not run the server check: "
+              f"{'missing' if helped is None else helped.stdout + helped.stderr}", file=sys.stderr)
+        return 1
+
     env["PFX_PYTHON_INSTALLED"] = os.path.dirname(os.path.dirname(located.stdout.strip()))
     runner = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run_tests.py")
     failed = []

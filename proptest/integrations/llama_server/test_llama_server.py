@@ -68,6 +68,19 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def check_module(test) -> str:
+    """The server check's module, pfx.verify_server; `test` skipped, saying why, where it does not import."""
+    import importlib.util
+    module = "pfx.verify_server"
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ImportError:
+        found = False
+    if not found:
+        test.skipTest(f"{module} does not import here: pfx's Python module is not built")
+    return module
+
+
 class Server:
     """llama-server on 127.0.0.1 with `arguments`, its output in a file."""
 
@@ -362,14 +375,7 @@ class LlamaServer(unittest.TestCase):
     def test_the_check_of_a_running_server_passes_with_pfx_and_fails_on_stock(self):
         # The one check of every server (pfx.verify_server), which recognises llama-server and makes its cold
         # runs with cache_prompt: false.
-        module = "pfx.verify_server"
-        try:
-            import importlib.util
-            found = importlib.util.find_spec(module) is not None
-        except ImportError:
-            found = False
-        if not found:
-            self.skipTest(f"{module} does not import here: pfx's Python module is not built")
+        module = check_module(self)
         for arguments, status in ((["--pfx"], 0), ([], 1)):
             with self.subTest(arguments=arguments), Server(["--parallel", "1"] + FLASH_ATTENTION + arguments) as server:
                 run = subprocess.run([sys.executable, "-m", module, "--url", f"http://127.0.0.1:{server.port}",

@@ -30,7 +30,7 @@ import unittest
 from support import verifies
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the suite's servers and comparisons
-from test_llama_server import BINARY, COLD, MODEL, WHY_NOT, Server, cached, free_port
+from test_llama_server import BINARY, COLD, MODEL, WHY_NOT, Server, cached, check_module, free_port
 
 # llama-server's defaults but for what a user must give: the model (Server adds it, with the port), the
 # context, the threads. 4 slots of a KV stream each under --pfx: 2048 tokens a slot.
@@ -252,16 +252,9 @@ class LlamaServerUnderLoad(unittest.TestCase):
 
     @verifies("LLAMA-5 SERVE-1")
     def test_the_check_of_a_server_under_load_passes_with_pfx_and_fails_on_stock(self):
-        import importlib.util
         import subprocess
 
-        module = "pfx.verify_server"
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except ImportError:
-            found = False
-        if not found:
-            self.skipTest(f"{module} does not import here: pfx's Python module is not built")
+        module = check_module(self)
         for arguments, status, words in ((["--pfx"], 0, "every check passed"), ([], 1, "\nMISMATCH: ")):
             with self.subTest(arguments=arguments), Server(arguments, DEFAULTS) as server:
                 run = subprocess.run([sys.executable, "-m", module, "--url", f"http://127.0.0.1:{server.port}",

@@ -92,18 +92,30 @@ class _Http:
             refuse_or_fail(f"{self.url}{path}", request, error.code, error_message(error))
 
 
-class VllmServer:
-    """A running OpenAI-compatible vLLM server."""
+class _Server:
+    """What every server the check knows has: its URL, the model asked, the reused-token count's name,
+    and requests that may be in flight together."""
 
     counter = COUNTER
     concurrent = True
 
     def __init__(self, http: _Http, model: str):
         self.http, self.url, self.model = http, http.url, model
+
+    def _said(self, path: str, key: str) -> str:
+        """`key` of what GET `path` answers, or "?" where the server says nothing of it."""
         try:
-            self.version = str(http.call("GET", "/version").get("version", "?"))
-        except (urllib.error.URLError, OSError, AttributeError):
-            self.version = "?"
+            return str(self.http.call("GET", path).get(key, "?"))
+        except (urllib.error.URLError, OSError, AttributeError, ValueError):
+            return "?"
+
+
+class VllmServer(_Server):
+    """A running OpenAI-compatible vLLM server."""
+
+    def __init__(self, http: _Http, model: str):
+        super().__init__(http, model)
+        self.version = self._said("/version", "version")
 
     def describe(self) -> str:
         """The server in the report's words: vLLM's version, the URL, the model."""
@@ -198,19 +210,14 @@ class VllmServer:
                 yield chunk
 
 
-class LlamaServer:
+class LlamaServer(_Server):
     """A running llama.cpp llama-server (with --pfx or without)."""
 
-    counter = COUNTER
-    concurrent = True
     COLD = {"cache_prompt": False}
 
     def __init__(self, http: _Http, model: str):
-        self.http, self.url, self.model = http, http.url, model
-        try:
-            self.build = str(http.call("GET", "/props").get("build_info", "?"))
-        except (urllib.error.URLError, OSError, AttributeError):
-            self.build = "?"
+        super().__init__(http, model)
+        self.build = self._said("/props", "build_info")
 
     def describe(self) -> str:
         return f"llama-server {self.build} at {self.url}, model {self.model}"
@@ -268,7 +275,7 @@ class LlamaCppPythonServer(LlamaServer):
     refused by name."""
 
     def __init__(self, http: _Http, model: str):
-        self.http, self.url, self.model = http, http.url, model
+        _Server.__init__(self, http, model)
         try:
             self.rules = http.call("GET", "/pfx")["rules"]
         except (urllib.error.URLError, OSError, KeyError, TypeError, ValueError) as error:
