@@ -178,6 +178,28 @@ class FakeVerdicts(unittest.TestCase):
         self.assertTrue(report.decode_rows.reusable)
         self.assertGreater(json.loads(report.to_json())["comparisons"], 0)
 
+    @verifies("VLLM-4 INV-2")
+    def test_a_certificate_proves_decode_rows_exact_only_after_enough_resumes_and_never_for_drafts(self):
+        from types import SimpleNamespace
+
+        from pfx.integrations.vllm import premises, rule
+        enough = premises.DECODE_ROWS_RESUMES
+        for resumes, mismatch, exact in ((enough, None, True), (enough - 1, None, False), (enough, {"offset": 64}, False),
+                                         (0, None, False)):
+            with self.subTest(resumes=resumes, mismatch=mismatch):
+                report = {"verdict": "safe", "grids": [{"grid": 32, "exact": True, "resumes": 1}],
+                          "decode_rows": {"resumes": resumes, "mismatch": mismatch}}
+                self.assertEqual(premises.certificate({"dtype": "float32"}, report, 0)["proved"]["decode rows equal"],
+                                 exact)
+        # What the rule decides with: the certificate's fact, and never where a speculative method writes
+        # rows in verification steps the certificate never compared.
+        proved = premises.Premises(batch_invariant=True, one_token_step_alone=False, source="a test",
+                                   decode_rows_exact=True)
+        self.assertTrue(rule.decode_rows_exact(SimpleNamespace(speculative_config=None), proved))
+        self.assertFalse(rule.decode_rows_exact(SimpleNamespace(speculative_config=object()), proved))
+        self.assertFalse(rule.decode_rows_exact(SimpleNamespace(speculative_config=None),
+                                                dataclasses.replace(proved, decode_rows_exact=False)))
+
     @verifies("VLLM-4")
     def test_answers_that_differ_after_rows_decode_wrote_are_reported_and_leave_the_verdict(self):
         engine = FakeVllm(perturb=lambda hit, decoded, calls: decoded)
@@ -408,6 +430,13 @@ class OnVllm(unittest.TestCase):
         proved = premises.from_certificate(path, served, vllm_lane.BLOCK)
         self.assertEqual((proved.batch_invariant, proved.one_token_step_alone),
                          (report["batching"]["independent"], False))
+        # Rows decode wrote: resumed from DECODE_ROWS_RESUMES times (20 prompts, 10 each) when certifying,
+        # and exact only where none of them differed.
+        decode = report["decode_rows"]
+        print(f"certifying ({vllm_lane.DTYPE}): {decode['resumes']} resumes from rows decode wrote, "
+              f"{'none' if decode.get('mismatch') is None else 'one'} differing")
+        self.assertEqual(decode["resumes"] >= premises.DECODE_ROWS_RESUMES, decode.get("mismatch") is None, decode)
+        self.assertEqual(proved.decode_rows_exact, decode.get("mismatch") is None)
         # The plugin's own decision takes it, for this configuration only.
         taken = premises.decide(config, True, vllm_lane.BLOCK, {premises.CERTIFICATE_VARIABLE: path})
         self.assertIn(path, taken.source)
@@ -434,10 +463,52 @@ class OnVllm(unittest.TestCase):
                 'kernels: pfx batch invariant false certified, true served')
         refused(lambda d: d["proved"].__setitem__("batch invariant", not d["proved"]["batch invariant"]),
                 "was changed after conform wrote it")
+        # A fact edited by hand and the digest sealed again: its own report does not show it.
+        refused(lambda d: (d["proved"].__setitem__("decode rows equal", not d["proved"]["decode rows equal"]),
+                           reseal(d)), "which its own report does not show")
         refused(lambda d: d.__setitem__("format", "something else"), "is not a certificate")
         with self.assertRaises(premises.Unproven) as raised:  # a chunk it did not prove
             premises.from_certificate(self.write(folder, document), served, 3 * vllm_lane.BLOCK)
         self.assertIn("not the rule's chunk 96", str(raised.exception))
+
+    @verifies("VLLM-4 VLLM-1 INV-2")
+    def test_with_a_certificate_that_proves_decode_rows_exact_the_plugin_reuses_them_as_vllm_does(self):
+        # conform certifies this configuration (the suite's engine), and the plugin, in this process, serves
+        # it under that certificate: where it proves rows decode wrote exact, vLLM's cache keeps them and
+        # the rule reuses them, every hit stock vLLM's own (the long turns resume over rows decode wrote),
+        # every response equal to its cold run; where it does not, they are never cached, as ever.
+        import tempfile
+
+        from pfx.integrations.vllm import premises
+        path = os.path.join(tempfile.mkdtemp(prefix="pfx-vllm-decode-rows-"), "certificate.json")
+        with mock.patch.object(vllm_conform, "start", return_value=self.llm), \
+                contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            status = vllm_conform.main([self.model, "--budget", "quick", "--seed", str(SEED), "--certify", path])
+        if status != 0:
+            self.skipTest("vLLM's verdict here is not safe: nothing to certify")
+        exact = premises.read_certificate(path)["proved"]["decode rows equal"]
+        plugin.enable()
+        self.addCleanup(plugin.disable)
+        with mock.patch.dict(os.environ, {premises.CERTIFICATE_VARIABLE: path}):
+            llm = vllm_lane.start(self.model)
+        self.addCleanup(llm.llm_engine.engine_core.shutdown)
+        config = llm.llm_engine.engine_core.engine_core.scheduler.kv_cache_manager.pfx_config
+        self.assertEqual(config.decode_rows_exact, exact)
+        reused = differing = 0
+        for workload, generator in enumerate((vllm_lane.long_turns, vllm_lane.chat_workload)):
+            seed = f"{SEED}:decode-rows:{workload}"
+            model = vllm_lane.CacheModel(prompt_rows_only=not exact)
+            outcome = vllm_lane.run_workload(llm, seed, 10, model,
+                                             lambda hit, length: vllm_lane.pfx_offset(hit, length, vllm_lane.BLOCK, 0),
+                                             generator)
+            with self.subTest(workload=workload):
+                self.assertEqual(outcome.differing, [], outcome.describe(seed))
+                self.assertEqual(outcome.wrong_counts, [], outcome.describe(seed))
+            reused += outcome.reused_tokens
+            differing += len(outcome.differing)
+        print(f"with a certificate ({vllm_lane.DTYPE}, decode rows {'exact' if exact else 'not proved exact'}): "
+              f"{reused} tokens reused, {differing} responses differ from their cold runs")
+        self.assertGreater(reused, 0)
 
     @staticmethod
     def write(folder, document):

@@ -26,6 +26,9 @@ from vllm.v1.core.kv_cache_manager import KVCacheManager
 
 plugin._install(plugin.settings_from_environment(dict(os.environ, PFX_VLLM="1")))
 STEP = 0 if plugin.settings().batch_invariant else plugin.ONE_STEP
+# The Config a certificate that proves decode rows exact gives the plugin (the ctest
+# vllm.upstream_decode_rows_exact): rows decode wrote are cached and reused as vLLM's own.
+DECODE_ROWS_EXACT = bool(os.environ.get("PFX_VLLM_UPSTREAM_DECODE_ROWS_EXACT"))
 _manager_init = KVCacheManager.__init__
 
 
@@ -39,7 +42,8 @@ def _init_under_the_rule(self, *args, **kwargs) -> None:
     self.pfx_config = None
     if self.enable_caching:
         self.pfx_config = pfx.Config(enabled=True, keep_min=plugin.DEFAULT_KEEP_MIN,
-                                     chunk=self.coordinator.scheduler_block_size, prefill_step=STEP)
+                                     chunk=self.coordinator.scheduler_block_size, prefill_step=STEP,
+                                     decode_rows_exact=DECODE_ROWS_EXACT)
         _configured += 1
     self.coordinator.pfx_config = self.pfx_config
 
@@ -52,4 +56,4 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.write_line(f"pfx's rule configured {_configured} KV cache managers (pfx from "
                                 f"{os.path.dirname(pfx.__file__)}; chunk: the block size, keep_min 0, prefill "
                                 f"step {pfx._native.prefill_step_words(STEP) if STEP else 'none'} for a manager "
-                                f"made alone)")
+                                f"made alone{'; decode rows exact' if DECODE_ROWS_EXACT else ''})")

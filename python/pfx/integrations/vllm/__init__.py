@@ -444,10 +444,20 @@ def _scheduler_init(self, *args, **kwargs) -> None:
     manager.pfx_config = rule_config(self.vllm_config, premises, chunk, settings.keep_min)
     step, padding = manager.pfx_config.prefill_step, manager.pfx_config.admission_padding
     manager.coordinator.pfx_config = manager.pfx_config
-    _logger.info("pfx: vLLM's prefix cache under pfx's rule: chunk %d, keep_min %d, %s%s; rows decode wrote are "
-                 "never cached. %s", chunk, settings.keep_min, _describe_step(step),
+    _logger.info("pfx: vLLM's prefix cache under pfx's rule: chunk %d, keep_min %d, %s%s; %s. %s", chunk,
+                 settings.keep_min, _describe_step(step),
                  f", an admission of one token padded to {1 + padding} rows" if padding else "",
-                 _guarantee(premises))
+                 _decode_rows(manager.pfx_config, premises), _guarantee(premises))
+
+
+def _decode_rows(config, premises: "_premises.Premises") -> str:
+    """What the rule does with rows decode wrote, in the start message's words."""
+    if config.decode_rows_exact:
+        return f"rows decode wrote are cached and reused, proved equal to a prefill's by {premises.source}"
+    if premises.decode_rows_exact:
+        return ("rows decode wrote are never cached (the certificate proves them exact without speculative "
+                "decoding, which is on)")
+    return "rows decode wrote are never cached"
 
 
 def _describe_step(step: int) -> str:
@@ -557,7 +567,7 @@ def _cache_blocks(self, request, num_computed_tokens: int) -> None:
     first caching, because a streaming session later appends its output to its prompt and moves
     ``num_prompt_tokens`` past rows decode wrote, and a preempted request recomputes its output's rows."""
     config = getattr(self, "pfx_config", None)
-    if config is not None:
+    if config is not None and not config.decode_rows_exact:  # certified exact: every full block, as vLLM
         canonical_end = request.__dict__.setdefault(
             "pfx_canonical_end", _native.prefill_canonical_end(config, request.num_prompt_tokens))
         num_computed_tokens = min(num_computed_tokens, canonical_end)

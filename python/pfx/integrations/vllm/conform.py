@@ -43,7 +43,7 @@ import random
 import sys
 import tempfile
 import time
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional
 
 from ... import _native
 from ..._arguments import whole
@@ -122,7 +122,8 @@ def conform(model: str, *, dtype: str = "float32", block_size: int = 32, max_num
     through its prefix cache, and returns the pfx.ConformReport (str(): `pfx conform`'s text;
     to_json(); exit_status). `rule_chunk` (default: the block size, the plugin's default chunk) must be
     a multiple of the block size. With `certify`, a file to write the certificate of what the check
-    proved (premises.certificate()) where its verdict is safe; none is written otherwise. Raises
+    proved (premises.certificate()) where its verdict is safe; none is written otherwise (a check that
+    certifies resumes from rows decode wrote as a certificate needs, DECODE_EVIDENCE). Raises
     ValueError for bad input, CheckError when vLLM did not resume where the check led it, OSError when
     the certificate cannot be written."""
     refuse_plugin()
@@ -141,7 +142,7 @@ def conform(model: str, *, dtype: str = "float32", block_size: int = 32, max_num
     report = check(Engine(llm), name=describe(llm, model), vocab=config.model_config.get_vocab_size(),
                    block_size=block, max_length=config.model_config.max_model_len,
                    budget=budget, seed=seed, rule_chunk=rule_chunk, max_grid=max_grid, prompts=prompts,
-                   progress=progress, rule=rule)
+                   progress=progress, rule=rule, decode_evidence=DECODE_EVIDENCE if certify is not None else None)
     if certify is not None and report.exit_status == 0:
         write_certificate(certify, _premises.certificate(_premises.configuration(config, batch_invariant),
                                                          json.loads(report.to_json()), rule.prefill_step))
@@ -183,25 +184,31 @@ def _rule_chunk(rule_chunk: Optional[int], block_size: int) -> int:
 def check(engine, *, name: str, vocab: int, block_size: int, max_length: int, budget: str = "default",
           seed: int = 1, rule_chunk: Optional[int] = None, max_grid: Optional[int] = None,
           prompts: Optional[int] = None, progress: Optional[Callable[[int, int], None]] = None,
-          rule=None):
+          rule=None, decode_evidence: Optional[tuple] = None):
     """The check on `engine` (serve(prompt, max_tokens) -> Served, reset(); serve_batch(prompts,
     max_tokens) -> [Served] for the batching finding, which is left out without it), whose prefix cache
     has blocks of `block_size` tokens and which serves prompts of up to `max_length` tokens with their
     output. `rule` is the pfx.Config the plugin decides with (pfx.integrations.vllm.rule.rule_config;
     default: no prefill step, no admission padding): the check judges each grid with it, its chunk the
-    grid, and resumes only where the rule would. Returns a pfx.ConformReport."""
+    grid, and resumes only where the rule would. `decode_evidence` (prompts, resumes a prompt) sets how
+    many resumes from rows decode wrote the check makes (default: one a prompt of the budget).
+    Returns a pfx.ConformReport."""
     if rule is None:
         rule = _native.Config(enabled=True, keep_min=0, chunk=block_size)
     return _Check(engine, name, vocab, block_size, max_length, _budget(budget, seed, max_grid, prompts),
-                  _rule_chunk(rule_chunk, block_size), progress, rule).run()
+                  _rule_chunk(rule_chunk, block_size), progress, rule, decode_evidence).run()
 
 
 BESIDE = 3
 """Prompts batched beside each prompt of the batching finding."""
+DECODE_EVIDENCE = (20, 10)
+"""Prompts, and resumes from rows decode wrote a prompt, of a check that certifies: 200 resumes, the
+least from which a certificate says decode rows are exact (premises.DECODE_ROWS_RESUMES)."""
 
 
 class _Check:
-    def __init__(self, engine, name, vocab, block, max_length, budget, rule_chunk, progress, rule):
+    def __init__(self, engine, name, vocab, block, max_length, budget, rule_chunk, progress, rule,
+                 decode_evidence=None):
         if vocab < 1:
             raise ValueError("the vocabulary must hold at least 1 token")
         if not isinstance(rule, _native.Config):
@@ -209,6 +216,7 @@ class _Check:
         self.engine, self.name, self.vocab, self.block, self.max_length = engine, name, vocab, block, max_length
         self.budget, self.rule_chunk, self.progress = budget, rule_chunk, progress
         self.rule = rule
+        self.decode_evidence = decode_evidence or (budget["prompts"], 1)
         # vLLM resumes only at block bounds: the grids are the block size and its doublings up to the
         # budget's max grid (at least the block), and the rule chunk.
         budget["max_grid"] = max(budget["max_grid"], block)
@@ -351,27 +359,30 @@ class _Check:
     def decode_rows(self):
         """Resumes from rows decode wrote: a prompt of k blocks and a part, 2 blocks generated from it, then
         that prompt, its output but the last token and a few more tokens, whose cached rows reach past the
-        first prompt's end; compared with a cold run. One such resume per prompt of the budget."""
+        first prompt's end; compared with a cold run. `decode_evidence`'s prompts, each resumed its count
+        of times with other tokens after the held rows (1 to a block of them: the resume's last block
+        part prompt, part decode, and its step ending anywhere), the held run served again before each."""
         finding = {"resumes": 0, "mismatch": None, "canonical_end": 0}
         generated = 2 * self.block
-        for _ in range(self.budget["prompts"]):
+        prompts, each = self.decode_evidence
+        for _ in range(prompts):
             n = self.block * self.random.randrange(1, 4) + self.random.randrange(1, self.block)
-            extra = self.random.randrange(1, self.block + 1)
-            if n + generated - 1 + extra + GENERATED > self.max_length:
+            if n + generated - 1 + self.block + GENERATED > self.max_length:
                 break  # the model holds no such prompt and its output
             prompt = self.tokens(n)
-            warm = self.cold(prompt, max_tokens=generated)
-            held = prompt + list(warm.tokens[:-1])  # the rows the cache holds: the last token has none
-            resumed_prompt = held + self.tokens(extra)
-            resumed = self.serve(resumed_prompt, cached=len(held) // self.block * self.block)
-            reference = self.cold(resumed_prompt)
-            finding["resumes"] += 1
-            difference = first_difference(resumed, reference)
-            if difference:
-                finding["mismatch"] = {"prompt_number": finding["resumes"] - 1, "prompt": resumed_prompt,
-                                       "held": held, "offset": resumed.cached, "difference": difference}
-                finding["canonical_end"] = n
-                break
+            for _ in range(each):
+                warm = self.cold(prompt, max_tokens=generated)
+                held = prompt + list(warm.tokens[:-1])  # the rows the cache holds: the last token has none
+                resumed_prompt = held + self.tokens(self.random.randrange(1, self.block + 1))
+                resumed = self.serve(resumed_prompt, cached=len(held) // self.block * self.block)
+                reference = self.cold(resumed_prompt)
+                finding["resumes"] += 1
+                difference = first_difference(resumed, reference)
+                if difference:
+                    finding["mismatch"] = {"prompt_number": finding["resumes"] - 1, "prompt": resumed_prompt,
+                                           "held": held, "offset": resumed.cached, "difference": difference}
+                    finding["canonical_end"] = n
+                    return finding
         return finding
 
 
@@ -433,7 +444,7 @@ def main(argv=None) -> int:
     print(report.to_json() if arguments.json else str(report), end="\n" if arguments.json else "")
     if arguments.certify is not None:
         print(f"{parser.prog}: " + (f"certificate written to {arguments.certify}" if report.exit_status == 0 else
-                                    f"no certificate written: the verdict is not safe"), file=sys.stderr)
+                                    "no certificate written: the verdict is not safe"), file=sys.stderr)
     return report.exit_status
 
 

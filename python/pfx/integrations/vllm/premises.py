@@ -45,6 +45,9 @@ CPU_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_v
              "amx_tile", "amx_bf16", "amx_int8", "amx_fp16", "asimd", "bf16", "sve")
 """The CPU features that choose vLLM's, oneDNN's and torch's CPU kernels, as /proc/cpuinfo names them."""
 ONEDNN_ISA_VARIABLE = "ONEDNN_MAX_CPU_ISA"  # caps the instruction sets oneDNN uses: a kernel setting
+DECODE_ROWS_RESUMES = 200
+"""The fewest resumes from rows decode wrote, every one equal to its cold run, from which a certificate
+says decode rows are exact (conform --certify makes 200: conform.DECODE_EVIDENCE)."""
 
 
 class Unproven(RuntimeError):
@@ -56,12 +59,15 @@ class Premises:
     """What the rule may lean on: ``batch_invariant`` (a request's answer is independent of its batch:
     the guarantee holds under load, else for a request served alone), ``one_token_step_alone`` (a
     prefill step of one token computes otherwise than a longer one: the rule keeps the prefill-step
-    premise), ``grids`` (the chunks proved exact; None: every multiple of the block size) and where
-    they come from (``source``, said at start)."""
+    premise), ``grids`` (the chunks proved exact; None: every multiple of the block size),
+    ``decode_rows_exact`` (a row decode wrote equals the row a prefill of the same tokens writes: the
+    rule may reuse it, ``Config.decode_rows_exact``; only ever from a certificate) and where they come
+    from (``source``, said at start)."""
     batch_invariant: bool
     one_token_step_alone: bool
     source: str
     grids: Optional[tuple] = None
+    decode_rows_exact: bool = False
 
 
 # ------------------------------------------------------------------------------ the configuration
@@ -138,7 +144,8 @@ def certificate(configuration: dict, report: dict, prefill_step: int) -> dict:
     """What conform proved on `configuration` (its report, pfx conform's JSON; the step premise it
     judged under): a certificate, sealed by a digest of the rest, so that a fact edited by hand no
     longer matches it. A grid counts as proved only where conform resumed on it, and a finding only
-    where conform compared something: nothing is proved by a check that compared nothing."""
+    where conform compared something: nothing is proved by a check that compared nothing. Decode rows
+    are exact only after DECODE_ROWS_RESUMES resumes from them, none of which differed."""
     grids = sorted(g["grid"] for g in report.get("grids", []) if g.get("exact") and g.get("resumes", 0) > 0)
     batching = report.get("batching") or {}
     decode_rows = report.get("decode_rows") or {}
@@ -146,7 +153,8 @@ def certificate(configuration: dict, report: dict, prefill_step: int) -> dict:
             "proved": {"verdict": report.get("verdict"), "exact grids": grids,
                        "one-token prefill steps computed alone": prefill_step != 0,
                        "batch invariant": batching.get("batches", 0) > 0 and bool(batching.get("independent")),
-                       "decode rows equal": decode_rows.get("resumes", 0) > 0 and bool(decode_rows.get("reusable"))},
+                       "decode rows equal": decode_rows.get("resumes", 0) >= DECODE_ROWS_RESUMES
+                       and decode_rows.get("mismatch") is None},
             "report": report}
     return dict(body, digest=_digest(body))
 
@@ -190,6 +198,11 @@ def from_certificate(path: str, served: dict, chunk: int) -> Premises:
         raise Unproven(f"{CERTIFICATE_VARIABLE}={path} certifies another configuration than the one served: "
                        + "; ".join(mismatch))
     proved = document["proved"]
+    derived = certificate(document["configuration"], document["report"], 0)["proved"]
+    for fact in ("verdict", "exact grids", "batch invariant", "decode rows equal"):
+        if proved.get(fact) != derived[fact]:  # a fact edited by hand, the digest sealed again
+            raise Unproven(f"{CERTIFICATE_VARIABLE}={path} says {fact} {json.dumps(proved.get(fact))}, which its own "
+                           f"report does not show ({json.dumps(derived[fact])}): certify the configuration again")
     if proved["verdict"] != "safe":
         raise Unproven(f"{CERTIFICATE_VARIABLE}={path} proves no exact grid (conform's verdict: {proved['verdict']})")
     if chunk not in proved["exact grids"]:
@@ -197,7 +210,8 @@ def from_certificate(path: str, served: dict, chunk: int) -> Premises:
                        f"rule's chunk {chunk}: set PFX_VLLM_CHUNK to one of them")
     return Premises(batch_invariant=proved["batch invariant"],
                     one_token_step_alone=proved["one-token prefill steps computed alone"],
-                    source=f"the certificate {path}", grids=tuple(proved["exact grids"]))
+                    source=f"the certificate {path}", grids=tuple(proved["exact grids"]),
+                    decode_rows_exact=proved["decode rows equal"])
 
 
 # ------------------------------------------------------------------------------ the decision

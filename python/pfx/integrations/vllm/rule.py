@@ -57,11 +57,20 @@ def off_the_block_grid(chunk: Optional[int], block: Optional[int], name: str) ->
             f"bound; use a multiple of {block}")
 
 
+def decode_rows_exact(vllm_config, premises) -> bool:
+    """Whether the rule may reuse rows decode wrote (``Config.decode_rows_exact``): where the premises
+    prove them exact (a certificate's), and no speculative method writes them (a certificate is made
+    without one: rows a verification step of drafts wrote were never compared)."""
+    return bool(premises.decode_rows_exact) and vllm_config.speculative_config is None
+
+
 def rule_config(vllm_config, premises, chunk: int, keep_min: int = 0):
     """The ``pfx.Config`` the rule decides with for `vllm_config` under `premises`: `chunk` and
-    `keep_min` as given, the prefill step the premises need and vLLM's admission padding."""
+    `keep_min` as given, the prefill step the premises need, vLLM's admission padding, and whether rows
+    decode wrote may be reused."""
     return _native.Config(enabled=True, keep_min=keep_min, chunk=chunk, prefill_step=prefill_step(vllm_config, premises),
-                          admission_padding=admission_padding(vllm_config))
+                          admission_padding=admission_padding(vllm_config),
+                          decode_rows_exact=decode_rows_exact(vllm_config, premises))
 
 
 def on_grid(config, grid: int):
