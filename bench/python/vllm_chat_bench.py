@@ -6,7 +6,7 @@ taken from the cache, time to first token, total time, and responses that differ
 
     "$(scripts/vllm.sh --print-python)" bench/python/vllm_chat_bench.py [--model DIR | --kinds full,hybrid]
         [--steps N] [--workloads N] [--seed N] [--long-prefill-token-threshold N] [--max-num-scheduled-tokens N]
-        [--dtype float32|bfloat16] [--block-size N]
+        [--dtype float32|bfloat16] [--block-size N] [--certify]
 
 Without --model it writes the vLLM suites' tiny random-weight Llamas (pfx.fixtures.tiny_llama), one of
 each kind --kinds names: "full" (every layer full attention), "hybrid" (layer 0 a sliding window of
@@ -22,6 +22,11 @@ The batch-invariant plugin makes vLLM compute on pfx's kernels (its attention's 
 linear layers in calls of 16 rows), so its responses are compared with a cold run on those kernels
 (the plugin on, prefix caching off); the others with the cold run on vLLM's own. The plugin on vLLM's
 own kernels (PFX_VLLM_BATCH_INVARIANT=0) runs in float32 only: in bfloat16 the plugin refuses them.
+
+With --certify, ``python -m pfx.integrations.vllm.conform --certify`` first certifies each model's
+configuration (pfx's kernels, the dtype and block size given, in a process of its own), and one more
+configuration serves under that certificate (PFX_VLLM_CERTIFICATE): where it proves rows decode wrote
+exact, the plugin reuses them as stock vLLM does (docs/engines.md, "Certified decode rows").
 
 A second table says where pfx's reuse falls short of stock vLLM's, summed over the requests: the
 tokens of stock's hits past the rows the cache holds under pfx (blocks that decode wrote into, which
@@ -52,6 +57,8 @@ CONFIGURATIONS = {  # name: (prefix caching, environment, the cold configuration
     "stock vLLM": (True, {}, "no prefix caching"),
     "vLLM with pfx": (True, {"PFX_VLLM": "1"}, "no prefix caching, pfx's kernels"),
     "vLLM with pfx, vLLM's kernels": (True, {"PFX_VLLM": "1", "PFX_VLLM_BATCH_INVARIANT": "0"}, "no prefix caching"),
+    # With --certify: PFX_VLLM_CERTIFICATE, the model's certificate, is added when it runs.
+    "vLLM with pfx, certified": (True, {"PFX_VLLM": "1"}, "no prefix caching, pfx's kernels"),
 }
 MAX_NEW_TOKENS = 12
 KINDS = {"full": None, "hybrid": ("sliding", "full"), "sliding": ("sliding", "sliding")}  # the tiny models' layers
@@ -115,6 +122,8 @@ def main() -> None:
                         help="the model's and vLLM's dtype (vLLM's default for a bfloat16 model: bfloat16)")
     parser.add_argument("--block-size", type=int, default=BLOCK,
                         help=f"vLLM's block size, and so the plugin's chunk (default {BLOCK}; vLLM's own on CPU: 128)")
+    parser.add_argument("--certify", action="store_true",
+                        help="certify each model's configuration with conform first, and serve under it too")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--plan", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
@@ -141,13 +150,28 @@ def main() -> None:
     results = {}
     for kind, model in models.items():
         plan = os.path.join(folder, f"plan-{kind}.json")  # turns hold this model's own cold responses
+        certificate = os.path.join(folder, f"certificate-{kind}.json")
+        if args.certify:
+            certified = subprocess.run([sys.executable, "-m", "pfx.integrations.vllm.conform", model, "--dtype",
+                                        args.dtype, "--block-size", str(args.block_size), "--max-num-batched-tokens",
+                                        str(MAX_NUM_BATCHED_TOKENS), "--max-model-len", "4096", "--certify", certificate,
+                                        *scheduler_arguments],
+                                       env={**{k: v for k, v in os.environ.items() if not k.startswith("PFX_VLLM")},
+                                            "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_OMP_THREADS_BIND": "0-1",
+                                            "VLLM_LOGGING_LEVEL": "ERROR"},
+                                       capture_output=True, text=True)  # conform checks stock vLLM: no plugin
+            print(certified.stdout.strip().splitlines()[-1] if certified.stdout.strip() else certified.stderr[-2000:])
         for name, (_, variables, _) in CONFIGURATIONS.items():
             if variables.get("PFX_VLLM_BATCH_INVARIANT") == "0" and args.dtype != "float32":
                 continue  # vLLM's own kernels in bfloat16: the plugin refuses them without a certificate
+            if name.endswith("certified"):
+                if not os.path.exists(certificate):
+                    continue  # not asked for, or conform's verdict was not safe: nothing certified
+                variables = dict(variables, PFX_VLLM_CERTIFICATE=certificate)
             environment = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_OMP_THREADS_BIND="0-1",
                                VLLM_LOGGING_LEVEL="ERROR", TOKENIZERS_PARALLELISM="false")
             for variable in ("PFX_VLLM", "PFX_VLLM_CHUNK", "PFX_VLLM_KEEP_MIN", "PFX_VLLM_BATCH_INVARIANT",
-                             "VLLM_CPU_ATTN_SPLIT_KV"):
+                             "PFX_VLLM_CERTIFICATE", "VLLM_CPU_ATTN_SPLIT_KV"):
                 environment.pop(variable, None)
             environment.update(variables)
             out = os.path.join(folder, f"{len(results)}.json")
