@@ -409,24 +409,16 @@ class OnVllm(unittest.TestCase):
 
     @verifies("VLLM-4 VLLM-6")
     def test_a_certificate_proves_the_configuration_it_ran_and_no_other(self):
-        import tempfile
-
         from pfx.integrations.vllm import premises
-        folder = tempfile.mkdtemp(prefix="pfx-vllm-certificate-")
+        status, report, said, folder = self.certified()
         path = os.path.join(folder, "certificate.json")
-        stdout, stderr = io.StringIO(), io.StringIO()
-        with mock.patch.object(vllm_conform, "start", return_value=self.llm), contextlib.redirect_stdout(stdout), \
-                contextlib.redirect_stderr(stderr):
-            status = vllm_conform.main([self.model, "--budget", "quick", "--seed", str(SEED), "--json",
-                                        "--certify", path])
-        report = validate(stdout.getvalue())
         config = self.llm.llm_engine.vllm_config
         served = premises.configuration(config, batch_invariant=True)
         if status != 0:  # no certificate for a verdict that is not safe, and the command says so
             self.assertFalse(os.path.exists(path))
-            self.assertIn("no certificate written", stderr.getvalue())
+            self.assertIn("no certificate written", said)
             self.skipTest(f"vLLM's verdict here is {report['verdict']}: nothing to certify")
-        self.assertIn(f"certificate written to {path}", stderr.getvalue())
+        self.assertIn(f"certificate written to {path}", said)
         proved = premises.from_certificate(path, served, vllm_lane.BLOCK)
         self.assertEqual((proved.batch_invariant, proved.one_token_step_alone),
                          (report["batching"]["independent"], False))
@@ -442,13 +434,14 @@ class OnVllm(unittest.TestCase):
         self.assertIn(path, taken.source)
         document = json.load(open(path, encoding="utf-8"))
 
-        def refused(edit, expected):
+        def refused(edit, expected):  # a forged copy beside the certificate, which the next test reads
             forged = json.loads(json.dumps(document))
             edit(forged)
-            with open(path, "w", encoding="utf-8") as file:
+            forged_path = os.path.join(folder, "forged.json")
+            with open(forged_path, "w", encoding="utf-8") as file:
                 json.dump(forged, file)
             with self.assertRaises(premises.Unproven) as raised:
-                premises.from_certificate(path, served, vllm_lane.BLOCK)
+                premises.from_certificate(forged_path, served, vllm_lane.BLOCK)
             self.assertIn(expected, str(raised.exception))
 
         self.assertEqual(served["dtype"], vllm_lane.DTYPE)
@@ -477,15 +470,11 @@ class OnVllm(unittest.TestCase):
         # it under that certificate: where it proves rows decode wrote exact, vLLM's cache keeps them and
         # the rule reuses them, every hit stock vLLM's own (the long turns resume over rows decode wrote),
         # every response equal to its cold run; where it does not, they are never cached, as ever.
-        import tempfile
-
         from pfx.integrations.vllm import premises
-        path = os.path.join(tempfile.mkdtemp(prefix="pfx-vllm-decode-rows-"), "certificate.json")
-        with mock.patch.object(vllm_conform, "start", return_value=self.llm), \
-                contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            status = vllm_conform.main([self.model, "--budget", "quick", "--seed", str(SEED), "--certify", path])
+        status, _, _, folder = self.certified()
         if status != 0:
             self.skipTest("vLLM's verdict here is not safe: nothing to certify")
+        path = self.write(folder, premises.read_certificate(os.path.join(folder, "certificate.json")))
         exact = premises.read_certificate(path)["proved"]["decode rows equal"]
         plugin.enable()
         self.addCleanup(plugin.disable)
@@ -509,6 +498,23 @@ class OnVllm(unittest.TestCase):
         print(f"with a certificate ({vllm_lane.DTYPE}, decode rows {'exact' if exact else 'not proved exact'}): "
               f"{reused} tokens reused, {differing} responses differ from their cold runs")
         self.assertGreater(reused, 0)
+
+    _certified = None
+
+    def certified(self) -> tuple:
+        """conform --certify on the suite's engine, once for the class (200 resumes from rows decode wrote
+        take most of a minute): (exit status, the JSON report, what it said on standard error, the folder
+        that holds certificate.json, as written, and, under other names, the tests' copies)."""
+        import tempfile
+        if OnVllm._certified is None:
+            folder = tempfile.mkdtemp(prefix="pfx-vllm-certificate-")
+            stdout, stderr = io.StringIO(), io.StringIO()
+            with mock.patch.object(vllm_conform, "start", return_value=self.llm), contextlib.redirect_stdout(stdout), \
+                    contextlib.redirect_stderr(stderr):
+                status = vllm_conform.main([self.model, "--budget", "quick", "--seed", str(SEED), "--json",
+                                            "--certify", os.path.join(folder, "certificate.json")])
+            OnVllm._certified = (status, validate(stdout.getvalue()), stderr.getvalue(), folder)
+        return OnVllm._certified
 
     @staticmethod
     def write(folder, document):

@@ -216,7 +216,7 @@ class _Check:
         self.engine, self.name, self.vocab, self.block, self.max_length = engine, name, vocab, block, max_length
         self.budget, self.rule_chunk, self.progress = budget, rule_chunk, progress
         self.rule = rule
-        self.decode_evidence = decode_evidence or (budget["prompts"], 1)
+        self.decode_evidence = decode_evidence
         # vLLM resumes only at block bounds: the grids are the block size and its doublings up to the
         # budget's max grid (at least the block), and the rule chunk.
         budget["max_grid"] = max(budget["max_grid"], block)
@@ -357,33 +357,67 @@ class _Check:
         return finding
 
     def decode_rows(self):
-        """Resumes from rows decode wrote: a prompt of k blocks and a part, 2 blocks generated from it, then
-        that prompt, its output but the last token and a few more tokens, whose cached rows reach past the
-        first prompt's end; compared with a cold run. `decode_evidence`'s prompts, each resumed its count
-        of times with other tokens after the held rows (1 to a block of them: the resume's last block
-        part prompt, part decode, and its step ending anywhere), the held run served again before each."""
+        """Resumes from rows decode wrote: a prompt of k blocks and a part generates 2 blocks, and then that
+        prompt, its output but the last token and a few more tokens (1 to a block: the resume's last
+        block part prompt, part decode, and its step ending anywhere), whose cached rows reach past the
+        first prompt's end, is served, and compared with a cold run. By default one such resume a prompt
+        of the budget; with `decode_evidence`, its prompts each resumed its count of times
+        (decode_evidence())."""
+        if self.decode_evidence is not None:
+            return self.decode_evidence_rows()
         finding = {"resumes": 0, "mismatch": None, "canonical_end": 0}
-        generated = 2 * self.block
-        prompts, each = self.decode_evidence
-        for _ in range(prompts):
+        for _ in range(self.budget["prompts"]):
             n = self.block * self.random.randrange(1, 4) + self.random.randrange(1, self.block)
-            if n + generated - 1 + self.block + GENERATED > self.max_length:
+            extra = self.random.randrange(1, self.block + 1)
+            if n + 2 * self.block - 1 + extra + GENERATED > self.max_length:
                 break  # the model holds no such prompt and its output
             prompt = self.tokens(n)
-            for _ in range(each):
-                warm = self.cold(prompt, max_tokens=generated)
-                held = prompt + list(warm.tokens[:-1])  # the rows the cache holds: the last token has none
-                resumed_prompt = held + self.tokens(self.random.randrange(1, self.block + 1))
-                resumed = self.serve(resumed_prompt, cached=len(held) // self.block * self.block)
-                reference = self.cold(resumed_prompt)
-                finding["resumes"] += 1
-                difference = first_difference(resumed, reference)
-                if difference:
-                    finding["mismatch"] = {"prompt_number": finding["resumes"] - 1, "prompt": resumed_prompt,
-                                           "held": held, "offset": resumed.cached, "difference": difference}
-                    finding["canonical_end"] = n
+            held = self.held_after_decode(prompt)
+            resumed_prompt = held + self.tokens(extra)
+            resumed = self.serve(resumed_prompt, cached=len(held) // self.block * self.block)
+            if self.compared_from_decode_rows(finding, n, held, resumed_prompt, resumed):
+                break
+        return finding
+
+    def decode_evidence_rows(self):
+        """decode_rows() as a certificate needs it: `decode_evidence`'s prompts (draws of their own), each
+        resumed its count of times, each run's first new token its own so that no resume finds another's
+        block: the resumes first, on the held run's rows, then their cold runs."""
+        finding = {"resumes": 0, "mismatch": None, "canonical_end": 0}
+        prompts, each = self.decode_evidence
+        draw = random.Random(f"{self.budget['seed']}:decode rows")
+        for _ in range(prompts):
+            n = self.block * draw.randrange(1, 4) + draw.randrange(1, self.block)
+            if n + 2 * self.block - 1 + self.block + GENERATED > self.max_length or each > self.vocab:
+                break  # the model holds no such prompt and its output, or no token to start each run
+            prompt = self.tokens(n, draw)
+            held = self.held_after_decode(prompt)
+            resumed = []
+            for start in draw.sample(range(self.vocab), each):
+                resumed_prompt = held + [start] + self.tokens(draw.randrange(0, self.block), draw)
+                resumed.append((resumed_prompt, self.serve(resumed_prompt, cached=len(held) // self.block * self.block)))
+            for resumed_prompt, served in resumed:
+                if self.compared_from_decode_rows(finding, n, held, resumed_prompt, served):
                     return finding
         return finding
+
+    def held_after_decode(self, prompt):
+        """`prompt` served cold, two blocks of tokens generated: the tokens whose rows the cache then holds
+        (the last generated token has none)."""
+        warm = self.cold(prompt, max_tokens=2 * self.block)
+        return prompt + list(warm.tokens[:-1])
+
+    def compared_from_decode_rows(self, finding, n, held, resumed_prompt, resumed) -> bool:
+        """`resumed` (served on the rows of `held`, from a prompt of `n` tokens) against the cold run of
+        `resumed_prompt`, counted in `finding`; True where they differ (the finding then names it)."""
+        reference = self.cold(resumed_prompt)
+        finding["resumes"] += 1
+        difference = first_difference(resumed, reference)
+        if difference:
+            finding["mismatch"] = {"prompt_number": finding["resumes"] - 1, "prompt": resumed_prompt, "held": held,
+                                   "offset": resumed.cached, "difference": difference}
+            finding["canonical_end"] = n
+        return difference is not None
 
 
 def main(argv=None) -> int:
