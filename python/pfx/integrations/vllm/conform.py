@@ -89,8 +89,10 @@ def start(model: str, *, dtype: str = "float32", block_size: int = 32, max_num_b
         plugin.apply_batch_invariance()
     else:
         linear.uninstall()  # vLLM's own kernels, also after an engine of this process had pfx's
+    # Eager: vLLM's torch.compile traces pfx's batch-invariant linear layers with a row count made
+    # constant, and fails; the suites and the plugin's documented servers run eagerly too.
     arguments = dict(skip_tokenizer_init=True, dtype=dtype, block_size=block_size,
-                     enable_chunked_prefill=enable_chunked_prefill)
+                     enable_chunked_prefill=enable_chunked_prefill, enforce_eager=True)
     if max_num_batched_tokens is not None:
         arguments["max_num_batched_tokens"] = max_num_batched_tokens
     arguments.update(engine_args)
