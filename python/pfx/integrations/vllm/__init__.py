@@ -10,7 +10,10 @@ two things differently, and nothing else:
   of the first prompt it was given, never past it (canonical_end; less its last row where a one-token
   step computed that row alone: ``pfx.prefill_canonical_end``), whatever path the request takes
   afterwards (a streaming session that appends its output to its prompt, a preemption and its
-  recompute), so a block holding a row that decode wrote is never offered to a later request;
+  recompute), so a block holding a row that decode wrote is never offered to a later request; unless
+  a certificate of the configuration served proves such rows exact (``Config.decode_rows_exact``,
+  ``premises``: conform --certify resumed from them 200 times, none differing), and no speculative
+  method writes them: then every full block is cached, as vLLM does;
 - each hit is decided by pfx's core (``pfx.decide``, the C++ code every other integration runs): at
   least one token left, aligned down to the chunk grid, the one-token-step premise of vLLM's scheduler
   (``Config.prefill_step``: vLLM computes a prefill step of one token otherwise than a longer one, so a

@@ -131,8 +131,10 @@ inline constexpr std::array requirements = {
                 "naming the refusal and changes nothing"},
     Requirement{"VLLM-1",
                 "with pfx's vLLM plugin on, only rows a prefill wrote enter vLLM's prefix cache: a block holding "
-                "a row that decode wrote is never offered to a later request, and every resumed response equals "
-                "its cold run, tokens and logprobs, where stock vLLM's differ"},
+                "a row that decode wrote is never offered to a later request, unless a certificate of the "
+                "configuration served proves such rows exact (conform --certify: 200 resumes from them, none "
+                "differing; never with speculative decoding), and every resumed response equals its cold run, "
+                "tokens and logprobs, where stock vLLM's differ"},
     Requirement{"VLLM-2",
                 "with pfx's vLLM plugin on, each prefix-cache hit is cut by pfx's core rule (at least one token "
                 "left, aligned down to the chunk, keep_min): vLLM's num_cached_tokens is pfx's offset, never more, "
