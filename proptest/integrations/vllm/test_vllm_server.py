@@ -541,6 +541,10 @@ class ServedByVllm(unittest.TestCase):
         ids = verify_server.check(engine, verify_server.Trace(trace))
         self.assertTrue(ids.ok, str(ids))
         self.assertEqual(ids.compared, 4)
+        # A clear in the trace empties the engine's cache before the next request: that one takes nothing.
+        cleared = verify_server.check(engine, verify_server.Trace(trace[:2] + [{"op": "clear"}] + trace[2:]))
+        self.assertTrue(cleared.ok, str(cleared))
+        self.assertEqual(cleared.rows[2].served.cached, 0)
         with self.assertRaisesRegex(verify_server.BadInput, r"^vLLM refused request 1 \(line 1\): .*vocab"):
             verify_server.check(engine, verify_server.Trace([{"prompt": [1, VOCAB], "max_new_tokens": 2}]))
         with mock.patch.object(vllm_check, "start", return_value=llm) as started:

@@ -36,8 +36,12 @@ class InProcess:
     def no_reuse(self) -> str:
         return "is prefix caching on?"
 
-    def cold(self, request: Request) -> Served:
+    def reset(self) -> None:
+        """Empties vLLM's prefix cache: a known start, a trace's clear, and before each cold run."""
         self.engine.reset()
+
+    def cold(self, request: Request) -> Served:
+        self.reset()
         return self.serve(request)
 
     def serve(self, request: Request) -> Served:
