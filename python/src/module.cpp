@@ -165,9 +165,14 @@ PYBIND11_MODULE(_native, m) {
 
   m.doc() = "pfx::core's Machine and its types (import pfx, not this module)";
 
+  // pfx's one refusal type: the machine's refusal of an event (a ValueError, as the drop-in's callers catch it)
+  // and an integration's refusal of what it cannot vouch for (a RuntimeError, as those callers catch it).
+  py::tuple refused_bases = py::make_tuple(py::handle(PyExc_ValueError), py::handle(PyExc_RuntimeError));
   refused_error = PyErr_NewExceptionWithDoc(
-      "pfx.Refused", "The machine refused an event and changed nothing; .refusal names why.", PyExc_ValueError,
-      nullptr);
+      "pfx.Refused",
+      "pfx refused and changed nothing: the machine an event, or an integration a configuration it cannot vouch "
+      "for; .refusal names why. Both a ValueError and a RuntimeError.",
+      refused_bases.ptr(), nullptr);
   config_error = PyErr_NewExceptionWithDoc(
       "pfx.ConfigError", "A malformed setting; the message names the variable.", PyExc_ValueError, nullptr);
   if (refused_error == nullptr || config_error == nullptr) throw py::error_already_set();
