@@ -5,6 +5,7 @@
 
 #include <pfx/core.hpp>
 #include <pfx/llama/policy.hpp>
+#include <pfx/llama/record.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -224,19 +225,13 @@ record & record::operator=(const record & other) {
     return *this;
 }
 
+// The record's events are pfx/llama/record.hpp's, which llama-cpp-python's
+// rule takes too; here only the slot's machine is made and kept on the server's configuration.
 void record::settle(const std::vector<int32_t> & held) {
     if (!machine_) machine_ = std::make_unique<pfx::Machine>();
-    pfx::Machine & machine = *machine_;
-    if (machine.phase() == pfx::Phase::writing) machine.abort();  // its rows below the offset stay (INV-8)
-    if (machine.config() != wanted()) (void) machine.configure(wanted());
-    // The rows the slot still holds as recorded: ids and held tokens agree up to here.
-    const std::span<const pfx::token> ids = machine.held().ids;
-    const std::size_t end = std::min(machine.held().canonical_end, held.size());
-    const std::size_t agreed = pfx::common_prefix(std::span<const pfx::token>(held).first(end), ids.first(end));
-    if (agreed < machine.held().canonical_end) {
-        const std::vector<pfx::token> kept(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(agreed));
-        (void) machine.record(kept, agreed);
-    }
+    pfx::llama::abort(*machine_);  // configure is an idle event
+    if (machine_->config() != wanted()) (void) machine_->configure(wanted());
+    pfx::llama::settle(*machine_, held);
 }
 
 std::size_t record::offer(const std::vector<int32_t> & held, const std::vector<int32_t> & prompt) {
@@ -247,33 +242,25 @@ std::size_t record::offer(const std::vector<int32_t> & held, const std::vector<i
 
 std::size_t record::begin(const std::vector<int32_t> & held, const std::vector<int32_t> & prompt, std::string & why) {
     settle(held);
-    pfx::Machine & machine = *machine_;
-    const pfx::Decision decision = machine.query(prompt).decision;
-    std::size_t offset = decision.offset;
-    if (!machine.begin(prompt, offset).accepted()) {  // never expected: the offset is the one granted
-        offset = 0;
-        (void) machine.begin(prompt, 0);
-    }
+    const pfx::Decision decision = pfx::llama::begin(*machine_, held, prompt);
     why = "pfx: prompt of " + std::to_string(prompt.size()) + " tokens: the slot held " +
           std::to_string(pfx::common_prefix(std::span<const pfx::token>(held), std::span<const pfx::token>(prompt))) +
-          " of it, the rule allows " + std::to_string(offset) + " (" + std::string(pfx::name(decision.reason)) +
+          " of it, the rule allows " + std::to_string(decision.offset) + " (" + std::string(pfx::name(decision.reason)) +
           ", bound " + std::string(pfx::name(decision.bound)) + ")";
-    return offset;
+    return decision.offset;
 }
 
 void record::begin_cold(const std::vector<int32_t> & held, const std::vector<int32_t> & prompt) {
     settle(held);
-    (void) machine_->begin(prompt, 0);
+    pfx::llama::begin_cold(*machine_, held, prompt);
 }
 
 void record::commit() {
-    if (!machine_ || machine_->phase() != pfx::Phase::writing) return;
-    const std::vector<pfx::token> prompt(machine_->begun().begin(), machine_->begun().end());
-    (void) machine_->commit(prompt, pfx::prefill_canonical_end(prompt.size(), machine_->config().prefill_step));
+    if (machine_) pfx::llama::commit(*machine_);
 }
 
 void record::abort() {
-    if (machine_ && machine_->phase() == pfx::Phase::writing) (void) machine_->abort();
+    if (machine_) pfx::llama::abort(*machine_);
 }
 
 void record::clear() {
@@ -281,15 +268,7 @@ void record::clear() {
 }
 
 void record::forget_from(std::size_t row) {
-    if (!machine_) return;
-    pfx::Machine & machine = *machine_;
-    if (machine.phase() == pfx::Phase::writing) {
-        (void) machine.clear();  // the write's commit then stores nothing
-    } else if (machine.held().canonical_end > row) {
-        const std::vector<pfx::token> kept(machine.held().ids.begin(),
-                                           machine.held().ids.begin() + static_cast<std::ptrdiff_t>(row));
-        (void) machine.record(kept, row);
-    }
+    if (machine_) pfx::llama::forget_from(*machine_, row);
 }
 
 }  // namespace pfx_server

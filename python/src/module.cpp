@@ -9,6 +9,7 @@
 #include "convert.hpp"
 #include "ids_view.hpp"
 #include "llama_policy.hpp"
+#include "llama_record.hpp"
 #include "llama_state.hpp"
 
 #include <pfx/core.hpp>
@@ -88,16 +89,6 @@ std::string repr(const Decision& d) {
   return "Decision(offset=" + std::to_string(d.offset) + ", common_prefix=" + std::to_string(d.common_prefix) +
          ", reason=Reason." + py::cast(d.reason).attr("name").cast<std::string>() +
          ", bound=Bound." + py::cast(d.bound).attr("name").cast<std::string>() + ")";
-}
-
-/// Raises BufferError when a buffer of the ids is alive: the event would change them under it.
-Lane& unexported(Lane& self) {
-  if (self.exports > 0) {
-    raise(PyExc_BufferError,
-          "the machine's ids are exported as a buffer (a memoryview or numpy array of ids is alive): "
-          "release it (del it, or memoryview.release()) before an event that changes the ids");
-  }
-  return self;
 }
 
 /// The Python Machine's state for pickle: (version 4, enabled, keep_min, chunk, ids as int32 bytes,
@@ -455,4 +446,5 @@ Copy with copy.copy, copy.deepcopy or pickle (pickle: idle only).)");
   add_serving(m);
   add_llama_state(m);
   add_llama_policy(m);
+  add_llama_record(m);
 }

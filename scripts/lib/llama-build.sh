@@ -17,7 +17,7 @@ build_llama_cpp() {
     library_hash="$(cat "${BASH_SOURCE[0]}" "$(dirname "${BASH_SOURCE[0]}")/../llama.sh" "$patch" \
         "$here"/ggml-cpu.patch | sha256sum | cut -d' ' -f1)"
     server_hash="$( (echo "$library_hash"; cat "$here"/CMakeLists.txt "$here"/pfx_server.h "$here"/pfx_server.cpp \
-        "$here"/../../core/include/pfx/*.hpp "$here"/../llama/include/pfx/llama/policy.hpp) | sha256sum | cut -d' ' -f1)"
+        "$here"/../../core/include/pfx/*.hpp "$here"/../llama/include/pfx/llama/*.hpp) | sha256sum | cut -d' ' -f1)"
     local library_done=0 server_done=0
     [ -f "$prefix/.complete" ] && [ "$(cat "$prefix/.complete")" = "$library_hash" ] && library_done=1
     [ -f "$server_root/.complete" ] && [ "$(cat "$server_root/.complete")" = "$server_hash" ] &&

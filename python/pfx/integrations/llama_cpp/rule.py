@@ -100,25 +100,24 @@ class LlamaRule:
                 f"grid={self.grid} (n_batch {self.n_batch}, n_ubatch {self.n_ubatch}), "
                 f"canonical_end={self.machine.canonical_end})")
 
-    # The record and the context.
+    # The record and the context: each event is pfx/llama/record.hpp's, which llama-server's slots
+    # keep their records with too; here only when each happens.
 
     def _writing(self) -> bool:
         return self.machine.phase == _native.Phase.writing
 
-    def _keep_what_still_holds(self) -> None:
-        """Shrinks the record to the rows the context still holds as recorded: rows below Llama's
-        n_tokens whose ids are the record's (someone may have moved n_tokens or changed input_ids)."""
-        machine, llm = self.machine, self.llm
-        end = min(machine.canonical_end, llm.n_tokens)
-        end = _native.common_prefix(llm.input_ids[:end], machine.ids[:end])
-        if end < machine.canonical_end:
-            machine.record(machine.ids[:end], end)
+    def _held(self):
+        """The tokens the context says its rows hold: Llama's input_ids below n_tokens."""
+        return self.llm.input_ids[:self.llm.n_tokens]
+
+    def _settle(self) -> None:
+        """Aborts a write that never committed, and shrinks the record to the rows the context still
+        holds as recorded (someone may have moved n_tokens or changed input_ids)."""
+        _native._llama_settle(self.machine, self._held())
 
     def _forget_from(self, row: int) -> None:
         """Rows from `row` on are about to be written by something other than a prefill on the grid."""
-        machine = self.machine
-        if machine.canonical_end > row:
-            machine.record(machine.ids[:row], row)
+        _native._llama_forget_from(self.machine, row)
 
     # The shadowed methods.
 
@@ -132,12 +131,9 @@ class LlamaRule:
     def _generate(self, prompt: list, args, kwargs):
         llm, machine = self.llm, self.machine
         _refuse_multimodal(llm)
-        if self._writing():  # a prefill that never reached eval's end (a generator made but dropped)
-            machine.abort()
-        self._keep_what_still_holds()
-        held = _native.common_prefix(llm.input_ids[:llm.n_tokens], prompt)
-        decision = machine.query(prompt)
-        machine.begin(prompt, decision.offset)
+        held = _native.common_prefix(self._held(), prompt)
+        # A prefill that never reached eval's end (a generator made but dropped) is aborted first.
+        decision = _native._llama_begin(machine, self._held(), prompt)
         # generate keeps the common prefix of what it holds and the prompt: holding exactly the rows
         # below the offset, whose ids are the prompt's (INV-1), it keeps those and evaluates the rest.
         llm.n_tokens = decision.offset
@@ -152,7 +148,7 @@ class LlamaRule:
         except BaseException:
             if self._prefilling is not None:  # the prefill failed: rows below the offset were not touched
                 self._prefilling = None
-                machine.abort()
+                _native._llama_abort(machine)
             raise
 
     def eval(self, tokens) -> None:
@@ -164,17 +160,11 @@ class LlamaRule:
             self._prefilling = None
             if self.llm.n_tokens == len(prompt):
                 # Rows decode writes next lie past canonical_end, and so does a last prompt row that a
-                # one-row ubatch computed under the prefill step.
-                self.machine.commit(prompt, self._prefill_end(len(prompt)))
+                # one-row ubatch computed under the prefill step (INV-12: a longer prompt computes it
+                # in a longer ubatch).
+                _native._llama_commit(self.machine)
             else:
-                self.machine.abort()
-
-    def _prefill_end(self, length: int) -> int:
-        """The canonical_end of a prefill of `length` tokens: its length, less the last row where the
-        prefill step applies and the prefill's last ubatch was that row alone (INV-12's alone(length)).
-        A cold or resumed run of a longer prompt computes that row in a ubatch of several rows, so
-        offering it would break INV-12's premise (docs/spec.md, "THM-1 with a one-token step")."""
-        return _native.prefill_canonical_end(self.machine.config, length)
+                _native._llama_abort(self.machine)
 
     def reset(self) -> None:
         self.originals["reset"]()
@@ -190,7 +180,7 @@ class LlamaRule:
     def save_state(self):
         state = self.originals["save_state"]()
         if not self._writing():
-            self._keep_what_still_holds()
+            self._settle()
             machine = self.machine
             setattr(state, STATE_ATTRIBUTE, (self.fingerprint, list(machine.ids[:machine.canonical_end]),
                                              machine.canonical_end))
@@ -199,14 +189,14 @@ class LlamaRule:
     def load_state(self, state) -> None:
         if self._writing():
             self._prefilling = None
-            self.machine.abort()
+            _native._llama_abort(self.machine)
         self._forget_from(0)  # a failed load leaves the context undefined
         self.originals["load_state"](state)
         saved = getattr(state, STATE_ATTRIBUTE, None)
         if saved is not None and saved[0] == self.fingerprint:
             _, ids, canonical_end = saved
             self.machine.record(ids, canonical_end)
-            self._keep_what_still_holds()
+            self._settle()
 
 
 _GENERATE = None  # the signature of Llama.generate, read when the rule is first enabled
