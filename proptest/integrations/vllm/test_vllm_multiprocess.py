@@ -91,7 +91,8 @@ class PluginMultiprocess(unittest.TestCase):
                 ({"PFX_VLLM_CHUNK": "abc"}, 'PFX_VLLM_CHUNK="abc" is malformed: expected a count of tokens >= 1, a '
                                             "multiple of vLLM's block size"),
                 ({"PFX_VLLM_KEEP_MIN": "-3"}, 'PFX_VLLM_KEEP_MIN="-3" is malformed: expected a count of tokens >= 0'),
-                ({"PFX_VLLM_CHUNK": "48"}, "PFX_VLLM_CHUNK=48 is not a multiple of vLLM's block size 32"),
+                ({"PFX_VLLM_CHUNK": "48"}, "pfx.Refused: pfx's vLLM plugin refuses this configuration: "
+                                           "PFX_VLLM_CHUNK=48 is not a multiple of vLLM's block size 32"),
                 ({"PFX_VLLM_BATCH_INVARIANT": "sometimes"}, 'PFX_VLLM_BATCH_INVARIANT="sometimes" is malformed: '
                                                             "expected 1, true, on, yes, empty or unset"),
                 # vLLM told to split its attention's KV while pfx is asked for batch invariance: refused, not
@@ -104,7 +105,8 @@ class PluginMultiprocess(unittest.TestCase):
                                         "unchanged)"),
                 # The list names pfx's plugin: vLLM loads it, and its check of the configuration refuses the chunk.
                 ({"PFX_VLLM_CHUNK": "48", "VLLM_PLUGINS": "other,pfx"},
-                 "PFX_VLLM_CHUNK=48 is not a multiple of vLLM's block size 32")):
+                 "pfx.Refused: pfx's vLLM plugin refuses this configuration: PFX_VLLM_CHUNK=48 is not a multiple "
+                 "of vLLM's block size 32")):
             with self.subTest(**variables):
                 ran = start_in_a_process(model, **{"PFX_VLLM": "1", **variables})
                 self.assertNotEqual(ran.returncode, 0, ran.stdout[-5000:])
@@ -307,6 +309,53 @@ class Settings(unittest.TestCase):
             config = EngineArgs(model=vllm_lane.tiny_model(), skip_tokenizer_init=True, enable_prefix_caching=True,
                                 block_size=32, dtype="float32", enable_chunked_prefill=False).create_engine_config()
             self.assertEqual(plugin.prefill_step(config), plugin.ONE_STEP)
+        finally:
+            plugin.disable()
+
+    @verifies("VLLM-8")
+    def test_a_refused_configuration_raises_pfx_refused_itself_never_pydantics_error(self):
+        # One refusal type: the plugin's is pfx.Refused, a ValueError, which pydantic would wrap in its
+        # ValidationError inside VllmConfig's check. A user catches it by either base, or by the plugin's name.
+        import pydantic
+        from vllm.engine.arg_utils import EngineArgs
+        self.assertIs(plugin.Refused, pfx.Refused)
+        model = vllm_lane.tiny_model()
+        expected = ("pfx's vLLM plugin refuses this configuration: PFX_VLLM_CHUNK=48 is not a multiple of vLLM's "
+                    "block size 32")
+
+        def check(raised):
+            error = raised.exception
+            self.assertIs(type(error), pfx.Refused)  # not pydantic's ValidationError, nor what carried it there
+            self.assertNotIsInstance(error, pydantic.ValidationError)
+            self.assertIsInstance(error, ValueError)
+            self.assertIsInstance(error, RuntimeError)
+            self.assertEqual(error.refusal, "configuration")
+            self.assertEqual(error.refusal, plugin.REFUSAL)
+            self.assertTrue(str(error).startswith(expected), str(error))
+
+        plugin.enable()
+        try:
+            config = EngineArgs(model=model, skip_tokenizer_init=True, enable_prefix_caching=True,
+                                block_size=32).create_engine_config()
+            plugin.enable(chunk=48)
+            # The configuration's check, where vLLM's front end makes it, by EngineArgs or by vllm.LLM.
+            with self.assertRaises(pfx.Refused) as raised:
+                EngineArgs(model=model, skip_tokenizer_init=True, enable_prefix_caching=True,
+                           block_size=32).create_engine_config()
+            check(raised)
+            self.assertIsNone(raised.exception.__cause__)
+            with self.assertRaises(pfx.Refused) as raised:
+                vllm_lane.start(model)
+            check(raised)
+            # A copy (dataclasses.replace makes it through the constructor), and the check vLLM's engine core
+            # runs again on the configuration it was sent, which no constructor wraps.
+            import dataclasses
+            with self.assertRaises(pfx.Refused) as raised:
+                dataclasses.replace(config)
+            check(raised)
+            with self.assertRaises(pfx.Refused) as raised:
+                config.__post_init__()
+            check(raised)
         finally:
             plugin.disable()
 

@@ -41,8 +41,9 @@ that leaves one token is admitted padded to 1 + k rows, which the core's step mo
 It refuses at start, naming what it cannot vouch for, rather than serve: a model with layers whose
 hits cannot be cut exactly (Mamba and other state-space or linear-attention layers, layers that replay
 a window after a hit), a speculative method other than n-gram drafts and a draft model, a KV connector, a chunk off
-vLLM's block grid, a batch-invariance setting vLLM was told otherwise: a ``Refused`` error, before the
-model loads wherever vLLM's configuration tells.
+vLLM's block grid, a batch-invariance setting vLLM was told otherwise: ``pfx.Refused`` (re-exported here as
+``Refused``), its ``.refusal`` ``"configuration"``, before the model loads wherever vLLM's configuration
+tells.
 
 It is loaded in every vLLM process through the ``vllm.general_plugins`` entry point (``register``),
 the engine-core process included, and is off unless ``PFX_VLLM`` turns it on. With ``PFX_VLLM`` set,
@@ -66,8 +67,8 @@ In code, ``enable(chunk=..., keep_min=..., batch_invariant=...)`` before ``vllm.
 same: it sets the four variables for the processes vLLM starts, and patches this one. ``decisions()`` counts this
 process's decisions by reason; each is logged at debug level on the logger ``vllm.pfx``.
 
-The plugin patches four methods (the configuration's check, the scheduler's constructor, the hit
-lookup, the block caching) and refuses a vLLM version it was not tested with (``TESTED_VERSIONS``)
+The plugin patches five methods (the configuration's constructor and its check, the scheduler's
+constructor, the hit lookup, the block caching) and refuses a vLLM version it was not tested with (``TESTED_VERSIONS``)
 rather than patch code it does not know.
 """
 from __future__ import annotations
@@ -116,10 +117,26 @@ _MEANINGS = {
 _logger = logging.getLogger("vllm.pfx")
 
 
-class Refused(RuntimeError):
-    """The plugin refuses a vLLM configuration it cannot vouch for (a model kind, an option, a chunk off
-    vLLM's block grid): vLLM stops at start rather than serve answers pfx's rule would not keep exact.
-    A RuntimeError, so that vLLM's configuration check (pydantic) passes it on as it is."""
+Refused = _native.Refused
+"""pfx.Refused, pfx's one refusal type, under the name the plugin's users catch. The plugin raises it when
+it refuses a vLLM configuration it cannot vouch for (a model kind, an option, a chunk off vLLM's block
+grid): vLLM stops at start rather than serve answers pfx's rule would not keep exact. Its ``.refusal`` is
+REFUSAL; it is both a RuntimeError and a ValueError."""
+
+REFUSAL = "configuration"
+"""The ``.refusal`` of the plugin's refusals: a vLLM configuration the plugin cannot vouch for."""
+
+
+def _refused(message: str) -> Refused:
+    error = Refused(message)
+    error.refusal = REFUSAL
+    return error
+
+
+class _Refusal(RuntimeError):
+    """A refusal on its way out of vLLM's configuration check. pydantic runs that check inside
+    VllmConfig's constructor and turns a ValueError raised there, as pfx.Refused is, into its own
+    ValidationError; it passes this one on as it is, and _config_init raises pfx.Refused in its place."""
 
 
 @dataclass(frozen=True)
@@ -242,6 +259,8 @@ _settings: Optional[Settings] = None
 _originals: dict = {}
 _decisions: collections.Counter = collections.Counter()
 _set_by_pfx: set = set()
+# How deep this thread is in VllmConfig's constructors (_config_init): there, a refusal travels as _Refusal.
+_constructing = threading.local()
 
 
 def _check_version() -> None:
@@ -271,10 +290,12 @@ def _install(settings: Settings) -> None:
         if _originals:
             return
         _originals["config"] = VllmConfig.__post_init__
+        _originals["config_init"] = VllmConfig.__init__
         _originals["init"] = Scheduler.__init__
         _originals["get_computed_blocks"] = KVCacheManager.get_computed_blocks
         _originals["cache_blocks"] = KVCacheCoordinator.cache_blocks
         VllmConfig.__post_init__ = _config_post_init
+        VllmConfig.__init__ = _config_init
         Scheduler.__init__ = _scheduler_init
         KVCacheManager.get_computed_blocks = _get_computed_blocks
         KVCacheCoordinator.cache_blocks = _cache_blocks
@@ -333,6 +354,20 @@ def batch_invariance_refusals(settings: Settings) -> list:
     return []
 
 
+def _config_init(self, *args, **kwargs) -> None:
+    """VllmConfig's constructor, which checks the configuration (pydantic's validation, then
+    _config_post_init): the plugin's refusal comes out of it as pfx.Refused, never as pydantic's
+    ValidationError. Every VllmConfig vLLM makes goes through here, ``dataclasses.replace`` included."""
+    depth = getattr(_constructing, "depth", 0)
+    _constructing.depth = depth + 1
+    try:
+        _originals["config_init"](self, *args, **kwargs)
+    except _Refusal as refusal:
+        raise _refused(str(refusal)) from None
+    finally:
+        _constructing.depth = depth
+
+
 def _config_post_init(self) -> None:
     """vLLM's check of its configuration, then pfx's own, before any model is loaded: what the plugin
     cannot vouch for stops the start here (refusals()), with the settings' chunk off the block grid."""
@@ -348,7 +383,11 @@ def _config_post_init(self) -> None:
     if not reasons:
         reasons = _unproven(self, settings)
     if reasons:
-        raise Refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
+        message = "pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons)
+        # Inside VllmConfig's constructor pydantic would wrap pfx.Refused, a ValueError: the refusal passes
+        # through it as _Refusal, and _config_init raises pfx.Refused. Called alone, as vLLM's engine core
+        # checks its configuration again, nothing wraps it.
+        raise _Refusal(message) if getattr(_constructing, "depth", 0) else _refused(message)
 
 
 def _chunk_refusals(chunk: Optional[int], block: Optional[int]) -> list:
@@ -442,7 +481,7 @@ def _scheduler_init(self, *args, **kwargs) -> None:
     if not reasons:
         reasons = _unproven(self.vllm_config, settings)
     if reasons:
-        raise Refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
+        raise _refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
     premises = premises_of(self.vllm_config, settings)
     manager.pfx_config = rule_config(self.vllm_config, premises, chunk, settings.keep_min)
     step, padding = manager.pfx_config.prefill_step, manager.pfx_config.admission_padding
@@ -493,7 +532,7 @@ def premises_of(vllm_config, settings: Optional[Settings] = None) -> "_premises.
     try:
         return _premises.decide(vllm_config, settings.batch_invariant, chunk)
     except _premises.Unproven as error:
-        raise Refused(f"pfx's vLLM plugin refuses this configuration: {error}") from None
+        raise _refused(f"pfx's vLLM plugin refuses this configuration: {error}") from None
 
 
 def _unproven(vllm_config, settings: Settings) -> list:

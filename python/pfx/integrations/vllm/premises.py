@@ -51,7 +51,7 @@ says decode rows are exact (conform --certify makes 200: conform.DECODE_EVIDENCE
 
 
 class Unproven(RuntimeError):
-    """No premise is known for the configuration served: the plugin refuses it (its Refused names why)."""
+    """No premise is known for the configuration served: the plugin refuses it (its pfx.Refused names why)."""
 
 
 @dataclasses.dataclass(frozen=True)
