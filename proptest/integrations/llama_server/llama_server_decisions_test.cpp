@@ -290,4 +290,26 @@ PFX_PROPERTY(LlamaServerRecord, OffersTheSharedPrefixOfWhatTheSlotHoldsButTheLas
   RC_ASSERT(slot.offer(first, second) == 0U);
 }
 
+// Under the prefill step (--pfx-alone, flash attention off, n_batch a multiple of n_ubatch) a committed
+// prefill claims its rows but a last one that a one-row ubatch computed alone (INV-12): a longer prompt
+// computes that row in a longer ubatch, so no later prompt is offered it.
+PFX_PROPERTY(LlamaServerRecord, UnderThePrefillStepNoLastRowAOneRowUbatchComputedIsOffered, "LLAMA-5", ()) {
+  server_facts facts = defaults();
+  facts.flash_attention_off = true;
+  facts.n_ubatch = *rc::gen::inRange<std::size_t>(2, 9);
+  facts.n_batch = facts.n_ubatch * *rc::gen::inRange<std::size_t>(1, 5);
+  RC_ASSERT(configured({"--pfx", "--pfx-alone"}, facts) == "");
+  RC_ASSERT(pfx_server::current().prefill_step == facts.n_ubatch);
+  const auto gen_tokens = [](std::size_t n) { return rc::gen::container<std::vector<int32_t>>(n, rc::gen::inRange<int32_t>(0, 3)); };
+  const std::vector<int32_t> prompt = *gen_tokens(*rc::gen::inRange<std::size_t>(1, 4 * facts.n_ubatch + 2));
+  std::vector<int32_t> longer = prompt;
+  const std::vector<int32_t> tail = *gen_tokens(*rc::gen::inRange<std::size_t>(1, 2 * facts.n_ubatch + 1));
+  longer.insert(longer.end(), tail.begin(), tail.end());
+  const bool last_row_alone = (prompt.size() - 1) % facts.n_ubatch == 0;
+  pfx_server::record slot;
+  slot.begin_cold({}, prompt);
+  slot.commit();
+  RC_ASSERT(slot.offer(prompt, longer) <= (last_row_alone ? prompt.size() - 1 : prompt.size()));
+}
+
 }  // namespace
