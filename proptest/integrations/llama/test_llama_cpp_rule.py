@@ -31,6 +31,7 @@ if not WHY_NOT:
     import llama_cpp
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
+    import pfx
     from pfx.fixtures import llama_chats
     from pfx.fixtures.workloads import chat_workload
     from pfx.integrations import llama_cpp as adapter
@@ -597,8 +598,12 @@ class Refusals(unittest.TestCase):
                 adapter.disable(self.llm)
         for word in words:
             self.assertIn(word, str(caught.exception))
+        if error is pfx.Refused:  # the package's one refusal type, a RuntimeError as these were before it
+            self.assertIsInstance(caught.exception, RuntimeError)
+            self.assertIn(caught.exception.refusal, ("configuration", "untested version"))
         self.assertNotIn("_pfx_rule", vars(self.llm))
         self.assertNotIn("generate", vars(self.llm))
+        return caught.exception
 
     @verifies("LLAMA-3")
     def test_bad_arguments_are_refused_naming_them(self):
@@ -623,7 +628,7 @@ class Refusals(unittest.TestCase):
             with self.assertRaisesRegex(RuntimeError, r"already on for this Llama \(LlamaRule\(chunk=64.*disable\(llm\) first"):
                 adapter.enable(self.llm)
             self.assertIs(vars(self.llm)["_pfx_rule"], rule)
-            with self.assertRaisesRegex(ValueError, r"generate\(reset=False\)"):
+            with self.assertRaisesRegex(pfx.Refused, r"generate\(reset=False\)"):
                 self.llm.generate([1, 2, 3], reset=False)
         finally:
             adapter.disable(self.llm)
@@ -633,7 +638,8 @@ class Refusals(unittest.TestCase):
         version = llama_cpp.__version__
         llama_cpp.__version__ = "0.3.37"
         try:
-            self.refused(RuntimeError, ["tested with llama-cpp-python 0.3.36", "this is 0.3.37"])
+            refusal = self.refused(pfx.Refused, ["tested with llama-cpp-python 0.3.36", "this is 0.3.37"])
+            self.assertEqual(refusal.refusal, "untested version")
         finally:
             llama_cpp.__version__ = version
 
@@ -646,7 +652,7 @@ class Refusals(unittest.TestCase):
             def __del__(self):  # made without __init__ below: nothing to close
                 pass
 
-        with self.assertRaisesRegex(RuntimeError, "Overriding overrides Llama.generate"):
+        with self.assertRaisesRegex(pfx.Refused, "Overriding overrides Llama.generate"):
             adapter.enable(Overriding.__new__(Overriding))
         from llama_cpp import llama_chat_format
 
@@ -658,7 +664,7 @@ class Refusals(unittest.TestCase):
             saved = getattr(self.llm, attribute)
             setattr(self.llm, attribute, value)
             try:
-                self.refused(RuntimeError, [words])
+                self.assertEqual(self.refused(pfx.Refused, [words]).refusal, "configuration")
             finally:
                 setattr(self.llm, attribute, saved)
         for function, answer, words, layers in (("llama_model_n_swa", 128, "sliding-window attention", 0),
@@ -667,7 +673,7 @@ class Refusals(unittest.TestCase):
             setattr(llama_cpp, function, lambda *_: answer)
             self.llm.model_params.n_gpu_layers = layers
             try:
-                self.refused(RuntimeError, [words])
+                self.assertEqual(self.refused(pfx.Refused, [words]).refusal, "configuration")
             finally:
                 setattr(llama_cpp, function, saved)
                 self.llm.model_params.n_gpu_layers = saved_layers
@@ -679,6 +685,6 @@ class Refusals(unittest.TestCase):
             del self.llm.generate
 
     def refused_instance_method(self):
-        with self.assertRaisesRegex(RuntimeError, "generate is already replaced on the object itself"):
+        with self.assertRaisesRegex(pfx.Refused, "generate is already replaced on the object itself"):
             adapter.enable(self.llm)
         self.assertNotIn("_pfx_rule", vars(self.llm))

@@ -420,10 +420,12 @@ class Settings(unittest.TestCase):
     @verifies("VLLM-3")
     def test_an_untested_vllm_version_is_refused_before_anything_is_patched(self):
         with mock.patch.object(vllm, "__version__", "0.31.9"), mock.patch.dict(plugin._originals, {}, clear=True):
-            with self.assertRaises(RuntimeError) as raised:
+            with self.assertRaises(pfx.Refused) as raised:
                 plugin._install(plugin.Settings())
             self.assertEqual(plugin._originals, {})
         self.assertIn("tested with vLLM 0.32.0, and this is vLLM 0.31.9", str(raised.exception))
+        self.assertEqual(raised.exception.refusal, "untested version")
+        self.assertIsInstance(raised.exception, RuntimeError)  # as before pfx.Refused was its type
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ from typing import Optional
 
 from ... import _native
 from ..._arguments import whole
+from ..._refusals import UNTESTED_VERSION, refused
 from ._library import TESTED_VERSIONS, load, untested
 
 __all__ = ["LlamaRule", "TESTED_VERSIONS", "decisions", "disable", "enable", "exact_grid"]
@@ -123,7 +124,7 @@ class LlamaRule:
 
     def generate(self, tokens, *args, **kwargs):
         if not _GENERATE.bind(self.llm, tokens, *args, **kwargs).arguments.get("reset", True):
-            raise ValueError("Llama.generate(reset=False) evaluates the prompt after whatever the context holds, "
+            raise refused("Llama.generate(reset=False) evaluates the prompt after whatever the context holds, "
                              "which pfx's rule cannot vouch for; call it with reset=True (the default), or "
                              "pfx.integrations.llama_cpp.disable(llm) first")
         return self._generate(list(tokens), args, kwargs)
@@ -213,10 +214,12 @@ def enable(llm, chunk: Optional[int] = None, keep_min: int = 0) -> LlamaRule:
     chunk given must be a multiple of the grid and is taken with no prefill step. ``keep_min`` is the
     fewest tokens worth reusing.
 
-    Raises TypeError or ValueError naming a bad argument, and RuntimeError for what pfx cannot vouch
-    for: a llama-cpp-python version it was not tested with (``TESTED_VERSIONS``), a second enable on
-    the same ``llm``, a Llama subclass that overrides a method the rule shadows, a recurrent, hybrid
-    or sliding-window model, a multimodal chat handler, layers offloaded to a GPU."""
+    Raises TypeError or ValueError naming a bad argument, RuntimeError for a second enable on the same
+    ``llm``, and ``pfx.Refused`` (a RuntimeError and a ValueError) for what pfx cannot vouch for: a
+    llama-cpp-python version it was not tested with (``TESTED_VERSIONS``; ``.refusal`` "untested
+    version"), a Llama subclass that overrides a method the rule shadows, a recurrent, hybrid or
+    sliding-window model, a multimodal chat handler, layers offloaded to a GPU (``.refusal``
+    "configuration")."""
     global _GENERATE
     llama_cpp = load("pfx.integrations.llama_cpp.enable")
     if not isinstance(llm, llama_cpp.Llama):
@@ -276,25 +279,25 @@ def decisions(llm) -> collections.Counter:
 
 
 def _refuse_unvouched(llama_cpp, llm) -> None:
-    """RuntimeError naming the first thing about `llm` that pfx's rule was not made or tested for."""
+    """pfx.Refused naming the first thing about `llm` that pfx's rule was not made or tested for."""
     reason = untested(llama_cpp)
     if reason:
-        raise RuntimeError(f"enable: {reason}: it does not take charge of a generate it does not know. Install a "
-                           "tested version (scripts/llama.sh --python), or serve without pfx")
+        raise refused(f"enable: {reason}: it does not take charge of a generate it does not know. Install a "
+                      "tested version (scripts/llama.sh --python), or serve without pfx", UNTESTED_VERSION)
     for name in SHADOWED:
         if getattr(type(llm), name) is not getattr(llama_cpp.Llama, name):
-            raise RuntimeError(f"enable: {type(llm).__name__} overrides Llama.{name}, which pfx's rule takes charge "
-                               "of; enable it on a llama_cpp.Llama whose methods are llama-cpp-python's")
+            raise refused(f"enable: {type(llm).__name__} overrides Llama.{name}, which pfx's rule takes charge "
+                          "of; enable it on a llama_cpp.Llama whose methods are llama-cpp-python's")
         if name in vars(llm):
-            raise RuntimeError(f"enable: this Llama's {name} is already replaced on the object itself; pfx's rule "
-                               "takes charge only of llama-cpp-python's own")
+            raise refused(f"enable: this Llama's {name} is already replaced on the object itself; pfx's rule "
+                          "takes charge only of llama-cpp-python's own")
     # What llama-server's --pfx refuses too, in the same words (pfx/llama/policy.hpp).
     cause = _native._llama_unvouched(
         recurrent_or_hybrid=bool(llm._is_recurrent or llm._is_hybrid), n_swa=llama_cpp.llama_model_n_swa(llm.model),
         multimodal=_multimodal(llm),
         gpu_layers=llm.model_params.n_gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0)
     if cause:
-        raise RuntimeError(f"enable: {cause}, which pfx's rule cannot vouch for; serve it without pfx's rule")
+        raise refused(f"enable: {cause}, which pfx's rule cannot vouch for; serve it without pfx's rule")
 
 
 def _multimodal(llm) -> str:
@@ -310,7 +313,7 @@ def _refuse_multimodal(llm) -> None:
     """A multimodal chat handler set after enable: refused when generate is called."""
     cause = _native._llama_unvouched(multimodal=_multimodal(llm))
     if cause:
-        raise RuntimeError(f"pfx's rule: {cause}, which pfx's record cannot follow; multimodal chat is not supported")
+        raise refused(f"pfx's rule: {cause}, which pfx's record cannot follow; multimodal chat is not supported")
 
 
 def _fingerprint(llm) -> tuple:

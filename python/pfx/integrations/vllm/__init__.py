@@ -82,6 +82,7 @@ from typing import Optional
 
 from ... import _native
 from ..._arguments import whole
+from ..._refusals import CONFIGURATION, UNTESTED_VERSION, refused as _refused
 from . import linear, premises as _premises
 # The rule's configuration (pfx.integrations.vllm.rule), which conform builds with too; its names stay
 # this module's as well.
@@ -120,17 +121,12 @@ _logger = logging.getLogger("vllm.pfx")
 Refused = _native.Refused
 """pfx.Refused, pfx's one refusal type, under the name the plugin's users catch. The plugin raises it when
 it refuses a vLLM configuration it cannot vouch for (a model kind, an option, a chunk off vLLM's block
-grid): vLLM stops at start rather than serve answers pfx's rule would not keep exact. Its ``.refusal`` is
-REFUSAL; it is both a RuntimeError and a ValueError."""
+grid), or a vLLM version it was not tested with: vLLM stops at start rather than serve answers pfx's rule
+would not keep exact. Its ``.refusal`` is REFUSAL (UNTESTED_VERSION for a version); it is both a
+RuntimeError and a ValueError."""
 
-REFUSAL = "configuration"
-"""The ``.refusal`` of the plugin's refusals: a vLLM configuration the plugin cannot vouch for."""
-
-
-def _refused(message: str) -> Refused:
-    error = Refused(message)
-    error.refusal = REFUSAL
-    return error
+REFUSAL = CONFIGURATION
+"""The ``.refusal`` of the plugin's refusals of a configuration: one the plugin cannot vouch for."""
 
 
 class _Refusal(RuntimeError):
@@ -195,7 +191,7 @@ def enable(chunk: Optional[int] = None, keep_min: int = DEFAULT_KEEP_MIN, batch_
     ``vllm.LLM(...)``): sets PFX_VLLM=1, PFX_VLLM_CHUNK (unless ``chunk`` is None: vLLM's block size),
     PFX_VLLM_KEEP_MIN and PFX_VLLM_BATCH_INVARIANT, and, with ``batch_invariant``, vLLM's own variable
     that makes it compute batch invariantly (batch_invariance()). Raises ValueError naming a bad
-    argument, RuntimeError for a vLLM version the plugin was not tested with."""
+    argument, pfx.Refused (a RuntimeError too) for a vLLM version the plugin was not tested with."""
     whole("chunk", chunk, 1, ValueError, none="vLLM's block size")  # on the block grid: known when vLLM starts
     whole("keep_min", keep_min, 0, ValueError)
     if not isinstance(batch_invariant, bool):
@@ -267,10 +263,10 @@ def _check_version() -> None:
     import vllm
     version = getattr(vllm, "__version__", "unknown")
     if version.split("+")[0] not in TESTED_VERSIONS:
-        raise RuntimeError(
+        raise _refused(
             f"pfx.integrations.vllm was tested with vLLM {', '.join(TESTED_VERSIONS)}, and this is vLLM {version}: "
             f"it does not patch a KV cache manager it does not know. Install a tested version, or unset "
-            f"{ENABLE_VARIABLE} to run vLLM without pfx.")
+            f"{ENABLE_VARIABLE} to run vLLM without pfx.", UNTESTED_VERSION)
 
 
 def _install(settings: Settings) -> None:
