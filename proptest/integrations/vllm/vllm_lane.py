@@ -229,27 +229,9 @@ def run_workload(llm, seed, steps: int, model: CacheModel, expected_cached, work
 
 def serve_joining(llm, first, second, after_steps: int, max_new_tokens: int = MAX_NEW_TOKENS) -> tuple:
     """`first` served, and `second` added to vLLM's engine after `after_steps` of first's steps, so that
-    it joins while first prefills or decodes: (first's Served, second's Served)."""
-    import vllm
-    from vllm.inputs import TokensPrompt
-    params = vllm.SamplingParams(max_tokens=max_new_tokens, temperature=0.0, logprobs=1, detokenize=False,
-                                 ignore_eos=True)
-    engine = llm.llm_engine
-    engine.add_request("pfx-first", TokensPrompt(prompt_token_ids=list(first)), params)
-    done = {}
-    steps = 0
-    while len(done) < 2:
-        if steps == after_steps:
-            engine.add_request("pfx-second", TokensPrompt(prompt_token_ids=list(second)), params)
-        for out in engine.step():
-            if out.finished:
-                completion = out.outputs[0]
-                done[out.request_id] = Served(tuple(completion.token_ids), vllm_conform.chosen_logprobs(completion),
-                                              out.num_cached_tokens or 0)
-        steps += 1
-        if steps > after_steps and not engine.has_unfinished_requests() and len(done) < 2:
-            raise RuntimeError(f"vLLM finished {sorted(done)} only")
-    return done["pfx-first"], done["pfx-second"]
+    it joins while first prefills or decodes: (first's Served, second's Served), as the conformance
+    check serves two such requests."""
+    return vllm_conform.Engine(llm).serve_joining(first, second, after_steps, max_new_tokens)
 
 
 def run_batched(llm, seed, rounds: int, vocab: int = 512, until_one_differs: bool = False) -> Outcome:

@@ -35,9 +35,10 @@ class Engine:
     chosen token's logprob; vLLM's num_cached_tokens is the reused-token count, and the request's
     first_token_latency its time to first token (kept where the engine keeps request stats: start()).
     A test can stand another object with serve() and reset() in (serve_batch() for the batching
-    finding)."""
+    finding and for resumes batched, serve_joining() for resumes joining another mid-decode)."""
 
     counter = "num_cached_tokens"
+    _joined = 0  # pairs served by serve_joining(), which name their requests apart
 
     def __init__(self, llm):
         self.llm = llm
@@ -52,6 +53,37 @@ class Engine:
             [TokensPrompt(prompt_token_ids=list(prompt)) for prompt in prompts], params, use_tqdm=False),
             max_tokens, detokenize=False)
         return [self._served(out) for out in outputs]
+
+    def serve_joining(self, first: Sequence[int], second: Sequence[int], after_steps: int, max_tokens: int) -> tuple:
+        """`first` served, and `second` added to vLLM's engine after `after_steps` of its steps (1 step: first's
+        prefill, if it takes one), so that second joins while first prefills or decodes; each served as
+        serve() serves one: (first's Served, second's Served). CheckError where vLLM finished first before
+        second was added (no joining)."""
+        from vllm.inputs import TokensPrompt
+        engine = self.llm.llm_engine
+        Engine._joined += 1
+        names = (f"pfx-joining-{Engine._joined}-first", f"pfx-joining-{Engine._joined}-second")
+
+        def add(name, prompt):
+            self._call(lambda params: engine.add_request(name, TokensPrompt(prompt_token_ids=list(prompt)), params),
+                       max_tokens, detokenize=False)
+
+        add(names[0], first)
+        done = {}
+        steps = 0
+        while len(done) < 2:
+            if steps == after_steps:
+                if names[0] in done:
+                    raise CheckError(f"vLLM finished the first request in {steps} steps, before the second joined "
+                                     f"it after {after_steps}")
+                add(names[1], second)
+            for out in engine.step():
+                if out.finished:
+                    done[out.request_id] = self._served(out)
+            steps += 1
+            if steps > after_steps and not engine.has_unfinished_requests() and len(done) < 2:
+                raise CheckError(f"vLLM finished {sorted(done)} only")
+        return done[names[0]], done[names[1]]
 
     def chat(self, messages: Sequence[dict], max_tokens: int) -> Served:
         """`messages` served through vLLM's chat template (the model's tokenizer), as chat() serves them."""
@@ -68,14 +100,17 @@ class Engine:
         """Why a response without the reused-token count cannot be checked."""
         return "vLLM did not say how many prompt tokens it reused (num_cached_tokens)"
 
+    @staticmethod
+    def _params(max_tokens: int, detokenize: bool):
+        import vllm
+        return vllm.SamplingParams(max_tokens=max_tokens, temperature=0.0, logprobs=1, ignore_eos=True,
+                                   detokenize=detokenize)
+
     def _call(self, call, max_tokens: int, detokenize: bool):
         """call(params), a request vLLM refuses (too long, an id past the vocabulary) a BadInput."""
-        import vllm
         from vllm.exceptions import VLLMClientError
-        params = vllm.SamplingParams(max_tokens=max_tokens, temperature=0.0, logprobs=1, ignore_eos=True,
-                                     detokenize=detokenize)
         try:
-            return call(params)
+            return call(self._params(max_tokens, detokenize))
         except (ValueError, VLLMClientError) as error:
             raise BadInput(str(error)) from error
 
