@@ -237,10 +237,23 @@ std::string mismatch_text(const Mismatch& m) {
          std::to_string(m.offset) + ", after a run of " + std::to_string(m.held.size()) + " held tokens";
 }
 
+/// How the resumes were served, where any was served beside another request: "; served 60 alone, 100 in
+/// batches of 2 to 8, 40 joining another mid-decode"; nothing where every one was served alone.
+std::string decode_rows_served(const DecodeRows& d) {
+  if (d.batched == 0 && d.joining == 0) return "";
+  std::string sizes;
+  if (!d.batch_sizes.empty()) {
+    const auto [low, high] = std::ranges::minmax(d.batch_sizes);
+    sizes = " in batches of " + std::to_string(low) + (low == high ? "" : " to " + std::to_string(high));
+  }
+  return "; served " + std::to_string(d.alone) + " alone, " + std::to_string(d.batched) + sizes + ", " +
+         std::to_string(d.joining) + " joining another mid-decode";
+}
+
 std::string decode_rows_line(const DecodeRows& d) {
   if (d.reusable()) {
     return "decode rows: reusable as measured (" + std::to_string(d.resumes) +
-           " resumes from rows decode wrote equalled their cold runs)\n";
+           " resumes from rows decode wrote equalled their cold runs" + decode_rows_served(d) + ")\n";
   }
   if (!d.mismatch) return "decode rows: not resumed\n";
   const Mismatch& m = *d.mismatch;

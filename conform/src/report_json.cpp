@@ -83,6 +83,11 @@ std::string to_json(const Report& r) {
       decode["mismatch"] = mismatch_json(*r.decode_rows->mismatch);
       decode["canonical_end"] = r.decode_rows->canonical_end;
     }
+    // How the resumes were served: alone, batched with other resumes, joining another mid-decode.
+    decode["alone"] = r.decode_rows->alone;
+    decode["batched"] = r.decode_rows->batched;
+    decode["joining"] = r.decode_rows->joining;
+    decode["batch_sizes"] = r.decode_rows->batch_sizes;
     j["decode_rows"] = decode;
   }
   if (r.batching) {

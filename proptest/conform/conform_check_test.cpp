@@ -448,7 +448,20 @@ TEST(Conform, AReportOfWhatAnEngineServedNamesTheStepAndTheDecodeRowsFinding) {
   EXPECT_NE(pfx::conform::to_json(report).find("\"where\":\"generated\",\"step\":2,\"got\":17.0"), std::string::npos)
       << pfx::conform::to_json(report);
   report.decode_rows = pfx::conform::DecodeRows{.resumes = 3, .mismatch = std::nullopt, .canonical_end = 0};
-  EXPECT_NE(pfx::conform::to_text(report).find("decode rows: reusable as measured (3 resumes"), std::string::npos);
+  EXPECT_NE(pfx::conform::to_text(report).find("decode rows: reusable as measured (3 resumes from rows decode wrote "
+                                                "equalled their cold runs)\n"),
+            std::string::npos);
+  // How the resumes were served, where any was served beside another request.
+  report.decode_rows = pfx::conform::DecodeRows{.resumes = 10, .mismatch = std::nullopt, .canonical_end = 0,
+                                                .alone = 3, .batched = 5, .joining = 2,
+                                                .batch_sizes = {2, 3}};
+  EXPECT_NE(pfx::conform::to_text(report).find("(10 resumes from rows decode wrote equalled their cold runs; served 3 "
+                                                "alone, 5 in batches of 2 to 3, 2 joining another mid-decode)\n"),
+            std::string::npos)
+      << pfx::conform::to_text(report);
+  EXPECT_NE(pfx::conform::to_json(report).find("\"alone\":3,\"batched\":5,\"joining\":2,\"batch_sizes\":[2,3]"),
+            std::string::npos)
+      << pfx::conform::to_json(report);
   report.decode_rows = pfx::conform::DecodeRows{};
   EXPECT_FALSE(report.decode_rows->reusable());  // nothing compared vouches for nothing
   EXPECT_NE(pfx::conform::to_text(report).find("decode rows: not resumed"), std::string::npos);

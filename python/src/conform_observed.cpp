@@ -159,6 +159,34 @@ conform::Batching batching_of(py::handle object) {
   return b;
 }
 
+/// The decode rows' finding: {"resumes", "mismatch", "canonical_end", "alone", "batched", "joining",
+/// "batch_sizes"}; each resume compared was served one of the three ways, and a batch holds at least two.
+conform::DecodeRows decode_rows_of(py::handle object) {
+  const std::string what = "decode_rows";
+  known_keys(object, {"resumes", "mismatch", "canonical_end", "alone", "batched", "joining", "batch_sizes"}, what);
+  conform::DecodeRows d{.resumes = count_of(object, "resumes", what),
+                        .mismatch = optional_mismatch(object, what),
+                        .canonical_end = count_of(object, "canonical_end", what),
+                        .alone = count_of(object, "alone", what),
+                        .batched = count_of(object, "batched", what),
+                        .joining = count_of(object, "joining", what),
+                        .batch_sizes = {}};
+  if (d.alone + d.batched + d.joining != d.resumes) {
+    raise(PyExc_ValueError, std::string(who) + ": " + what + ": " + std::to_string(d.alone) + " alone, " +
+                                std::to_string(d.batched) + " batched and " + std::to_string(d.joining) +
+                                " joining are not its " + std::to_string(d.resumes) + " resumes");
+  }
+  for (const py::handle size : py::iter(entry(object, "batch_sizes", what))) {
+    const std::size_t n = count(size, (what + "['batch_sizes'][]").c_str());
+    if (n < 2 || (!d.batch_sizes.empty() && n <= d.batch_sizes.back())) {
+      raise(PyExc_ValueError, std::string(who) + ": " + what + "['batch_sizes'] must be sizes of at least 2, "
+                                  "ascending, each once");
+    }
+    d.batch_sizes.push_back(n);
+  }
+  return d;
+}
+
 /// The premise `name` names (`what` says where it came from in the error).
 conform::Premise premise_of(const std::string& name, const std::string& what) {
   for (const conform::Premise p : {conform::Premise::rows_written, conform::Premise::finite_logits,
@@ -205,7 +233,13 @@ void add_conform_observed(py::module_& m) {
       .def_property_readonly("reusable", &conform::DecodeRows::reusable)
       .def_readonly("mismatch", &conform::DecodeRows::mismatch)
       .def_readonly("canonical_end", &conform::DecodeRows::canonical_end,
-                    "with a mismatch: the held run's prompt length; its rows from there on were decoded");
+                    "with a mismatch: the held run's prompt length; its rows from there on were decoded")
+      .def_readonly("alone", &conform::DecodeRows::alone, "resumes served alone")
+      .def_readonly("batched", &conform::DecodeRows::batched, "resumes served in one batch with other resumes")
+      .def_readonly("joining", &conform::DecodeRows::joining,
+                    "resumes served as two requests, one joining the other mid-decode")
+      .def_readonly("batch_sizes", &conform::DecodeRows::batch_sizes,
+                    "the sizes of the batches served, each once, ascending");
   py::class_<conform::BatchMismatch>(m, "ConformBatchMismatch",
                                      "A request whose answer depends on what is batched beside it: the prompt served "
                                      "alone vs in one batch with `beside`; difference: got in the batch, expected alone.")
@@ -322,11 +356,7 @@ void add_conform_observed(py::module_& m) {
           raise(PyExc_ValueError, std::string(who) + ": " + std::to_string(r.skipped()) +
                                       " offsets skipped, but no skip_reason says why the rule never resumes there");
         }
-        if (!decode_rows.is_none()) {
-          r.decode_rows = conform::DecodeRows{.resumes = count_of(decode_rows, "resumes", "decode_rows"),
-                                              .mismatch = optional_mismatch(decode_rows, "decode_rows"),
-                                              .canonical_end = count_of(decode_rows, "canonical_end", "decode_rows")};
-        }
+        if (!decode_rows.is_none()) r.decode_rows = decode_rows_of(decode_rows);
         if (!batching.is_none()) r.batching = batching_of(batching);
         r.elapsed_s = elapsed_s;
         conform::decide(r);

@@ -106,6 +106,28 @@ class FakeVllm:
             served = [dataclasses.replace(s, logprobs=(next_float32(s.logprobs[0]),) + s.logprobs[1:]) for s in served]
         return served
 
+    def serve_joining(self, first, second, after_steps, max_tokens):
+        """Both served as serve() serves them, the step the second joined at kept (the fake has no steps)."""
+        self.joined = getattr(self, "joined", []) + [after_steps]
+        return self.serve(first, max_tokens), self.serve(second, max_tokens)
+
+
+class BatchesOnly:
+    """A fake vLLM that serves requests alone and in batches, never one joining another."""
+
+    def __init__(self):
+        self.inner = FakeVllm()
+        self.serve, self.serve_batch, self.reset = self.inner.serve, self.inner.serve_batch, self.inner.reset
+
+
+class JoiningDiffers(FakeVllm):
+    """A fake vLLM whose answer to a request that joined another mid-decode differs (its first logprob
+    moved), alone and batched as FakeVllm's."""
+
+    def serve_joining(self, first, second, after_steps, max_tokens):
+        first, second = super().serve_joining(first, second, after_steps, max_tokens)
+        return first, dataclasses.replace(second, logprobs=(next_float32(second.logprobs[0]),) + second.logprobs[1:])
+
 
 class StepFake(FakeVllm):
     """A fake whose answers differ exactly where a resume breaks the one-token-step premise of a
@@ -187,10 +209,30 @@ class FakeVerdicts(unittest.TestCase):
         for resumes, mismatch, exact in ((enough, None, True), (enough - 1, None, False), (enough, {"offset": 64}, False),
                                          (0, None, False)):
             with self.subTest(resumes=resumes, mismatch=mismatch):
+                served = {"alone": resumes // 2, "batched": resumes // 4, "joining": resumes - resumes // 2 - resumes // 4,
+                          "batch_sizes": list(premises.DECODE_ROWS_BATCH_SIZES)}
                 report = {"verdict": "safe", "grids": [{"grid": 32, "exact": True, "resumes": 1}],
-                          "decode_rows": {"resumes": resumes, "mismatch": mismatch}}
+                          "decode_rows": dict(served, resumes=resumes, mismatch=mismatch)}
                 self.assertEqual(premises.certificate({"dtype": "float32"}, report, 0)["proved"]["decode rows equal"],
                                  exact)
+        # Enough resumes, none differing, are not enough unless some were served alone, some batched with
+        # others (in batches of every size from 2 to 8) and some joining another request mid-decode.
+        whole = {"resumes": enough, "mismatch": None, "alone": 60, "batched": 100, "joining": 40,
+                 "batch_sizes": [2, 3, 4, 5, 6, 7, 8]}
+        self.assertEqual(premises.decode_rows_unproved(whole), [])
+        for edit, words in ((dict(alone=0, batched=160), "no resume served alone"),
+                            (dict(batched=0, alone=160, batch_sizes=[]), "no resume batched with other requests"),
+                            (dict(joining=0, alone=100), "no resume joining another request mid-decode"),
+                            (dict(batch_sizes=[2, 3, 4, 6, 8]), "no batch of 5, 7 resumes")):
+            with self.subTest(edit=edit):
+                decode = dict(whole, **edit)
+                self.assertEqual(premises.decode_rows_unproved(decode), [words])
+                report = {"verdict": "safe", "grids": [{"grid": 32, "exact": True, "resumes": 1}], "decode_rows": decode}
+                self.assertFalse(premises.certificate({}, report, 0)["proved"]["decode rows equal"])
+        # A report of the finding before it said how its resumes were served: every one alone, as then.
+        self.assertEqual(premises.decode_rows_unproved({"resumes": enough, "mismatch": None}),
+                         ["no resume served alone", "no resume batched with other requests",
+                          "no resume joining another request mid-decode"])
         # What the rule decides with: the certificate's fact, and never where a speculative method writes
         # rows in verification steps the certificate never compared.
         proved = premises.Premises(batch_invariant=True, one_token_step_alone=False, source="a test",
@@ -199,6 +241,45 @@ class FakeVerdicts(unittest.TestCase):
         self.assertFalse(rule.decode_rows_exact(SimpleNamespace(speculative_config=object()), proved))
         self.assertFalse(rule.decode_rows_exact(SimpleNamespace(speculative_config=None),
                                                 dataclasses.replace(proved, decode_rows_exact=False)))
+
+    @verifies("VLLM-4 INV-2")
+    def test_the_decode_evidence_serves_resumes_alone_batched_and_joining_and_certifies_only_with_all_three(self):
+        from pfx.integrations.vllm import premises
+
+        def evidence(engine):
+            report = fake_check(engine, budget="default", decode_evidence=vllm_conform.DECODE_EVIDENCE)
+            decode = validate(report.to_json())["decode_rows"]
+            certified = premises.certificate({}, json.loads(report.to_json()), 0)["proved"]["decode rows equal"]
+            return report, decode, certified
+
+        engine = FakeVllm()
+        report, decode, certified = evidence(engine)
+        prompts, each = vllm_conform.DECODE_EVIDENCE
+        self.assertEqual(decode["resumes"], prompts * each, decode)
+        self.assertEqual(decode["alone"] + decode["batched"] + decode["joining"], decode["resumes"], decode)
+        self.assertEqual(decode["batch_sizes"], list(premises.DECODE_ROWS_BATCH_SIZES), decode)  # 1 to 7 others
+        self.assertEqual(decode["joining"], 2 * prompts, decode)  # a pair a prompt, one joining the other
+        self.assertGreater(decode["alone"], 0, decode)
+        self.assertEqual(set(engine.joined), set(range(1, vllm_conform.GENERATED)))  # after 1 to 3 of 4 steps
+        self.assertTrue(certified, decode)
+        self.assertIn("; served ", str(report))
+        # Cold runs as ever: one a resume and one a prompt's held run, each alone.
+        self.assertEqual(report.decode_rows.resumes, prompts * each)
+        # An engine that cannot serve a request joining another, or batch at all: every resume it serves
+        # is compared still, and the certificate does not say decode rows equal.
+        for engine, lacking in ((BatchesOnly(), ["no resume joining another request mid-decode"]),
+                                (Perturbed(FakeVllm(), lambda cached: False),
+                                 ["no resume batched with other requests", "no resume joining another request mid-decode"])):
+            with self.subTest(engine=type(engine).__name__):
+                _, decode, certified = evidence(engine)
+                self.assertEqual(decode["resumes"], prompts * each, decode)
+                self.assertFalse(certified, decode)
+                self.assertEqual(premises.decode_rows_unproved(decode), lacking)
+        # Answers that differ only where a request joined another are found.
+        report, decode, certified = evidence(JoiningDiffers())
+        self.assertFalse(report.decode_rows.reusable)
+        self.assertEqual(decode["joining"], 2, decode)  # the first pair's second request
+        self.assertFalse(certified)
 
     @verifies("VLLM-4")
     def test_answers_that_differ_after_rows_decode_wrote_are_reported_and_leave_the_verdict(self):
@@ -428,6 +509,11 @@ class OnVllm(unittest.TestCase):
         print(f"certifying ({vllm_lane.DTYPE}): {decode['resumes']} resumes from rows decode wrote, "
               f"{'none' if decode.get('mismatch') is None else 'one'} differing")
         self.assertEqual(decode["resumes"] >= premises.DECODE_ROWS_RESUMES, decode.get("mismatch") is None, decode)
+        # Served alone, in batches of 2 to 8 and joining another mid-decode, each compared with its cold run.
+        print(f"  {decode['alone']} alone, {decode['batched']} batched ({decode['batch_sizes']}), "
+              f"{decode['joining']} joining")
+        if decode.get("mismatch") is None:
+            self.assertEqual(premises.decode_rows_unproved(decode), [], decode)
         self.assertEqual(proved.decode_rows_exact, decode.get("mismatch") is None)
         # The plugin's own decision takes it, for this configuration only.
         taken = premises.decide(config, True, vllm_lane.BLOCK, {premises.CERTIFICATE_VARIABLE: path})

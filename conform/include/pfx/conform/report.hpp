@@ -61,6 +61,13 @@ struct DecodeRows {
   std::size_t resumes = 0;  ///< resumes compared (the check stops at the first mismatch)
   std::optional<Mismatch> mismatch;
   std::size_t canonical_end = 0;  ///< with a mismatch: the held run's prompt length; rows from it on were decoded
+  // How the resumes compared were served: each alone, in one batch with other resumes of the same held
+  // rows, or as one of two requests of which one joined the other mid-decode (alone + batched + joining
+  // = resumes). A resume's cold run is always served alone.
+  std::size_t alone = 0;
+  std::size_t batched = 0;
+  std::size_t joining = 0;
+  std::vector<std::size_t> batch_sizes{};  ///< the sizes of the batches served, each size once, ascending
   /// Every resume compared equalled its cold run, and there was at least one.
   [[nodiscard]] bool reusable() const noexcept { return resumes > 0 && !mismatch; }
 };

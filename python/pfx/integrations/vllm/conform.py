@@ -205,7 +205,8 @@ BESIDE = 3
 """Prompts batched beside each prompt of the batching finding."""
 DECODE_EVIDENCE = (20, 10)
 """Prompts, and resumes from rows decode wrote a prompt, of a check that certifies: 200 resumes, the
-least from which a certificate says decode rows are exact (premises.DECODE_ROWS_RESUMES)."""
+least from which a certificate says decode rows are exact (premises.DECODE_ROWS_RESUMES), served alone,
+in batches of every size of premises.DECODE_ROWS_BATCH_SIZES, and joining another mid-decode."""
 
 
 class _Check:
@@ -266,7 +267,11 @@ class _Check:
 
     def serve(self, prompt, max_tokens=GENERATED, cached=0):
         """Serves `prompt` from what the cache holds, which must give vLLM exactly `cached` tokens."""
-        served = self.engine.serve(prompt, max_tokens)
+        return self.took(prompt, self.engine.serve(prompt, max_tokens), cached)
+
+    def took(self, prompt, served, cached):
+        """`served`, what `prompt` was served, counted; CheckError where vLLM did not take exactly `cached`
+        tokens from the cache."""
         self.prefilled += len(prompt) - served.cached
         if served.cached != cached:
             raise CheckError(f"vLLM took {served.cached} cached tokens of a {len(prompt)}-token prompt where the "
@@ -367,7 +372,7 @@ class _Check:
         (decode_evidence())."""
         if self.decode_evidence is not None:
             return self.decode_evidence_rows()
-        finding = {"resumes": 0, "mismatch": None, "canonical_end": 0}
+        finding = self.decode_finding()
         for _ in range(self.budget["prompts"]):
             n = self.block * self.random.randrange(1, 4) + self.random.randrange(1, self.block)
             extra = self.random.randrange(1, self.block + 1)
@@ -384,24 +389,55 @@ class _Check:
     def decode_evidence_rows(self):
         """decode_rows() as a certificate needs it: `decode_evidence`'s prompts (draws of their own), each
         resumed its count of times, each run's first new token its own so that no resume finds another's
-        block: the resumes first, on the held run's rows, then their cold runs."""
-        finding = {"resumes": 0, "mismatch": None, "canonical_end": 0}
+        block: the resumes first, on the held run's rows, served as serve_resumes() serves them, then
+        their cold runs, each alone."""
+        finding = self.decode_finding()
         prompts, each = self.decode_evidence
         draw = random.Random(f"{self.budget['seed']}:decode rows")
-        for _ in range(prompts):
+        # One batch a prompt, every size of DECODE_ROWS_BATCH_SIZES where there are prompts enough.
+        sizes = list(_premises.DECODE_ROWS_BATCH_SIZES)[:prompts]
+        sizes += [draw.choice(_premises.DECODE_ROWS_BATCH_SIZES) for _ in range(prompts - len(sizes))]
+        draw.shuffle(sizes)
+        for size in sizes:
             n = self.block * draw.randrange(1, 4) + draw.randrange(1, self.block)
             if n + 2 * self.block - 1 + self.block + GENERATED > self.max_length or each > self.vocab:
                 break  # the model holds no such prompt and its output, or no token to start each run
             prompt = self.tokens(n, draw)
             held = self.held_after_decode(prompt)
-            resumed = []
-            for start in draw.sample(range(self.vocab), each):
-                resumed_prompt = held + [start] + self.tokens(draw.randrange(0, self.block), draw)
-                resumed.append((resumed_prompt, self.serve(resumed_prompt, cached=len(held) // self.block * self.block)))
-            for resumed_prompt, served in resumed:
-                if self.compared_from_decode_rows(finding, n, held, resumed_prompt, served):
+            resumed = [held + [start] + self.tokens(draw.randrange(0, self.block), draw)
+                       for start in draw.sample(range(self.vocab), each)]
+            for resumed_prompt, served, kind in self.serve_resumes(resumed, held, size, draw, finding):
+                if self.compared_from_decode_rows(finding, n, held, resumed_prompt, served, kind):
                     return finding
         return finding
+
+    def serve_resumes(self, prompts, held, batch, draw, finding):
+        """`prompts`, each resuming on the rows of `held`, served: `batch` of them in one batch (with
+        serve_batch()), two more as a pair of which one joins the other after 1 to GENERATED - 1 of its
+        steps, while it decodes (with serve_joining()), the rest alone; each must take the held run's
+        whole blocks. Returns (prompt, Served, how it was served) each."""
+        cached = len(held) // self.block * self.block
+        batch = min(batch, len(prompts)) if hasattr(self.engine, "serve_batch") and len(prompts) > 1 else 0
+        pair = 2 if hasattr(self.engine, "serve_joining") and len(prompts) - batch >= 2 else 0
+        alone = len(prompts) - batch - pair
+        served = [(p, self.serve(p, cached=cached), "alone") for p in prompts[:alone]]
+        if batch:
+            together = prompts[alone:alone + batch]
+            served += [(p, self.took(p, s, cached), "batched")
+                       for p, s in zip(together, self.engine.serve_batch(together, GENERATED))]
+            finding["batch_sizes"] = sorted(set(finding["batch_sizes"]) | {batch})
+        if pair:
+            first, second = prompts[alone + batch:]
+            joined = self.engine.serve_joining(first, second, draw.randrange(1, GENERATED), GENERATED)
+            served += [(p, self.took(p, s, cached), "joining") for p, s in zip((first, second), joined)]
+        return served
+
+    @staticmethod
+    def decode_finding() -> dict:
+        """The decode rows' finding before any resume: how many were compared, how they were served (alone,
+        batched with others, joining another mid-decode; the sizes of the batches), the first mismatch."""
+        return {"resumes": 0, "mismatch": None, "canonical_end": 0, "alone": 0, "batched": 0, "joining": 0,
+                "batch_sizes": []}
 
     def held_after_decode(self, prompt):
         """`prompt` served cold, two blocks of tokens generated: the tokens whose rows the cache then holds
@@ -409,11 +445,13 @@ class _Check:
         warm = self.cold(prompt, max_tokens=2 * self.block)
         return prompt + list(warm.tokens[:-1])
 
-    def compared_from_decode_rows(self, finding, n, held, resumed_prompt, resumed) -> bool:
-        """`resumed` (served on the rows of `held`, from a prompt of `n` tokens) against the cold run of
-        `resumed_prompt`, counted in `finding`; True where they differ (the finding then names it)."""
+    def compared_from_decode_rows(self, finding, n, held, resumed_prompt, resumed, served="alone") -> bool:
+        """`resumed` (served on the rows of `held`, from a prompt of `n` tokens; `served` alone, batched or
+        joining) against the cold run of `resumed_prompt`, served alone, counted in `finding`; True where
+        they differ (the finding then names it)."""
         reference = self.cold(resumed_prompt)
         finding["resumes"] += 1
+        finding[served] += 1
         difference = first_difference(resumed, reference)
         if difference:
             finding["mismatch"] = {"prompt_number": finding["resumes"] - 1, "prompt": resumed_prompt, "held": held,
@@ -481,6 +519,10 @@ def main(argv=None) -> int:
     if arguments.certify is not None:
         print(f"{parser.prog}: " + (f"certificate written to {arguments.certify}" if report.exit_status == 0 else
                                     "no certificate written: the verdict is not safe"), file=sys.stderr)
+        unproved = _premises.decode_rows_unproved(json.loads(report.to_json()).get("decode_rows"))
+        if report.exit_status == 0 and unproved:
+            print(f"{parser.prog}: the certificate does not prove rows decode wrote equal to a prefill's: "
+                  + "; ".join(unproved), file=sys.stderr)
     return report.exit_status
 
 

@@ -48,6 +48,9 @@ ONEDNN_ISA_VARIABLE = "ONEDNN_MAX_CPU_ISA"  # caps the instruction sets oneDNN u
 DECODE_ROWS_RESUMES = 200
 """The fewest resumes from rows decode wrote, every one equal to its cold run, from which a certificate
 says decode rows are exact (conform --certify makes 200: conform.DECODE_EVIDENCE)."""
+DECODE_ROWS_BATCH_SIZES = tuple(range(2, 9))
+"""The batch sizes of resumes from rows decode wrote a certificate needs besides resumes served alone and
+resumes joining another mid-decode: each resume beside 1 to 7 others (conform.DECODE_EVIDENCE serves them)."""
 
 
 class Unproven(RuntimeError):
@@ -140,21 +143,42 @@ def _digest(body: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def decode_rows_unproved(decode_rows: Optional[dict]) -> list:
+    """What the decode rows' finding of a report lacks for a certificate to say decode rows are exact, in
+    words (none: it proves them): DECODE_ROWS_RESUMES resumes, none differing, served alone, in batches
+    of every size of DECODE_ROWS_BATCH_SIZES and joining another mid-decode, for a row decode wrote
+    must equal a prefill's however the request that reads it is served."""
+    decode_rows = decode_rows or {}
+    resumes = decode_rows.get("resumes", 0)
+    lacking = []
+    if resumes < DECODE_ROWS_RESUMES:
+        lacking.append(f"{resumes} resumes from rows decode wrote, fewer than {DECODE_ROWS_RESUMES}")
+    if decode_rows.get("mismatch") is not None:
+        lacking.append("a resume from rows decode wrote differed from its cold run")
+    for kind, words in (("alone", "served alone"), ("batched", "batched with other requests"),
+                        ("joining", "joining another request mid-decode")):
+        if not decode_rows.get(kind, 0):
+            lacking.append(f"no resume {words}")
+    missing = [size for size in DECODE_ROWS_BATCH_SIZES if size not in decode_rows.get("batch_sizes", [])]
+    if missing and decode_rows.get("batched", 0):
+        lacking.append(f"no batch of {', '.join(map(str, missing))} resumes")
+    return lacking
+
+
 def certificate(configuration: dict, report: dict, prefill_step: int) -> dict:
     """What conform proved on `configuration` (its report, pfx conform's JSON; the step premise it
     judged under): a certificate, sealed by a digest of the rest, so that a fact edited by hand no
     longer matches it. A grid counts as proved only where conform resumed on it, and a finding only
     where conform compared something: nothing is proved by a check that compared nothing. Decode rows
-    are exact only after DECODE_ROWS_RESUMES resumes from them, none of which differed."""
+    are exact only after DECODE_ROWS_RESUMES resumes from them, none of which differed, served alone,
+    batched and joining (decode_rows_unproved())."""
     grids = sorted(g["grid"] for g in report.get("grids", []) if g.get("exact") and g.get("resumes", 0) > 0)
     batching = report.get("batching") or {}
-    decode_rows = report.get("decode_rows") or {}
     body = {"format": CERTIFICATE_FORMAT, "configuration": configuration,
             "proved": {"verdict": report.get("verdict"), "exact grids": grids,
                        "one-token prefill steps computed alone": prefill_step != 0,
                        "batch invariant": batching.get("batches", 0) > 0 and bool(batching.get("independent")),
-                       "decode rows equal": decode_rows.get("resumes", 0) >= DECODE_ROWS_RESUMES
-                       and decode_rows.get("mismatch") is None},
+                       "decode rows equal": not decode_rows_unproved(report.get("decode_rows"))},
             "report": report}
     return dict(body, digest=_digest(body))
 
