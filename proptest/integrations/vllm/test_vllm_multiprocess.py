@@ -38,7 +38,7 @@ START = textwrap.dedent("""
     import sys
     sys.path.insert(0, {here!r})
     import vllm_lane
-    vllm_lane.start({model!r})
+    vllm_lane.start({model!r}, **{overrides!r})
     print({started!r})
 """)
 
@@ -46,10 +46,13 @@ START = textwrap.dedent("""
 LOADED = "Loading safetensors checkpoint shards"  # vLLM's line when it loads the model's weights
 
 
-def start_in_a_process(model, **variables):
+def start_in_a_process(model, overrides=None, **variables):
+    """vllm_lane.start(model, **overrides) in a fresh process with `variables` over this one's environment
+    (pfx's and VLLM_PLUGINS left out)."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("PFX_VLLM") and k != "VLLM_PLUGINS"}
     environment.update(variables)
-    script = START.format(here=os.path.dirname(os.path.abspath(__file__)), model=model, started=STARTED)
+    script = START.format(here=os.path.dirname(os.path.abspath(__file__)), model=model, started=STARTED,
+                          overrides=overrides or {})
     return subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True,
                           timeout=600)
 
@@ -113,6 +116,23 @@ class PluginMultiprocess(unittest.TestCase):
                 self.assertNotIn(STARTED, ran.stdout)
                 self.assertNotIn(LOADED, ran.stdout + ran.stderr)
                 self.assertIn(expected, ran.stdout + ran.stderr)
+
+    @verifies("VLLM-3 VLLM-8")
+    def test_torch_compile_over_the_batch_invariant_layers_stops_vllms_start_by_name_before_the_model_loads(self):
+        # vLLM's torch.compile cannot trace pfx's batch-invariant linear layers and would fail at its first
+        # step, after the model loaded; with vLLM's own kernels (which it compiles) it runs code no premise
+        # was measured on: refused by name either way, with what to do.
+        prefix = ("pfx.Refused: pfx's vLLM plugin refuses this configuration: vLLM compiles the model with "
+                  "torch.compile (compilation mode DYNAMO_TRACE_ONCE), ")
+        for variables, why in (({}, "which cannot trace pfx's batch-invariant linear layers"),
+                               ({"PFX_VLLM_BATCH_INVARIANT": "0"}, "whose generated kernels compute otherwise")):
+            with self.subTest(**variables):
+                ran = start_in_a_process(vllm_lane.tiny_model(), {"enforce_eager": False}, PFX_VLLM="1", **variables)
+                self.assertNotEqual(ran.returncode, 0, ran.stdout[-5000:])
+                self.assertNotIn(STARTED, ran.stdout)
+                self.assertNotIn(LOADED, ran.stdout + ran.stderr)
+                self.assertIn(prefix + why, ran.stdout + ran.stderr)
+                self.assertIn("start vLLM eagerly: --enforce-eager", ran.stdout + ran.stderr)
 
     @verifies("VLLM-8")
     def test_a_vllm_that_did_not_load_the_plugin_stops_when_pfx_vllm_asks_for_it(self):
@@ -277,11 +297,11 @@ class Settings(unittest.TestCase):
                                                                      "kv_role": "kv_both"}},
                      "a KV connector (ExampleConnector) is configured")):
                 with self.subTest(expected=expected), self.assertRaises(plugin.Refused) as raised:
-                    EngineArgs(model=model, skip_tokenizer_init=True, enable_prefix_caching=True, block_size=32,
+                    EngineArgs(enforce_eager=True, model=model, skip_tokenizer_init=True, enable_prefix_caching=True, block_size=32,
                                **options).create_engine_config()
                 self.assertIn(expected, str(raised.exception))
             # n-gram drafts are served: the step model knows the padded admission of k = 3 drafts.
-            config = EngineArgs(model=vllm_lane.tiny_model(), skip_tokenizer_init=True, enable_prefix_caching=True,
+            config = EngineArgs(enforce_eager=True, model=vllm_lane.tiny_model(), skip_tokenizer_init=True, enable_prefix_caching=True,
                                 block_size=32, max_num_batched_tokens=256, dtype="float32",
                                 speculative_config={"method": "ngram", "num_speculative_tokens": 3,
                                                     "prompt_lookup_max": 2}).create_engine_config()
@@ -300,13 +320,13 @@ class Settings(unittest.TestCase):
         try:
             for dtype in ("bfloat16", "float16"):
                 with self.subTest(dtype=dtype), self.assertRaises(plugin.Refused) as raised:
-                    EngineArgs(model=model, skip_tokenizer_init=True, enable_prefix_caching=True, block_size=32,
+                    EngineArgs(enforce_eager=True, model=model, skip_tokenizer_init=True, enable_prefix_caching=True, block_size=32,
                                dtype=dtype).create_engine_config()
                 self.assertIn(f"with vLLM's own kernels (PFX_VLLM_BATCH_INVARIANT=0) a row's bits in {dtype} depend "
                               f"on how many rows its step computes", str(raised.exception))
                 self.assertIn(f"--dtype {dtype} --block-size 32 --vllm-kernels --certify FILE", str(raised.exception))
             # float32 on vLLM's kernels keeps the step premise: without chunked prefill, the whole prompt.
-            config = EngineArgs(model=vllm_lane.tiny_model(), skip_tokenizer_init=True, enable_prefix_caching=True,
+            config = EngineArgs(enforce_eager=True, model=vllm_lane.tiny_model(), skip_tokenizer_init=True, enable_prefix_caching=True,
                                 block_size=32, dtype="float32", enable_chunked_prefill=False).create_engine_config()
             self.assertEqual(plugin.prefill_step(config), plugin.ONE_STEP)
         finally:
@@ -335,12 +355,12 @@ class Settings(unittest.TestCase):
 
         plugin.enable()
         try:
-            config = EngineArgs(model=model, skip_tokenizer_init=True, enable_prefix_caching=True,
+            config = EngineArgs(enforce_eager=True, model=model, skip_tokenizer_init=True, enable_prefix_caching=True,
                                 block_size=32).create_engine_config()
             plugin.enable(chunk=48)
             # The configuration's check, where vLLM's front end makes it, by EngineArgs or by vllm.LLM.
             with self.assertRaises(pfx.Refused) as raised:
-                EngineArgs(model=model, skip_tokenizer_init=True, enable_prefix_caching=True,
+                EngineArgs(enforce_eager=True, model=model, skip_tokenizer_init=True, enable_prefix_caching=True,
                            block_size=32).create_engine_config()
             check(raised)
             self.assertIsNone(raised.exception.__cause__)

@@ -41,7 +41,8 @@ that leaves one token is admitted padded to 1 + k rows, which the core's step mo
 It refuses at start, naming what it cannot vouch for, rather than serve: a model with layers whose
 hits cannot be cut exactly (Mamba and other state-space or linear-attention layers, layers that replay
 a window after a hit), a speculative method other than n-gram drafts and a draft model, a KV connector, a chunk off
-vLLM's block grid, a batch-invariance setting vLLM was told otherwise: ``pfx.Refused`` (re-exported here as
+vLLM's block grid, a batch-invariance setting vLLM was told otherwise, vLLM's torch.compile (the plugin
+serves vLLM running eagerly): ``pfx.Refused`` (re-exported here as
 ``Refused``), its ``.refusal`` ``"configuration"``, before the model loads wherever vLLM's configuration
 tells.
 
@@ -350,6 +351,26 @@ def batch_invariance_refusals(settings: Settings) -> list:
     return []
 
 
+def compile_refusals(vllm_config, settings: Settings) -> list:
+    """vLLM's torch.compile, refused whatever the kernels: pfx's batch-invariant linear layers
+    (``linear``) cannot be traced with the step's row count left dynamic (their calls of a fixed row count
+    make it a constant), so vLLM would fail at its first step; and with vLLM's own kernels the compiled
+    model runs code that inductor generates, where none of the premises was measured (the suites and
+    conform measure vLLM running eagerly). A premise belongs to the configuration it was measured on."""
+    from vllm.config import CompilationMode
+    mode = vllm_config.compilation_config.mode
+    if mode == CompilationMode.NONE:
+        return []
+    if settings.batch_invariant and linear.installed():
+        why = ("which cannot trace pfx's batch-invariant linear layers (their calls of a fixed row count make the "
+               "step's row count a constant): vLLM would fail at its first step")
+    else:
+        why = ("whose generated kernels compute otherwise than the eager ones pfx's premises were measured on (the "
+               "vLLM suites and pfx.integrations.vllm.conform run vLLM eagerly)")
+    return [f"vLLM compiles the model with torch.compile (compilation mode {CompilationMode(mode).name}), {why}; "
+            f"start vLLM eagerly: --enforce-eager, or vllm.LLM(enforce_eager=True)"]
+
+
 def _config_init(self, *args, **kwargs) -> None:
     """VllmConfig's constructor, which checks the configuration (pydantic's validation, then
     _config_post_init): the plugin's refusal comes out of it as pfx.Refused, never as pydantic's
@@ -375,7 +396,8 @@ def _config_post_init(self) -> None:
     cache = self.cache_config
     if not cache.enable_prefix_caching:
         return
-    reasons = refusals(self) + _chunk_refusals(settings.chunk, cache.block_size) + batch_invariance_refusals(settings)
+    reasons = (refusals(self) + _chunk_refusals(settings.chunk, cache.block_size) + batch_invariance_refusals(settings)
+               + compile_refusals(self, settings))
     if not reasons:
         reasons = _unproven(self, settings)
     if reasons:
@@ -473,7 +495,7 @@ def _scheduler_init(self, *args, **kwargs) -> None:
     block = manager.coordinator.scheduler_block_size
     chunk = block if settings.chunk is None else settings.chunk
     reasons = (refusals(self.vllm_config) + group_refusals(self.kv_cache_config) + _chunk_refusals(chunk, block)
-               + batch_invariance_refusals(settings))
+               + batch_invariance_refusals(settings) + compile_refusals(self.vllm_config, settings))
     if not reasons:
         reasons = _unproven(self.vllm_config, settings)
     if reasons:
