@@ -250,10 +250,22 @@ std::string decode_rows_served(const DecodeRows& d) {
          std::to_string(d.joining) + " joining another mid-decode";
 }
 
+/// "; 1260 decode logprobs equal to a prefill's rescoring", where any was rescored.
+std::string decode_rows_rescored(const DecodeRows& d) {
+  if (d.rescored == 0) return "";
+  return "; " + std::to_string(d.rescored) + " decode logprobs equal to a prefill's rescoring";
+}
+
 std::string decode_rows_line(const DecodeRows& d) {
   if (d.reusable()) {
     return "decode rows: reusable as measured (" + std::to_string(d.resumes) +
-           " resumes from rows decode wrote equalled their cold runs" + decode_rows_served(d) + ")\n";
+           " resumes from rows decode wrote equalled their cold runs" + decode_rows_served(d) +
+           decode_rows_rescored(d) + ")\n";
+  }
+  if (!d.mismatch && d.rescoring_differs > 0) {
+    return "decode rows: DIFFER: " + std::to_string(d.rescoring_differs) + " of " + std::to_string(d.rescored) +
+           " logprobs decode computed differ from a cold prefill's rescoring of the same tokens; pfx's rule never "
+           "reuses them\n";
   }
   if (!d.mismatch) return "decode rows: not resumed\n";
   const Mismatch& m = *d.mismatch;

@@ -88,6 +88,9 @@ std::string to_json(const Report& r) {
     decode["batched"] = r.decode_rows->batched;
     decode["joining"] = r.decode_rows->joining;
     decode["batch_sizes"] = r.decode_rows->batch_sizes;
+    // Decode's logprobs against a prefill's rescoring of the same tokens, bit for bit.
+    decode["rescored"] = r.decode_rows->rescored;
+    decode["rescoring_differs"] = r.decode_rows->rescoring_differs;
     j["decode_rows"] = decode;
   }
   if (r.batching) {

@@ -462,6 +462,19 @@ TEST(Conform, AReportOfWhatAnEngineServedNamesTheStepAndTheDecodeRowsFinding) {
   EXPECT_NE(pfx::conform::to_json(report).find("\"alone\":3,\"batched\":5,\"joining\":2,\"batch_sizes\":[2,3]"),
             std::string::npos)
       << pfx::conform::to_json(report);
+  // Decode's logprobs against a prefill's rescoring: equal, counted; one differing makes the rows not reusable.
+  report.decode_rows->rescored = 40;
+  EXPECT_NE(pfx::conform::to_text(report).find("2 joining another mid-decode; 40 decode logprobs equal to a prefill's "
+                                               "rescoring)\n"),
+            std::string::npos)
+      << pfx::conform::to_text(report);
+  EXPECT_NE(pfx::conform::to_json(report).find("\"rescored\":40,\"rescoring_differs\":0"), std::string::npos);
+  report.decode_rows->rescoring_differs = 1;
+  EXPECT_FALSE(report.decode_rows->reusable());
+  EXPECT_NE(pfx::conform::to_text(report).find("decode rows: DIFFER: 1 of 40 logprobs decode computed differ from a "
+                                               "cold prefill's rescoring of the same tokens"),
+            std::string::npos)
+      << pfx::conform::to_text(report);
   report.decode_rows = pfx::conform::DecodeRows{};
   EXPECT_FALSE(report.decode_rows->reusable());  // nothing compared vouches for nothing
   EXPECT_NE(pfx::conform::to_text(report).find("decode rows: not resumed"), std::string::npos);

@@ -163,14 +163,21 @@ conform::Batching batching_of(py::handle object) {
 /// "batch_sizes"}; each resume compared was served one of the three ways, and a batch holds at least two.
 conform::DecodeRows decode_rows_of(py::handle object) {
   const std::string what = "decode_rows";
-  known_keys(object, {"resumes", "mismatch", "canonical_end", "alone", "batched", "joining", "batch_sizes"}, what);
+  known_keys(object, {"resumes", "mismatch", "canonical_end", "alone", "batched", "joining", "batch_sizes",
+                      "rescored", "rescoring_differs"}, what);
   conform::DecodeRows d{.resumes = count_of(object, "resumes", what),
                         .mismatch = optional_mismatch(object, what),
                         .canonical_end = count_of(object, "canonical_end", what),
                         .alone = count_of(object, "alone", what),
                         .batched = count_of(object, "batched", what),
                         .joining = count_of(object, "joining", what),
-                        .batch_sizes = {}};
+                        .batch_sizes = {},
+                        .rescored = count_of(object, "rescored", what),
+                        .rescoring_differs = count_of(object, "rescoring_differs", what)};
+  if (d.rescoring_differs > d.rescored) {
+    raise(PyExc_ValueError, std::string(who) + ": " + what + ": " + std::to_string(d.rescoring_differs) +
+                                " rescored logprobs differ, of " + std::to_string(d.rescored) + " rescored");
+  }
   if (d.alone + d.batched + d.joining != d.resumes) {
     raise(PyExc_ValueError, std::string(who) + ": " + what + ": " + std::to_string(d.alone) + " alone, " +
                                 std::to_string(d.batched) + " batched and " + std::to_string(d.joining) +
@@ -239,7 +246,11 @@ void add_conform_observed(py::module_& m) {
       .def_readonly("joining", &conform::DecodeRows::joining,
                     "resumes served as two requests, one joining the other mid-decode")
       .def_readonly("batch_sizes", &conform::DecodeRows::batch_sizes,
-                    "the sizes of the batches served, each once, ascending");
+                    "the sizes of the batches served, each once, ascending")
+      .def_readonly("rescored", &conform::DecodeRows::rescored,
+                    "logprobs decode computed, compared bit for bit with a cold prefill's rescoring")
+      .def_readonly("rescoring_differs", &conform::DecodeRows::rescoring_differs,
+                    "of them, those that differ from the rescoring");
   py::class_<conform::BatchMismatch>(m, "ConformBatchMismatch",
                                      "A request whose answer depends on what is batched beside it: the prompt served "
                                      "alone vs in one batch with `beside`; difference: got in the batch, expected alone.")

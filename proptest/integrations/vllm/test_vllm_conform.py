@@ -69,8 +69,11 @@ class FakeVllm:
     says when an answer differs (its first logprob moved): `hit` the tokens taken from the cache,
     `decoded` whether they reach past the prompt whose rows they were, `calls` the requests so far."""
 
-    def __init__(self, perturb=lambda hit, decoded, calls: False, caches=True, answer=None, batch_differs=False):
+    def __init__(self, perturb=lambda hit, decoded, calls: False, caches=True, answer=None, batch_differs=False,
+                 rescoring_differs=False):
         self.perturb, self.caches, self.batch_differs = perturb, caches, batch_differs
+        self.rescoring_differs = rescoring_differs
+        self.runs = {}  # every run's prompt + output: (its prompt's length, its logprobs), for rescore()
         self.answer = answer or self.noise
         self.held = []  # (tokens with rows, the prompt's length)
         self.calls = 0
@@ -96,7 +99,19 @@ class FakeVllm:
             logprobs = (next_float32(logprobs[0]),) + logprobs[1:]
         if self.caches:
             self.held.append((tuple(prompt) + tokens[:-1], len(prompt)))
+        self.runs[tuple(prompt) + tokens] = (len(prompt), logprobs)
         return Served(tokens, logprobs, hit)
+
+    def rescore(self, prompt):
+        """The logprob of each of `prompt`'s tokens from the rows before it: a run's own generated logprobs
+        where `prompt` is a run's prompt and output (with rescoring_differs, the second moved), noise before
+        them; the cache reset first, as a cold prefill's."""
+        self.reset()
+        length, logprobs = self.runs.get(tuple(prompt), (len(prompt), ()))
+        rescoring = [None] + [float32(-1.0)] * (length - 1) + list(logprobs)
+        if self.rescoring_differs and len(logprobs) > 1:
+            rescoring[length + 1] = next_float32(rescoring[length + 1])
+        return tuple(rescoring)
 
     def serve_batch(self, prompts, max_tokens):
         """Each prompt served as serve() serves it; with batch_differs, each first logprob moved when
@@ -210,7 +225,8 @@ class FakeVerdicts(unittest.TestCase):
                                          (0, None, False)):
             with self.subTest(resumes=resumes, mismatch=mismatch):
                 served = {"alone": resumes // 2, "batched": resumes // 4, "joining": resumes - resumes // 2 - resumes // 4,
-                          "batch_sizes": list(premises.DECODE_ROWS_BATCH_SIZES)}
+                          "batch_sizes": list(premises.DECODE_ROWS_BATCH_SIZES),
+                          "rescored": premises.DECODE_ROWS_RESCORED, "rescoring_differs": 0}
                 report = {"verdict": "safe", "grids": [{"grid": 32, "exact": True, "resumes": 1}],
                           "decode_rows": dict(served, resumes=resumes, mismatch=mismatch)}
                 self.assertEqual(premises.certificate({"dtype": "float32"}, report, 0)["proved"]["decode rows equal"],
@@ -218,9 +234,15 @@ class FakeVerdicts(unittest.TestCase):
         # Enough resumes, none differing, are not enough unless some were served alone, some batched with
         # others (in batches of every size from 2 to 8) and some joining another request mid-decode.
         whole = {"resumes": enough, "mismatch": None, "alone": 60, "batched": 100, "joining": 40,
-                 "batch_sizes": [2, 3, 4, 5, 6, 7, 8]}
+                 "batch_sizes": [2, 3, 4, 5, 6, 7, 8], "rescored": premises.DECODE_ROWS_RESCORED,
+                 "rescoring_differs": 0}
         self.assertEqual(premises.decode_rows_unproved(whole), [])
-        for edit, words in ((dict(alone=0, batched=160), "no resume served alone"),
+        for edit, words in ((dict(rescored=premises.DECODE_ROWS_RESCORED - 1),
+                             f"{premises.DECODE_ROWS_RESCORED - 1} decode logprobs compared with a prefill's rescoring, "
+                             f"fewer than {premises.DECODE_ROWS_RESCORED}"),
+                            (dict(rescoring_differs=1), "1 decode logprobs differed from a prefill's rescoring of the "
+                                                        "same tokens"),
+                            (dict(alone=0, batched=160), "no resume served alone"),
                             (dict(batched=0, alone=160, batch_sizes=[]), "no resume batched with other requests"),
                             (dict(joining=0, alone=100), "no resume joining another request mid-decode"),
                             (dict(batch_sizes=[2, 3, 4, 6, 8]), "no batch of 5, 7 resumes")):
@@ -232,7 +254,9 @@ class FakeVerdicts(unittest.TestCase):
         # A report of the finding before it said how its resumes were served: every one alone, as then.
         self.assertEqual(premises.decode_rows_unproved({"resumes": enough, "mismatch": None}),
                          ["no resume served alone", "no resume batched with other requests",
-                          "no resume joining another request mid-decode"])
+                          "no resume joining another request mid-decode",
+                          f"0 decode logprobs compared with a prefill's rescoring, fewer than "
+                          f"{premises.DECODE_ROWS_RESCORED}"])
         # What the rule decides with: the certificate's fact, and never where a speculative method writes
         # rows in verification steps the certificate never compared.
         proved = premises.Premises(batch_invariant=True, one_token_step_alone=False, source="a test",
@@ -265,11 +289,23 @@ class FakeVerdicts(unittest.TestCase):
         self.assertIn("; served ", str(report))
         # Cold runs as ever: one a resume and one a prompt's held run, each alone.
         self.assertEqual(report.decode_rows.resumes, prompts * each)
+        # Decode's logprobs are each compared with a prefill's rescoring of the same tokens: 2 blocks less one
+        # a prompt; a rescoring that differs in one of them leaves decode rows unproved.
+        self.assertEqual(decode["rescored"], prompts * (2 * FAKE_BLOCK - 1), decode)
+        self.assertEqual(decode["rescoring_differs"], 0, decode)
+        self.assertIn(f"; {decode['rescored']} decode logprobs equal to a prefill's rescoring", str(report))
+        report, decode, certified = evidence(FakeVllm(rescoring_differs=True))
+        self.assertEqual(decode["rescoring_differs"], prompts, decode)  # one a prompt
+        self.assertFalse(report.decode_rows.reusable)
+        self.assertFalse(certified)
+        self.assertIn(f"decode rows: DIFFER: {prompts} of {decode['rescored']} logprobs decode computed differ", str(report))
         # An engine that cannot serve a request joining another, or batch at all: every resume it serves
         # is compared still, and the certificate does not say decode rows equal.
-        for engine, lacking in ((BatchesOnly(), ["no resume joining another request mid-decode"]),
+        unrescored = f"0 decode logprobs compared with a prefill's rescoring, fewer than {premises.DECODE_ROWS_RESCORED}"
+        for engine, lacking in ((BatchesOnly(), ["no resume joining another request mid-decode", unrescored]),
                                 (Perturbed(FakeVllm(), lambda cached: False),
-                                 ["no resume batched with other requests", "no resume joining another request mid-decode"])):
+                                 ["no resume batched with other requests", "no resume joining another request mid-decode",
+                                  unrescored])):
             with self.subTest(engine=type(engine).__name__):
                 _, decode, certified = evidence(engine)
                 self.assertEqual(decode["resumes"], prompts * each, decode)
@@ -511,10 +547,13 @@ class OnVllm(unittest.TestCase):
         self.assertEqual(decode["resumes"] >= premises.DECODE_ROWS_RESUMES, decode.get("mismatch") is None, decode)
         # Served alone, in batches of 2 to 8 and joining another mid-decode, each compared with its cold run.
         print(f"  {decode['alone']} alone, {decode['batched']} batched ({decode['batch_sizes']}), "
-              f"{decode['joining']} joining")
-        if decode.get("mismatch") is None:
+              f"{decode['joining']} joining; {decode['rescored']} decode logprobs against a prefill's rescoring, "
+              f"{decode['rescoring_differs']} differing")
+        self.assertGreaterEqual(decode["rescored"], premises.DECODE_ROWS_RESCORED, decode)
+        exact = decode.get("mismatch") is None and decode["rescoring_differs"] == 0
+        if exact:
             self.assertEqual(premises.decode_rows_unproved(decode), [], decode)
-        self.assertEqual(proved.decode_rows_exact, decode.get("mismatch") is None)
+        self.assertEqual(proved.decode_rows_exact, exact)
         # The plugin's own decision takes it, for this configuration only.
         taken = premises.decide(config, True, vllm_lane.BLOCK, {premises.CERTIFICATE_VARIABLE: path})
         self.assertIn(path, taken.source)
@@ -608,6 +647,33 @@ class OnVllm(unittest.TestCase):
         with open(path, "w", encoding="utf-8") as file:
             json.dump(document, file)
         return path
+
+    @unittest.skipUnless(vllm_lane.DTYPE == "float32", "the float32 suite's (vllm.conform)")
+    @verifies("VLLM-4 INV-2")
+    def test_on_vllms_own_kernels_decode_logprobs_differ_from_a_prefills_rescoring(self):
+        # The negative control of the rescoring: on vLLM's own kernels a decode step of one row takes
+        # oneDNN's one-row path, so some logprob decode computed differs from a prefill's rescoring of
+        # the same tokens, and conform certifies no decode rows there; on pfx's kernels (the certificate
+        # this suite writes) none differs.
+        script = textwrap.dedent(f"""
+            import json
+            from pfx.integrations.vllm import conform
+            llm = conform.start({self.model!r}, dtype="float32", block_size=32, batch_invariant=False,
+                                kv_cache_memory_bytes=256 << 20, max_model_len=4096)
+            report = conform.check(conform.Engine(llm), name="vLLM's kernels", vocab=512, block_size=32,
+                                   max_length=4096, budget="quick", prompts=1, seed=1, decode_evidence=(6, 1))
+            print(json.dumps(json.loads(report.to_json())["decode_rows"]))
+            """)
+        environment = {k: v for k, v in os.environ.items() if k != "VLLM_CPU_ATTN_SPLIT_KV"}
+        ran = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True,
+                             timeout=900)
+        self.assertEqual(ran.returncode, 0, ran.stderr[-3000:])
+        decode = json.loads(ran.stdout.strip().splitlines()[-1])
+        print(f"vLLM's kernels: {decode['rescoring_differs']} of {decode['rescored']} decode logprobs differ from "
+              f"a prefill's rescoring")
+        self.assertGreater(decode["rescored"], 0, decode)  # 63 a prompt, until a resume differs and the check stops
+        self.assertGreater(decode["rescoring_differs"], 0, decode)
+        self.assertFalse(decode["reusable"], decode)
 
     @unittest.skipUnless(vllm_lane.DTYPE == "bfloat16", "the bfloat16 suite's (vllm.conform_bf16)")
     @verifies("VLLM-4 VLLM-9")

@@ -68,8 +68,13 @@ struct DecodeRows {
   std::size_t batched = 0;
   std::size_t joining = 0;
   std::vector<std::size_t> batch_sizes{};  ///< the sizes of the batches served, each size once, ascending
-  /// Every resume compared equalled its cold run, and there was at least one.
-  [[nodiscard]] bool reusable() const noexcept { return resumes > 0 && !mismatch; }
+  /// Logprobs decode computed (each generated token's, from the row decode wrote before it) compared bit
+  /// for bit with a cold prefill's rescoring of the same tokens (its prompt logprobs), and how many differ.
+  std::size_t rescored = 0;
+  std::size_t rescoring_differs = 0;
+  /// Every resume compared equalled its cold run, there was at least one, and no decode logprob differed
+  /// from its rescoring.
+  [[nodiscard]] bool reusable() const noexcept { return resumes > 0 && !mismatch && rescoring_differs == 0; }
 };
 
 /// A request whose answer depends on what is batched beside it: the prompt served alone and the same

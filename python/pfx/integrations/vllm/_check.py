@@ -85,6 +85,21 @@ class Engine:
                 raise CheckError(f"vLLM finished {sorted(done)} only")
         return done[names[0]], done[names[1]]
 
+    def rescore(self, prompt: Sequence[int]) -> tuple:
+        """`prompt` prefilled, cold (the prefix cache reset first), and rescored: the logprob vLLM gives each
+        of its tokens from the rows before it (vLLM's prompt logprobs; None for the first, which has no
+        row before it)."""
+        import vllm
+        from vllm.inputs import TokensPrompt
+        self.reset()
+        params = vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, ignore_eos=True,
+                                     detokenize=False)
+        try:
+            out = self.llm.generate([TokensPrompt(prompt_token_ids=list(prompt))], params, use_tqdm=False)[0]
+        except ValueError as error:
+            raise BadInput(str(error)) from error
+        return tuple(None if step is None else step[token].logprob for step, token in zip(out.prompt_logprobs, prompt))
+
     def chat(self, messages: Sequence[dict], max_tokens: int) -> Served:
         """`messages` served through vLLM's chat template (the model's tokenizer), as chat() serves them."""
         return self._served(self._call(lambda params: self.llm.chat(list(messages), params, use_tqdm=False),

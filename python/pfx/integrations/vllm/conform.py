@@ -40,6 +40,7 @@ import json
 import math
 import os
 import random
+import struct
 import sys
 import tempfile
 import time
@@ -403,13 +404,31 @@ class _Check:
             if n + 2 * self.block - 1 + self.block + GENERATED > self.max_length or each > self.vocab:
                 break  # the model holds no such prompt and its output, or no token to start each run
             prompt = self.tokens(n, draw)
-            held = self.held_after_decode(prompt)
+            warm = self.decoded(prompt)
+            held = prompt + list(warm.tokens[:-1])
             resumed = [held + [start] + self.tokens(draw.randrange(0, self.block), draw)
                        for start in draw.sample(range(self.vocab), each)]
             for resumed_prompt, served, kind in self.serve_resumes(resumed, held, size, draw, finding):
                 if self.compared_from_decode_rows(finding, n, held, resumed_prompt, served, kind):
                     return finding
+            self.rescored(finding, prompt, warm)
         return finding
+
+    def rescored(self, finding, prompt, warm):
+        """The logprobs decode computed in `warm` (`prompt` served cold: each generated token's logprob but
+        the first is read from the row decode wrote for the token before it) against a cold prefill of
+        the prompt and every generated token rescoring them (prompt logprobs), bit for bit, counted in
+        `finding`. The first generated token's logprob is read from the prompt's last row, which prefill
+        wrote: not compared. Nothing where the engine cannot rescore."""
+        if not hasattr(self.engine, "rescore"):
+            return
+        sequence = list(prompt) + list(warm.tokens)
+        rescoring = self.engine.rescore(sequence)
+        self.prefilled += len(sequence)
+        for i in range(1, len(warm.tokens)):
+            finding["rescored"] += 1
+            if struct.pack("<d", warm.logprobs[i]) != struct.pack("<d", rescoring[len(prompt) + i]):
+                finding["rescoring_differs"] += 1
 
     def serve_resumes(self, prompts, held, batch, draw, finding):
         """`prompts`, each resuming on the rows of `held`, served: `batch` of them in one batch (with
@@ -437,13 +456,16 @@ class _Check:
         """The decode rows' finding before any resume: how many were compared, how they were served (alone,
         batched with others, joining another mid-decode; the sizes of the batches), the first mismatch."""
         return {"resumes": 0, "mismatch": None, "canonical_end": 0, "alone": 0, "batched": 0, "joining": 0,
-                "batch_sizes": []}
+                "batch_sizes": [], "rescored": 0, "rescoring_differs": 0}
+
+    def decoded(self, prompt):
+        """`prompt` served cold, two blocks of tokens generated (decode writes a row for each but the last)."""
+        return self.cold(prompt, max_tokens=2 * self.block)
 
     def held_after_decode(self, prompt):
         """`prompt` served cold, two blocks of tokens generated: the tokens whose rows the cache then holds
         (the last generated token has none)."""
-        warm = self.cold(prompt, max_tokens=2 * self.block)
-        return prompt + list(warm.tokens[:-1])
+        return prompt + list(self.decoded(prompt).tokens[:-1])
 
     def compared_from_decode_rows(self, finding, n, held, resumed_prompt, resumed, served="alone") -> bool:
         """`resumed` (served on the rows of `held`, from a prompt of `n` tokens; `served` alone, batched or

@@ -48,6 +48,10 @@ ONEDNN_ISA_VARIABLE = "ONEDNN_MAX_CPU_ISA"  # caps the instruction sets oneDNN u
 DECODE_ROWS_RESUMES = 200
 """The fewest resumes from rows decode wrote, every one equal to its cold run, from which a certificate
 says decode rows are exact (conform --certify makes 200: conform.DECODE_EVIDENCE)."""
+DECODE_ROWS_RESCORED = 100
+"""The fewest logprobs decode computed, each equal bit for bit to a cold prefill's rescoring of the same
+tokens, from which a certificate says decode rows are exact (conform --certify rescores its 20 prompts'
+decoded runs, 2 blocks less one logprob each: 1260 at block 32, 5100 at block 128)."""
 DECODE_ROWS_BATCH_SIZES = tuple(range(2, 9))
 """The batch sizes of resumes from rows decode wrote a certificate needs besides resumes served alone and
 resumes joining another mid-decode: each resume beside 1 to 7 others (conform.DECODE_EVIDENCE serves them)."""
@@ -147,7 +151,8 @@ def decode_rows_unproved(decode_rows: Optional[dict]) -> list:
     """What the decode rows' finding of a report lacks for a certificate to say decode rows are exact, in
     words (none: it proves them): DECODE_ROWS_RESUMES resumes, none differing, served alone, in batches
     of every size of DECODE_ROWS_BATCH_SIZES and joining another mid-decode, for a row decode wrote
-    must equal a prefill's however the request that reads it is served."""
+    must equal a prefill's however the request that reads it is served; and DECODE_ROWS_RESCORED
+    logprobs decode computed, each equal bit for bit to a prefill's rescoring of the same tokens."""
     decode_rows = decode_rows or {}
     resumes = decode_rows.get("resumes", 0)
     lacking = []
@@ -162,6 +167,12 @@ def decode_rows_unproved(decode_rows: Optional[dict]) -> list:
     missing = [size for size in DECODE_ROWS_BATCH_SIZES if size not in decode_rows.get("batch_sizes", [])]
     if missing and decode_rows.get("batched", 0):
         lacking.append(f"no batch of {', '.join(map(str, missing))} resumes")
+    rescored, differs = decode_rows.get("rescored", 0), decode_rows.get("rescoring_differs", 0)
+    if rescored < DECODE_ROWS_RESCORED:
+        lacking.append(f"{rescored} decode logprobs compared with a prefill's rescoring, fewer than "
+                       f"{DECODE_ROWS_RESCORED}")
+    if differs:
+        lacking.append(f"{differs} decode logprobs differed from a prefill's rescoring of the same tokens")
     return lacking
 
 
