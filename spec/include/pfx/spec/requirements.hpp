@@ -133,8 +133,9 @@ inline constexpr std::array requirements = {
                 "with pfx's vLLM plugin on, only rows a prefill wrote enter vLLM's prefix cache: a block holding "
                 "a row that decode wrote is never offered to a later request, unless a certificate of the "
                 "configuration served proves such rows exact (conform --certify: 200 resumes from them, served "
-                "alone, beside 1 to 7 others and joining another mid-decode, none differing; never with "
-                "speculative decoding), and every resumed response equals its cold run, "
+                "alone, beside 1 to 7 others and joining another mid-decode, none differing, and decode's "
+                "logprobs equal to a prefill's rescoring bit for bit; never with speculative decoding), and "
+                "every resumed response equals its cold run, "
                 "tokens and logprobs, where stock vLLM's differ"},
     Requirement{"VLLM-2",
                 "with pfx's vLLM plugin on, each prefix-cache hit is cut by pfx's core rule (at least one token "
