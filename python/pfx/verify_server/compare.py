@@ -21,6 +21,11 @@ class Served:
     text: str = ""
 
 
+def same_bits(a: float, b: float) -> bool:
+    """Whether two logprobs are the same number bit for bit (-0.0 is not 0.0; a NaN equals only its own bits)."""
+    return struct.pack("<d", a) == struct.pack("<d", b)
+
+
 def first_difference(got: Served, expected: Served) -> Optional[dict]:
     """The first step at which two outputs differ: its token, or else its logprob, bit for bit."""
     for step in range(max(len(got.tokens), len(expected.tokens))):
@@ -28,7 +33,7 @@ def first_difference(got: Served, expected: Served) -> Optional[dict]:
         b = expected.tokens[step] if step < len(expected.tokens) else -1
         if a != b:
             return {"where": "generated", "step": step, "got": a, "expected": b}
-        if struct.pack("<d", got.logprobs[step]) != struct.pack("<d", expected.logprobs[step]):
+        if not same_bits(got.logprobs[step], expected.logprobs[step]):
             return {"where": "logprob", "step": step, "got": got.logprobs[step], "expected": expected.logprobs[step]}
     return None
 

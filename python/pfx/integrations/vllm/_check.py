@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ...verify_server.compare import Served, first_difference
+from ...verify_server.compare import Served, first_difference, same_bits
 from ...verify_server.errors import BadInput, CheckError
 
-__all__ = ["BadInput", "CheckError", "Engine", "Served", "chosen_logprobs", "first_difference", "start"]
+__all__ = ["BadInput", "CheckError", "Engine", "Served", "chosen_logprobs", "first_difference", "same_bits", "start"]
 
 
 def chosen_logprobs(completion) -> tuple:
@@ -89,15 +89,10 @@ class Engine:
         """`prompt` prefilled, cold (the prefix cache reset first), and rescored: the logprob vLLM gives each
         of its tokens from the rows before it (vLLM's prompt logprobs; None for the first, which has no
         row before it)."""
-        import vllm
         from vllm.inputs import TokensPrompt
         self.reset()
-        params = vllm.SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, ignore_eos=True,
-                                     detokenize=False)
-        try:
-            out = self.llm.generate([TokensPrompt(prompt_token_ids=list(prompt))], params, use_tqdm=False)[0]
-        except ValueError as error:
-            raise BadInput(str(error)) from error
+        out = self._call(lambda params: self.llm.generate([TokensPrompt(prompt_token_ids=list(prompt))], params,
+                                                          use_tqdm=False), 1, detokenize=False, prompt_logprobs=0)[0]
         return tuple(None if step is None else step[token].logprob for step, token in zip(out.prompt_logprobs, prompt))
 
     def chat(self, messages: Sequence[dict], max_tokens: int) -> Served:
@@ -115,17 +110,16 @@ class Engine:
         """Why a response without the reused-token count cannot be checked."""
         return "vLLM did not say how many prompt tokens it reused (num_cached_tokens)"
 
-    @staticmethod
-    def _params(max_tokens: int, detokenize: bool):
+    def _call(self, call, max_tokens: int, detokenize: bool, **options):
+        """call(params): greedy, `max_tokens` tokens whatever the end-of-sequence token, the chosen token's
+        logprob, and `options` (vLLM's SamplingParams); a request vLLM refuses (too long, an id past the
+        vocabulary) a BadInput."""
         import vllm
-        return vllm.SamplingParams(max_tokens=max_tokens, temperature=0.0, logprobs=1, ignore_eos=True,
-                                   detokenize=detokenize)
-
-    def _call(self, call, max_tokens: int, detokenize: bool):
-        """call(params), a request vLLM refuses (too long, an id past the vocabulary) a BadInput."""
         from vllm.exceptions import VLLMClientError
+        params = vllm.SamplingParams(max_tokens=max_tokens, temperature=0.0, logprobs=1, ignore_eos=True,
+                                     detokenize=detokenize, **options)
         try:
-            return call(self._params(max_tokens, detokenize))
+            return call(params)
         except (ValueError, VLLMClientError) as error:
             raise BadInput(str(error)) from error
 

@@ -40,7 +40,6 @@ import json
 import math
 import os
 import random
-import struct
 import sys
 import tempfile
 import time
@@ -50,7 +49,7 @@ from ... import _native
 from ..._arguments import whole
 from .. import vllm as plugin
 from . import linear, premises as _premises, rule as _rule
-from ._check import BadInput, CheckError, Engine, Served, chosen_logprobs, first_difference, start as _start
+from ._check import BadInput, CheckError, Engine, Served, chosen_logprobs, first_difference, same_bits, start as _start
 
 __all__ = ["BadInput", "CheckError", "Engine", "PluginOn", "Served", "check", "chosen_logprobs", "conform",
            "describe", "first_difference", "main", "start"]
@@ -427,7 +426,7 @@ class _Check:
         self.prefilled += len(sequence)
         for i in range(1, len(warm.tokens)):
             finding["rescored"] += 1
-            if struct.pack("<d", warm.logprobs[i]) != struct.pack("<d", rescoring[len(prompt) + i]):
+            if not same_bits(warm.logprobs[i], rescoring[len(prompt) + i]):
                 finding["rescoring_differs"] += 1
 
     def serve_resumes(self, prompts, held, batch, draw, finding):
