@@ -12,7 +12,8 @@ two things differently, and nothing else:
   afterwards (a streaming session that appends its output to its prompt, a preemption and its
   recompute), so a block holding a row that decode wrote is never offered to a later request; unless
   a certificate of the configuration served proves such rows exact (``Config.decode_rows_exact``,
-  ``premises``: conform --certify resumed from them 200 times, none differing), and no speculative
+  ``premises``: conform --certify resumed from them 200 times, alone, batched and joining another
+  request, none differing, and decode's logprobs equalled a prefill's rescoring), and no speculative
   method writes them: then every full block is cached, as vLLM does;
 - each hit is decided by pfx's core (``pfx.decide``, the C++ code every other integration runs): at
   least one token left, aligned down to the chunk grid, the one-token-step premise of vLLM's scheduler
@@ -79,7 +80,7 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 from ... import _native
 from ..._arguments import whole
@@ -396,16 +397,23 @@ def _config_post_init(self) -> None:
     cache = self.cache_config
     if not cache.enable_prefix_caching:
         return
-    reasons = (refusals(self) + _chunk_refusals(settings.chunk, cache.block_size) + batch_invariance_refusals(settings)
-               + compile_refusals(self, settings))
-    if not reasons:
-        reasons = _unproven(self, settings)
+    reasons = _start_refusals(self, settings, settings.chunk, cache.block_size)
     if reasons:
         message = "pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons)
         # Inside VllmConfig's constructor pydantic would wrap pfx.Refused, a ValueError: the refusal passes
         # through it as _Refusal, and _config_init raises pfx.Refused. Called alone, as vLLM's engine core
         # checks its configuration again, nothing wraps it.
         raise _Refusal(message) if getattr(_constructing, "depth", 0) else _refused(message)
+
+
+def _start_refusals(vllm_config, settings: Settings, chunk: Optional[int], block: Optional[int],
+                    groups: Sequence[str] = ()) -> list:
+    """Every reason the plugin refuses to serve `vllm_config` with `settings` (the configuration's check
+    and the scheduler's ask the same; the scheduler knows the KV cache `groups`' refusals too), else why
+    no premise covers it (_unproven), else none."""
+    reasons = (refusals(vllm_config) + list(groups) + _chunk_refusals(chunk, block)
+               + batch_invariance_refusals(settings) + compile_refusals(vllm_config, settings))
+    return reasons or _unproven(vllm_config, settings)
 
 
 def _chunk_refusals(chunk: Optional[int], block: Optional[int]) -> list:
@@ -494,10 +502,7 @@ def _scheduler_init(self, *args, **kwargs) -> None:
         return
     block = manager.coordinator.scheduler_block_size
     chunk = block if settings.chunk is None else settings.chunk
-    reasons = (refusals(self.vllm_config) + group_refusals(self.kv_cache_config) + _chunk_refusals(chunk, block)
-               + batch_invariance_refusals(settings) + compile_refusals(self.vllm_config, settings))
-    if not reasons:
-        reasons = _unproven(self.vllm_config, settings)
+    reasons = _start_refusals(self.vllm_config, settings, chunk, block, group_refusals(self.kv_cache_config))
     if reasons:
         raise _refused("pfx's vLLM plugin refuses this configuration: " + "; ".join(reasons))
     premises = premises_of(self.vllm_config, settings)
