@@ -225,24 +225,24 @@ record & record::operator=(const record & other) {
     return *this;
 }
 
-// The record's events are pfx/llama/record.hpp's, which llama-cpp-python's
-// rule takes too; here only the slot's machine is made and kept on the server's configuration.
-void record::settle(const std::vector<int32_t> & held) {
+// The record's events are pfx/llama/record.hpp's, which llama-cpp-python's rule takes too; here only
+// the slot's machine is made and kept on the server's configuration.
+pfx::Machine & record::configured() {
     if (!machine_) machine_ = std::make_unique<pfx::Machine>();
-    pfx::llama::abort(*machine_);  // configure is an idle event
+    pfx::llama::abort(*machine_);
     if (machine_->config() != wanted()) (void) machine_->configure(wanted());
-    pfx::llama::settle(*machine_, held);
+    return *machine_;
 }
 
 std::size_t record::offer(const std::vector<int32_t> & held, const std::vector<int32_t> & prompt) {
     if (!current().enabled) return 0;
-    settle(held);
-    return machine_->query(prompt).decision.offset;
+    pfx::Machine & machine = configured();
+    pfx::llama::settle(machine, held);
+    return machine.query(prompt).decision.offset;
 }
 
 std::size_t record::begin(const std::vector<int32_t> & held, const std::vector<int32_t> & prompt, std::string & why) {
-    settle(held);
-    const pfx::Decision decision = pfx::llama::begin(*machine_, held, prompt);
+    const pfx::Decision decision = pfx::llama::begin(configured(), held, prompt);
     why = "pfx: prompt of " + std::to_string(prompt.size()) + " tokens: the slot held " +
           std::to_string(pfx::common_prefix(std::span<const pfx::token>(held), std::span<const pfx::token>(prompt))) +
           " of it, the rule allows " + std::to_string(decision.offset) + " (" + std::string(pfx::name(decision.reason)) +
@@ -251,8 +251,7 @@ std::size_t record::begin(const std::vector<int32_t> & held, const std::vector<i
 }
 
 void record::begin_cold(const std::vector<int32_t> & held, const std::vector<int32_t> & prompt) {
-    settle(held);
-    pfx::llama::begin_cold(*machine_, held, prompt);
+    pfx::llama::begin_cold(configured(), held, prompt);
 }
 
 void record::commit() {

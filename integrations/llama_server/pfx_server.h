@@ -111,7 +111,9 @@ class record {
     void forget_from(std::size_t row);
 
   private:
-    void settle(const std::vector<int32_t> & held);
+    // The slot's machine, made where there is none yet, a write it never committed aborted, and on the
+    // server's configuration (configure is an idle event).
+    pfx::Machine & configured();
     std::unique_ptr<pfx::Machine> machine_;
 };
 

@@ -160,7 +160,8 @@ conform::Batching batching_of(py::handle object) {
 }
 
 /// The decode rows' finding: {"resumes", "mismatch", "canonical_end", "alone", "batched", "joining",
-/// "batch_sizes"}; each resume compared was served one of the three ways, and a batch holds at least two.
+/// "batch_sizes", "rescored", "rescoring_differs"}; each resume compared was served one of the three ways,
+/// a batch holds at least two, and no more logprobs differ from their rescoring than were rescored.
 conform::DecodeRows decode_rows_of(py::handle object) {
   const std::string what = "decode_rows";
   known_keys(object, {"resumes", "mismatch", "canonical_end", "alone", "batched", "joining", "batch_sizes",

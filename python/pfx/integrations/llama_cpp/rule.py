@@ -132,9 +132,10 @@ class LlamaRule:
     def _generate(self, prompt: list, args, kwargs):
         llm, machine = self.llm, self.machine
         _refuse_multimodal(llm)
-        held = _native.common_prefix(self._held(), prompt)
+        tokens_held = self._held()
+        held = _native.common_prefix(tokens_held, prompt)
         # A prefill that never reached eval's end (a generator made but dropped) is aborted first.
-        decision = _native._llama_begin(machine, self._held(), prompt)
+        decision = _native._llama_begin(machine, tokens_held, prompt)
         # generate keeps the common prefix of what it holds and the prompt: holding exactly the rows
         # below the offset, whose ids are the prompt's (INV-1), it keeps those and evaluates the rest.
         llm.n_tokens = decision.offset
