@@ -9,8 +9,11 @@ a resume that ends with a one-token prefill step equals its cold run, so the rul
 premise there. The worker computes with two threads."""
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import os
+import random
+import time
 import unittest
 
 from support import SEED, verifies
@@ -87,6 +90,54 @@ class PluginInProcess(unittest.TestCase):
                 self.assertEqual(again.cached, expected)
                 self.assertEqual(vllm_lane.pfx_offset(length - 1, length, vllm_lane.BLOCK, 0), expected)
                 self.assertEqual((again.tokens, again.logprobs), (reference.tokens, reference.logprobs))
+
+    @verifies("VLLM-9")
+    def test_the_attention_sees_each_query_token_as_a_request_whose_context_ends_at_it(self):
+        from vllm.v1.attention.backend import CommonAttentionMetadata
+
+        from pfx.integrations.vllm import attention
+        self.assertTrue(attention.installed())  # the plugin installed it when it loaded
+        # A step of three requests: 3 queries over 10 rows (7 cached), 1 over 5 (decoding), 4 over 4.
+        starts = torch.tensor([0, 3, 4, 8], dtype=torch.int32)
+        tables = torch.tensor([[1, 2], [3, 0], [4, 0]], dtype=torch.int32)
+        step = CommonAttentionMetadata(
+            query_start_loc=starts, query_start_loc_cpu=starts, seq_lens=torch.tensor([10, 5, 4], dtype=torch.int32),
+            num_reqs=3, num_actual_tokens=8, max_query_len=4, max_seq_len=10, block_table_tensor=tables,
+            slot_mapping=torch.arange(8))
+        tokens = attention.per_token(step)
+        self.assertEqual((tokens.num_reqs, tokens.max_query_len, tokens.num_actual_tokens), (8, 1, 8))
+        self.assertEqual(tokens.query_start_loc.tolist(), list(range(9)))
+        self.assertEqual(tokens.seq_lens.tolist(), [8, 9, 10, 5, 1, 2, 3, 4])  # each token's own row is its last
+        self.assertEqual(tokens.block_table_tensor.tolist(), [[1, 2]] * 3 + [[3, 0]] + [[4, 0]] * 4)
+        self.assertTrue(torch.equal(tokens.slot_mapping, step.slot_mapping))  # where rows are written: as it was
+        # A step of decodes alone is one query a request already.
+        decodes = dataclasses.replace(step, query_start_loc=torch.arange(4, dtype=torch.int32), num_actual_tokens=3,
+                                      max_query_len=1)
+        self.assertIs(attention.per_token(decodes), decodes)
+
+    @verifies("VLLM-1 VLLM-9 THM-1")
+    def test_a_long_context_resumed_at_any_block_equals_its_cold_run(self):
+        # vLLM's CPU attention tiles a step's queries from the step's first token and sizes its tiles of
+        # keys by them: past a tile of keys, a token's attention was summed in another order when its step
+        # started elsewhere, and resumes of 2,000 to 3,500 tokens on the block grid differed from their
+        # cold runs (6 of 18 such draws, steps of 256 tokens). pfx's attention computes every token as a
+        # decode step (pfx.integrations.vllm.attention): none differs.
+        draw = random.Random(f"{SEED}:long contexts")
+        compared = 0
+        started = time.monotonic()
+        for length in (2000, 2500, 3000, 3500, 2000, 2500, 3000, 3500, 2000, 2500, 3000, 3500, 2000, 2500, 3000, 3500,
+                       2250, 3250):
+            prompt = [draw.randrange(512) for _ in range(length)]
+            held = draw.randrange(1, length // vllm_lane.BLOCK) * vllm_lane.BLOCK
+            reference = vllm_lane.cold(self.llm, prompt, 4)
+            vllm_lane.cold(self.llm, prompt[:held] + [(prompt[held] + 1) % 512], 1)
+            resumed = vllm_lane.serve(self.llm, prompt, 4)
+            with self.subTest(length=length, held=held):
+                self.assertEqual(resumed.cached, held)
+                self.assertEqual((resumed.tokens, resumed.logprobs), (reference.tokens, reference.logprobs))
+            compared += 1
+        print(f"{compared} resumes of 2,000 to 3,500 tokens against their cold runs, "
+              f"{time.monotonic() - started:.1f} s")
 
     @verifies("VLLM-1 VLLM-9 THM-1")
     def test_requests_batched_together_or_joining_each_equal_their_cold_run_served_alone(self):

@@ -13,7 +13,8 @@ two things differently, and nothing else:
   recompute), so a block holding a row that decode wrote is never offered to a later request; unless
   a certificate of the configuration served proves such rows exact (``Config.decode_rows_exact``,
   ``premises``: conform --certify resumed from them 200 times, alone, batched and joining another
-  request, none differing, and decode's logprobs equalled a prefill's rescoring), and no speculative
+  request, none differing; decode's logprobs equalled a prefill's rescoring, and the K and V rows
+  decode wrote a cold prefill's, byte for byte), and no speculative
   method writes them: then every full block is cached, as vLLM does;
 - each hit is decided by pfx's core (``pfx.decide``, the C++ code every other integration runs): at
   least one token left, aligned down to the chunk grid, the one-token-step premise of vLLM's scheduler
@@ -85,7 +86,7 @@ from typing import Optional, Sequence
 from ... import _native
 from ..._arguments import whole
 from ..._refusals import CONFIGURATION, UNTESTED_VERSION, refused as _refused
-from . import linear, premises as _premises
+from . import attention, linear, premises as _premises
 # The rule's configuration (pfx.integrations.vllm.rule), which conform builds with too; its names stay
 # this module's as well.
 from .rule import ONE_STEP, admission_padding, off_the_block_grid, rule_config, scheduler_step  # noqa: F401
@@ -330,6 +331,7 @@ def apply_batch_invariance() -> None:
     from vllm.platforms import current_platform
     if current_platform.is_cpu():
         linear.install()
+        attention.install()
 
 
 def batch_invariance_refusals(settings: Settings) -> list:
