@@ -256,11 +256,22 @@ std::string decode_rows_rescored(const DecodeRows& d) {
   return "; " + std::to_string(d.rescored) + " decode logprobs equal to a prefill's rescoring";
 }
 
+/// "; 80 blocks of K and V rows decode wrote byte-equal to a cold prefill's", where any was compared.
+std::string decode_rows_kv(const DecodeRows& d) {
+  if (d.kv_blocks == 0) return "";
+  return "; " + std::to_string(d.kv_blocks) + " blocks of K and V rows decode wrote byte-equal to a cold prefill's";
+}
+
 std::string decode_rows_line(const DecodeRows& d) {
   if (d.reusable()) {
     return "decode rows: reusable as measured (" + std::to_string(d.resumes) +
            " resumes from rows decode wrote equalled their cold runs" + decode_rows_served(d) +
-           decode_rows_rescored(d) + ")\n";
+           decode_rows_rescored(d) + decode_rows_kv(d) + ")\n";
+  }
+  if (!d.mismatch && d.kv_blocks_differ > 0) {
+    return "decode rows: DIFFER: " + std::to_string(d.kv_blocks_differ) + " of " + std::to_string(d.kv_blocks) +
+           " blocks of K and V rows decode wrote differ, byte for byte, from a cold prefill's of the same tokens; "
+           "pfx's rule never reuses them\n";
   }
   if (!d.mismatch && d.rescoring_differs > 0) {
     return "decode rows: DIFFER: " + std::to_string(d.rescoring_differs) + " of " + std::to_string(d.rescored) +

@@ -91,6 +91,9 @@ std::string to_json(const Report& r) {
     // Decode's logprobs against a prefill's rescoring of the same tokens, bit for bit.
     decode["rescored"] = r.decode_rows->rescored;
     decode["rescoring_differs"] = r.decode_rows->rescoring_differs;
+    // The K and V rows decode wrote against a cold prefill's, byte for byte, a whole block at a time.
+    decode["kv_blocks"] = r.decode_rows->kv_blocks;
+    decode["kv_blocks_differ"] = r.decode_rows->kv_blocks_differ;
     j["decode_rows"] = decode;
   }
   if (r.batching) {

@@ -469,6 +469,21 @@ TEST(Conform, AReportOfWhatAnEngineServedNamesTheStepAndTheDecodeRowsFinding) {
             std::string::npos)
       << pfx::conform::to_text(report);
   EXPECT_NE(pfx::conform::to_json(report).find("\"rescored\":40,\"rescoring_differs\":0"), std::string::npos);
+  // The K and V blocks decode wrote into against a cold prefill's, byte for byte: equal, counted; one
+  // differing makes the rows not reusable, though every answer and logprob equalled.
+  report.decode_rows->kv_blocks = 80;
+  EXPECT_NE(pfx::conform::to_text(report).find("rescoring; 80 blocks of K and V rows decode wrote byte-equal to a cold "
+                                               "prefill's)\n"),
+            std::string::npos)
+      << pfx::conform::to_text(report);
+  EXPECT_NE(pfx::conform::to_json(report).find("\"kv_blocks\":80,\"kv_blocks_differ\":0"), std::string::npos);
+  report.decode_rows->kv_blocks_differ = 3;
+  EXPECT_FALSE(report.decode_rows->reusable());
+  EXPECT_NE(pfx::conform::to_text(report).find("decode rows: DIFFER: 3 of 80 blocks of K and V rows decode wrote "
+                                               "differ, byte for byte, from a cold prefill's of the same tokens"),
+            std::string::npos)
+      << pfx::conform::to_text(report);
+  report.decode_rows->kv_blocks_differ = 0;
   report.decode_rows->rescoring_differs = 1;
   EXPECT_FALSE(report.decode_rows->reusable());
   EXPECT_NE(pfx::conform::to_text(report).find("decode rows: DIFFER: 1 of 40 logprobs decode computed differ from a "

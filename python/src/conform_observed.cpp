@@ -160,12 +160,13 @@ conform::Batching batching_of(py::handle object) {
 }
 
 /// The decode rows' finding: {"resumes", "mismatch", "canonical_end", "alone", "batched", "joining",
-/// "batch_sizes", "rescored", "rescoring_differs"}; each resume compared was served one of the three ways,
-/// a batch holds at least two, and no more logprobs differ from their rescoring than were rescored.
+/// "batch_sizes", "rescored", "rescoring_differs", "kv_blocks", "kv_blocks_differ"}; each resume compared
+/// was served one of the three ways, a batch holds at least two, and no more logprobs differ from their
+/// rescoring than were rescored, nor blocks of K and V rows than were compared.
 conform::DecodeRows decode_rows_of(py::handle object) {
   const std::string what = "decode_rows";
   known_keys(object, {"resumes", "mismatch", "canonical_end", "alone", "batched", "joining", "batch_sizes",
-                      "rescored", "rescoring_differs"}, what);
+                      "rescored", "rescoring_differs", "kv_blocks", "kv_blocks_differ"}, what);
   conform::DecodeRows d{.resumes = count_of(object, "resumes", what),
                         .mismatch = optional_mismatch(object, what),
                         .canonical_end = count_of(object, "canonical_end", what),
@@ -174,10 +175,16 @@ conform::DecodeRows decode_rows_of(py::handle object) {
                         .joining = count_of(object, "joining", what),
                         .batch_sizes = {},
                         .rescored = count_of(object, "rescored", what),
-                        .rescoring_differs = count_of(object, "rescoring_differs", what)};
+                        .rescoring_differs = count_of(object, "rescoring_differs", what),
+                        .kv_blocks = count_of(object, "kv_blocks", what),
+                        .kv_blocks_differ = count_of(object, "kv_blocks_differ", what)};
   if (d.rescoring_differs > d.rescored) {
     raise(PyExc_ValueError, std::string(who) + ": " + what + ": " + std::to_string(d.rescoring_differs) +
                                 " rescored logprobs differ, of " + std::to_string(d.rescored) + " rescored");
+  }
+  if (d.kv_blocks_differ > d.kv_blocks) {
+    raise(PyExc_ValueError, std::string(who) + ": " + what + ": " + std::to_string(d.kv_blocks_differ) +
+                                " blocks of K and V rows differ, of " + std::to_string(d.kv_blocks) + " compared");
   }
   if (d.alone + d.batched + d.joining != d.resumes) {
     raise(PyExc_ValueError, std::string(who) + ": " + what + ": " + std::to_string(d.alone) + " alone, " +
@@ -251,7 +258,12 @@ void add_conform_observed(py::module_& m) {
       .def_readonly("rescored", &conform::DecodeRows::rescored,
                     "logprobs decode computed, compared bit for bit with a cold prefill's rescoring")
       .def_readonly("rescoring_differs", &conform::DecodeRows::rescoring_differs,
-                    "of them, those that differ from the rescoring");
+                    "of them, those that differ from the rescoring")
+      .def_readonly("kv_blocks", &conform::DecodeRows::kv_blocks,
+                    "blocks of K and V rows holding a row decode wrote (each layer's apart), compared byte for byte "
+                    "with a cold prefill's")
+      .def_readonly("kv_blocks_differ", &conform::DecodeRows::kv_blocks_differ,
+                    "of them, those whose bytes differ");
   py::class_<conform::BatchMismatch>(m, "ConformBatchMismatch",
                                      "A request whose answer depends on what is batched beside it: the prompt served "
                                      "alone vs in one batch with `beside`; difference: got in the batch, expected alone.")

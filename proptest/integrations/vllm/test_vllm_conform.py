@@ -67,12 +67,14 @@ class FakeVllm:
     from its tokens: whole blocks of a served request's rows, prompt and output but its last token,
     matched by their tokens, at most all but the prompt's last token. `perturb(hit, decoded, calls)`
     says when an answer differs (its first logprob moved): `hit` the tokens taken from the cache,
-    `decoded` whether they reach past the prompt whose rows they were, `calls` the requests so far."""
+    `decoded` whether they reach past the prompt whose rows they were, `calls` the requests so far.
+    Its K and V rows (serve_reading_rows()) are bytes drawn from the tokens before them, in two layers;
+    with rows_differ, a block's in the last layer also from whether decode wrote a row of it."""
 
     def __init__(self, perturb=lambda hit, decoded, calls: False, caches=True, answer=None, batch_differs=False,
-                 rescoring_differs=False):
+                 rescoring_differs=False, rows_differ=False):
         self.perturb, self.caches, self.batch_differs = perturb, caches, batch_differs
-        self.rescoring_differs = rescoring_differs
+        self.rescoring_differs, self.rows_differ = rescoring_differs, rows_differ
         self.runs = {}  # every run's prompt + output: (its prompt's length, its logprobs), for rescore()
         self.answer = answer or self.noise
         self.held = []  # (tokens with rows, the prompt's length)
@@ -99,7 +101,7 @@ class FakeVllm:
             logprobs = (next_float32(logprobs[0]),) + logprobs[1:]
         if self.caches:
             self.held.append((tuple(prompt) + tokens[:-1], len(prompt)))
-        self.runs[tuple(prompt) + tokens] = (len(prompt), logprobs)
+        self.runs.setdefault(tuple(prompt) + tokens, (len(prompt), logprobs))  # the first run of a sequence
         return Served(tokens, logprobs, hit)
 
     def rescore(self, prompt):
@@ -112,6 +114,20 @@ class FakeVllm:
         if self.rescoring_differs and len(logprobs) > 1:
             rescoring[length + 1] = next_float32(rescoring[length + 1])
         return tuple(rescoring)
+
+    def serve_reading_rows(self, prompt, max_tokens):
+        """`prompt` served as serve() serves it, and the bytes of each block of its rows (prompt and output
+        but the last token), a layer each, the last partial block too, as vLLM holds them."""
+        served = self.serve(prompt, max_tokens)
+        self.read = getattr(self, "read", []) + [len(prompt)]
+        rows = list(prompt) + list(served.tokens[:-1])
+        ends = range(FAKE_BLOCK, len(rows) + FAKE_BLOCK, FAKE_BLOCK)
+
+        def block(layer, end):
+            decoded = self.rows_differ and layer == 1 and min(end, len(rows)) > len(prompt)
+            return repr((layer, rows[:end], decoded)).encode()
+
+        return served, {f"layer.{layer}": [block(layer, end) for end in ends] for layer in (0, 1)}
 
     def serve_batch(self, prompts, max_tokens):
         """Each prompt served as serve() serves it; with batch_differs, each first logprob moved when
@@ -226,7 +242,8 @@ class FakeVerdicts(unittest.TestCase):
             with self.subTest(resumes=resumes, mismatch=mismatch):
                 served = {"alone": resumes // 2, "batched": resumes // 4, "joining": resumes - resumes // 2 - resumes // 4,
                           "batch_sizes": list(premises.DECODE_ROWS_BATCH_SIZES),
-                          "rescored": premises.DECODE_ROWS_RESCORED, "rescoring_differs": 0}
+                          "rescored": premises.DECODE_ROWS_RESCORED, "rescoring_differs": 0,
+                          "kv_blocks": premises.DECODE_ROWS_KV_BLOCKS, "kv_blocks_differ": 0}
                 report = {"verdict": "safe", "grids": [{"grid": 32, "exact": True, "resumes": 1}],
                           "decode_rows": dict(served, resumes=resumes, mismatch=mismatch)}
                 self.assertEqual(premises.certificate({"dtype": "float32"}, report, 0)["proved"]["decode rows equal"],
@@ -235,13 +252,18 @@ class FakeVerdicts(unittest.TestCase):
         # others (in batches of every size from 2 to 8) and some joining another request mid-decode.
         whole = {"resumes": enough, "mismatch": None, "alone": 60, "batched": 100, "joining": 40,
                  "batch_sizes": [2, 3, 4, 5, 6, 7, 8], "rescored": premises.DECODE_ROWS_RESCORED,
-                 "rescoring_differs": 0}
+                 "rescoring_differs": 0, "kv_blocks": premises.DECODE_ROWS_KV_BLOCKS, "kv_blocks_differ": 0}
         self.assertEqual(premises.decode_rows_unproved(whole), [])
         for edit, words in ((dict(rescored=premises.DECODE_ROWS_RESCORED - 1),
                              f"{premises.DECODE_ROWS_RESCORED - 1} decode logprobs compared with a prefill's rescoring, "
                              f"fewer than {premises.DECODE_ROWS_RESCORED}"),
                             (dict(rescoring_differs=1), "1 decode logprobs differed from a prefill's rescoring of the "
                                                         "same tokens"),
+                            (dict(kv_blocks=premises.DECODE_ROWS_KV_BLOCKS - 1),
+                             f"{premises.DECODE_ROWS_KV_BLOCKS - 1} blocks of K and V rows decode wrote compared byte "
+                             f"for byte with a prefill's, fewer than {premises.DECODE_ROWS_KV_BLOCKS}"),
+                            (dict(kv_blocks_differ=1), "1 blocks of K and V rows decode wrote differed from a "
+                                                       "prefill's, byte for byte"),
                             (dict(alone=0, batched=160), "no resume served alone"),
                             (dict(batched=0, alone=160, batch_sizes=[]), "no resume batched with other requests"),
                             (dict(joining=0, alone=100), "no resume joining another request mid-decode"),
@@ -256,7 +278,9 @@ class FakeVerdicts(unittest.TestCase):
                          ["no resume served alone", "no resume batched with other requests",
                           "no resume joining another request mid-decode",
                           f"0 decode logprobs compared with a prefill's rescoring, fewer than "
-                          f"{premises.DECODE_ROWS_RESCORED}"])
+                          f"{premises.DECODE_ROWS_RESCORED}",
+                          f"0 blocks of K and V rows decode wrote compared byte for byte with a prefill's, fewer "
+                          f"than {premises.DECODE_ROWS_KV_BLOCKS}"])
         # What the rule decides with: the certificate's fact, and never where a speculative method writes
         # rows in verification steps the certificate never compared.
         proved = premises.Premises(batch_invariant=True, one_token_step_alone=False, source="a test",
@@ -299,13 +323,37 @@ class FakeVerdicts(unittest.TestCase):
         self.assertFalse(report.decode_rows.reusable)
         self.assertFalse(certified)
         self.assertIn(f"decode rows: DIFFER: {prompts} of {decode['rescored']} logprobs decode computed differ", str(report))
-        # An engine that cannot serve a request joining another, or batch at all: every resume it serves
-        # is compared still, and the certificate does not say decode rows equal.
+        # The K and V rows of every whole block decode wrote into, 2 a prompt (its prompt ends inside the
+        # first), of both layers, were compared byte for byte with a cold prefill's; the prompts' lengths are
+        # spread from one block and a part to EVIDENCE_LONGEST, across every power of two of the block.
+        engine = FakeVllm()
+        report, decode, certified = evidence(engine)
+        decoded = sorted(engine.read[::2])  # each prompt's run, then its held run's cold prefill
+        self.assertEqual(len(decoded), prompts)
+        self.assertLess(decoded[0], 2 * FAKE_BLOCK)
+        self.assertGreater(decoded[-1], vllm_conform.EVIDENCE_LONGEST - 2 * FAKE_BLOCK)
+        self.assertEqual({length.bit_length() for length in decoded},
+                         set(range(decoded[0].bit_length(), decoded[-1].bit_length() + 1)))
+        self.assertEqual((decode["kv_blocks"], decode["kv_blocks_differ"]), (prompts * 2 * 2, 0), decode)
+        self.assertIn(f"; {decode['kv_blocks']} blocks of K and V rows decode wrote byte-equal to a cold prefill's",
+                      str(report))
+        # A layer's that differ leave decode rows unproved, though every answer and logprob equals.
+        report, decode, certified = evidence(FakeVllm(rows_differ=True))
+        self.assertEqual((decode["kv_blocks"], decode["kv_blocks_differ"]), (prompts * 2 * 2, prompts * 2), decode)
+        self.assertEqual((decode.get("mismatch"), decode["rescoring_differs"]), (None, 0), decode)
+        self.assertFalse(report.decode_rows.reusable)
+        self.assertFalse(certified)
+        self.assertIn(f"decode rows: DIFFER: {prompts * 2} of {prompts * 4} blocks of K and V rows decode wrote differ, "
+                      f"byte for byte, from a cold prefill's", str(report))
+        # An engine that cannot serve a request joining another, or batch at all, or read its rows: every
+        # resume it serves is compared still, and the certificate does not say decode rows equal.
         unrescored = f"0 decode logprobs compared with a prefill's rescoring, fewer than {premises.DECODE_ROWS_RESCORED}"
-        for engine, lacking in ((BatchesOnly(), ["no resume joining another request mid-decode", unrescored]),
+        unread = (f"0 blocks of K and V rows decode wrote compared byte for byte with a prefill's, fewer than "
+                  f"{premises.DECODE_ROWS_KV_BLOCKS}")
+        for engine, lacking in ((BatchesOnly(), ["no resume joining another request mid-decode", unrescored, unread]),
                                 (Perturbed(FakeVllm(), lambda cached: False),
                                  ["no resume batched with other requests", "no resume joining another request mid-decode",
-                                  unrescored])):
+                                  unrescored, unread])):
             with self.subTest(engine=type(engine).__name__):
                 _, decode, certified = evidence(engine)
                 self.assertEqual(decode["resumes"], prompts * each, decode)
@@ -550,7 +598,15 @@ class OnVllm(unittest.TestCase):
               f"{decode['joining']} joining; {decode['rescored']} decode logprobs against a prefill's rescoring, "
               f"{decode['rescoring_differs']} differing")
         self.assertGreaterEqual(decode["rescored"], premises.DECODE_ROWS_RESCORED, decode)
-        exact = decode.get("mismatch") is None and decode["rescoring_differs"] == 0
+        # The K and V rows of every block decode wrote into, byte for byte against a cold prefill's: 2 blocks
+        # a prompt and layer.
+        print(f"  {decode['kv_blocks']} blocks of K and V rows decode wrote against a cold prefill's, "
+              f"{decode['kv_blocks_differ']} differing")
+        self.assertGreaterEqual(decode["kv_blocks"], premises.DECODE_ROWS_KV_BLOCKS, decode)
+        exact = decode.get("mismatch") is None and decode["rescoring_differs"] == 0 and decode["kv_blocks_differ"] == 0
+        # On pfx's kernels a prefill computes every token as a decode step does (fixed-row linear layers,
+        # attention per token): the rows decode wrote are a prefill's, at every length the evidence spans.
+        self.assertTrue(exact, decode)
         if exact:
             self.assertEqual(premises.decode_rows_unproved(decode), [], decode)
         self.assertEqual(proved.decode_rows_exact, exact)
@@ -674,6 +730,11 @@ class OnVllm(unittest.TestCase):
         self.assertGreater(decode["rescored"], 0, decode)  # 63 a prompt, until a resume differs and the check stops
         self.assertGreater(decode["rescoring_differs"], 0, decode)
         self.assertFalse(decode["reusable"], decode)
+        # The rows themselves: some block decode wrote into differs, byte for byte, from a cold prefill's
+        # (9 of 24 in six prompts, by hand).
+        print(f"vLLM's kernels: {decode['kv_blocks_differ']} of {decode['kv_blocks']} blocks of K and V rows decode "
+              f"wrote differ from a cold prefill's")
+        self.assertGreater(decode["kv_blocks_differ"], 0, decode)
 
     @unittest.skipUnless(vllm_lane.DTYPE == "bfloat16", "the bfloat16 suite's (vllm.conform_bf16)")
     @verifies("VLLM-4 VLLM-9")

@@ -72,9 +72,16 @@ struct DecodeRows {
   /// for bit with a cold prefill's rescoring of the same tokens (its prompt logprobs), and how many differ.
   std::size_t rescored = 0;
   std::size_t rescoring_differs = 0;
-  /// Every resume compared equalled its cold run, there was at least one, and no decode logprob differed
-  /// from its rescoring.
-  [[nodiscard]] bool reusable() const noexcept { return resumes > 0 && !mismatch && rescoring_differs == 0; }
+  /// Blocks of K and V rows (each layer's counted apart) holding a row decode wrote, compared byte for byte
+  /// with a cold prefill's of the same tokens, and how many differ. A whole block is what a prefix cache
+  /// reuses; its bytes are the engine's own, whatever its layout.
+  std::size_t kv_blocks = 0;
+  std::size_t kv_blocks_differ = 0;
+  /// Every resume compared equalled its cold run, there was at least one, no decode logprob differed from
+  /// its rescoring and no block of rows decode wrote from a prefill's.
+  [[nodiscard]] bool reusable() const noexcept {
+    return resumes > 0 && !mismatch && rescoring_differs == 0 && kv_blocks_differ == 0;
+  }
 };
 
 /// A request whose answer depends on what is batched beside it: the prompt served alone and the same

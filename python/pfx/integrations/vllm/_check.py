@@ -35,13 +35,15 @@ class Engine:
     chosen token's logprob; vLLM's num_cached_tokens is the reused-token count, and the request's
     first_token_latency its time to first token (kept where the engine keeps request stats: start()).
     A test can stand another object with serve() and reset() in (serve_batch() for the batching
-    finding and for resumes batched, serve_joining() for resumes joining another mid-decode)."""
+    finding and for resumes batched, serve_joining() for resumes joining another mid-decode,
+    serve_reading_rows() for the K and V rows compared byte for byte)."""
 
     counter = "num_cached_tokens"
-    _joined = 0  # pairs served by serve_joining(), which name their requests apart
+    _named = 0  # requests added to vLLM's engine by name (serve_joining(), serve_reading_rows()), kept apart
 
     def __init__(self, llm):
         self.llm = llm
+        self._read = {}  # request name: its blocks' bytes, read as vLLM freed them (serve_reading_rows())
 
     def serve(self, prompt: Sequence[int], max_tokens: int) -> Served:
         return self.serve_batch([prompt], max_tokens)[0]
@@ -59,16 +61,9 @@ class Engine:
         prefill, if it takes one), so that second joins while first prefills or decodes; each served as
         serve() serves one: (first's Served, second's Served). CheckError where vLLM finished first before
         second was added (no joining)."""
-        from vllm.inputs import TokensPrompt
         engine = self.llm.llm_engine
-        Engine._joined += 1
-        names = (f"pfx-joining-{Engine._joined}-first", f"pfx-joining-{Engine._joined}-second")
-
-        def add(name, prompt):
-            self._call(lambda params: engine.add_request(name, TokensPrompt(prompt_token_ids=list(prompt)), params),
-                       max_tokens, detokenize=False)
-
-        add(names[0], first)
+        names = (self._name("joining-first"), self._name("joining-second"))
+        self._add(names[0], first, max_tokens)
         done = {}
         steps = 0
         while len(done) < 2:
@@ -76,14 +71,75 @@ class Engine:
                 if names[0] in done:
                     raise CheckError(f"vLLM finished the first request in {steps} steps, before the second joined "
                                      f"it after {after_steps}")
-                add(names[1], second)
-            for out in engine.step():
-                if out.finished:
-                    done[out.request_id] = self._served(out)
+                self._add(names[1], second, max_tokens)
+            done.update(self._finished(engine.step()))
             steps += 1
             if steps > after_steps and not engine.has_unfinished_requests() and len(done) < 2:
                 raise CheckError(f"vLLM finished {sorted(done)} only")
         return done[names[0]], done[names[1]]
+
+    def serve_reading_rows(self, prompt: Sequence[int], max_tokens: int) -> tuple:
+        """`prompt` served alone, as serve() serves it, and the K and V rows vLLM held for it when it
+        finished: (Served, {attention layer's name: [the bytes of each block the request held, in the
+        order of its positions]}), read from vLLM's KV cache as the request's blocks were freed, before
+        anything else could write them. The bytes are the cache's own, whatever its layout: a block holds
+        `block size` rows of each of the layer's KV heads. CheckError where vLLM runs its engine in another
+        process (VLLM_ENABLE_V1_MULTIPROCESSING=1), whose cache this process cannot read."""
+        engine = self.llm.llm_engine
+        self._reading_rows()
+        name = self._name("read")
+        self._read[name] = None
+        self._add(name, prompt, max_tokens)
+        done = {}
+        while name not in done and engine.has_unfinished_requests():
+            done.update(self._finished(engine.step()))
+        rows = self._read.pop(name)
+        if name not in done or rows is None:
+            raise CheckError(f"vLLM did not finish the request whose rows were to be read ({name})")
+        return done[name], rows
+
+    def _reading_rows(self) -> None:
+        """Has vLLM's KV cache manager hand this engine the bytes of a request of serve_reading_rows() as it
+        frees the request's blocks (once an engine)."""
+        core = getattr(self.llm.llm_engine.engine_core, "engine_core", None)
+        if core is None:
+            raise CheckError("vLLM's KV cache is in another process (its engine core runs apart: "
+                             "VLLM_ENABLE_V1_MULTIPROCESSING=1), and its rows cannot be read from this one; "
+                             "VLLM_ENABLE_V1_MULTIPROCESSING=0 runs it in this process")
+        manager = core.scheduler.kv_cache_manager
+        if getattr(manager, "_pfx_reads", None) is self._read:
+            return
+        layers = core.vllm_config.compilation_config.static_forward_context
+        groups = [group.layer_names for group in manager.kv_cache_config.kv_cache_groups]
+        free = manager.free
+
+        def reading_free(request):
+            # vLLM names a request by the name it was given, and a suffix of its own.
+            name = request.request_id if request.request_id in self._read else request.request_id.rsplit("-", 1)[0]
+            if name in self._read:
+                blocks = manager.get_block_ids(request.request_id)
+                self._read[name] = {layer: [bytes(layers[layer].kv_cache[block].contiguous().view(-1).view(
+                    torch.uint8).numpy()) for block in blocks[group]]
+                    for group, names in enumerate(groups) for layer in names}
+            return free(request)
+
+        import torch
+        manager.free = reading_free
+        manager._pfx_reads = self._read
+
+    def _name(self, what: str) -> str:
+        Engine._named += 1
+        return f"pfx-{what}-{Engine._named}"
+
+    def _add(self, name: str, prompt: Sequence[int], max_tokens: int) -> None:
+        """`prompt` added to vLLM's engine as `name`, served as serve() serves one."""
+        from vllm.inputs import TokensPrompt
+        self._call(lambda params: self.llm.llm_engine.add_request(name, TokensPrompt(prompt_token_ids=list(prompt)),
+                                                                  params), max_tokens, detokenize=False)
+
+    def _finished(self, outputs) -> dict:
+        """What a step of vLLM's engine finished: {request name: Served}."""
+        return {out.request_id: self._served(out) for out in outputs if out.finished}
 
     def rescore(self, prompt: Sequence[int]) -> tuple:
         """`prompt` prefilled, cold (the prefix cache reset first), and rescored: the logprob vLLM gives each

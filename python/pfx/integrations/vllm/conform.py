@@ -23,7 +23,8 @@ same C++ code (pfx::conform::decide, to_text, to_json).
         [--budget quick|default|thorough] [--seed N] [--rule-chunk N] [--max-model-len N] [--vllm-kernels] [--json]
         [--certify FILE]
 
-The check starts its own vLLM engine, in this process, with pfx's plugin off: it checks stock vLLM's
+The check starts its own vLLM engine, in this process (the command sets VLLM_ENABLE_V1_MULTIPROCESSING=0
+unless it is set: the decode rows' K and V bytes are read from vLLM's cache), with pfx's plugin off: it checks stock vLLM's
 cache, rows decode wrote included, and refuses to run with PFX_VLLM set. vLLM computes as the plugin
 makes it compute, batch invariantly (``pfx.integrations.vllm.batch_invariance()``: on the CPU build its
 attention's KV split off), so that the batching finding and the resumes that end with a one-token
@@ -48,7 +49,7 @@ from typing import Callable, Optional
 from ... import _native
 from ..._arguments import whole
 from .. import vllm as plugin
-from . import linear, premises as _premises, rule as _rule
+from . import attention, linear, premises as _premises, rule as _rule
 from ._check import BadInput, CheckError, Engine, Served, chosen_logprobs, first_difference, same_bits, start as _start
 
 __all__ = ["BadInput", "CheckError", "Engine", "PluginOn", "Served", "check", "chosen_logprobs", "conform",
@@ -89,6 +90,7 @@ def start(model: str, *, dtype: str = "float32", block_size: int = 32, max_num_b
         plugin.apply_batch_invariance()
     else:
         linear.uninstall()  # vLLM's own kernels, also after an engine of this process had pfx's
+        attention.uninstall()
     # Eager: vLLM's torch.compile traces pfx's batch-invariant linear layers with a row count made
     # constant, and fails; the suites and the plugin's documented servers run eagerly too.
     arguments = dict(skip_tokenizer_init=True, dtype=dtype, block_size=block_size,
@@ -144,7 +146,8 @@ def conform(model: str, *, dtype: str = "float32", block_size: int = 32, max_num
     report = check(Engine(llm), name=describe(llm, model), vocab=config.model_config.get_vocab_size(),
                    block_size=block, max_length=config.model_config.max_model_len,
                    budget=budget, seed=seed, rule_chunk=rule_chunk, max_grid=max_grid, prompts=prompts,
-                   progress=progress, rule=rule, decode_evidence=DECODE_EVIDENCE if certify is not None else None)
+                   progress=progress, rule=rule, decode_evidence=DECODE_EVIDENCE if certify is not None else None,
+                   step_tokens=config.scheduler_config.max_num_batched_tokens)
     if certify is not None and report.exit_status == 0:
         write_certificate(certify, _premises.certificate(_premises.configuration(config, batch_invariant),
                                                          json.loads(report.to_json()), rule.prefill_step))
@@ -186,23 +189,27 @@ def _rule_chunk(rule_chunk: Optional[int], block_size: int) -> int:
 def check(engine, *, name: str, vocab: int, block_size: int, max_length: int, budget: str = "default",
           seed: int = 1, rule_chunk: Optional[int] = None, max_grid: Optional[int] = None,
           prompts: Optional[int] = None, progress: Optional[Callable[[int, int], None]] = None,
-          rule=None, decode_evidence: Optional[tuple] = None):
+          rule=None, decode_evidence: Optional[tuple] = None, step_tokens: Optional[int] = None):
     """The check on `engine` (serve(prompt, max_tokens) -> Served, reset(); serve_batch(prompts,
     max_tokens) -> [Served] for the batching finding, which is left out without it), whose prefix cache
     has blocks of `block_size` tokens and which serves prompts of up to `max_length` tokens with their
     output. `rule` is the pfx.Config the plugin decides with (pfx.integrations.vllm.rule.rule_config;
     default: no prefill step, no admission padding): the check judges each grid with it, its chunk the
     grid, and resumes only where the rule would. `decode_evidence` (prompts, resumes a prompt) sets how
-    many resumes from rows decode wrote the check makes (default: one a prompt of the budget).
+    many resumes from rows decode wrote the check makes (default: one a prompt of the budget), and
+    `step_tokens` (the engine's prefill step, vLLM's max_num_batched_tokens) how long its prompts grow.
     Returns a pfx.ConformReport."""
     if rule is None:
         rule = _native.Config(enabled=True, keep_min=0, chunk=block_size)
     return _Check(engine, name, vocab, block_size, max_length, _budget(budget, seed, max_grid, prompts),
-                  _rule_chunk(rule_chunk, block_size), progress, rule, decode_evidence).run()
+                  _rule_chunk(rule_chunk, block_size), progress, rule, decode_evidence, step_tokens).run()
 
 
 BESIDE = 3
 """Prompts batched beside each prompt of the batching finding."""
+EVIDENCE_LONGEST = 2048
+"""The longest prompt of a check that certifies, in tokens, unless the prefill step asks for a longer one or
+the model holds less (evidence_lengths())."""
 DECODE_EVIDENCE = (20, 10)
 """Prompts, and resumes from rows decode wrote a prompt, of a check that certifies: 200 resumes, the
 least from which a certificate says decode rows are exact (premises.DECODE_ROWS_RESUMES), served alone,
@@ -211,7 +218,7 @@ in batches of every size of premises.DECODE_ROWS_BATCH_SIZES, and joining anothe
 
 class _Check:
     def __init__(self, engine, name, vocab, block, max_length, budget, rule_chunk, progress, rule,
-                 decode_evidence=None):
+                 decode_evidence=None, step_tokens=None):
         if vocab < 1:
             raise ValueError("the vocabulary must hold at least 1 token")
         if not isinstance(rule, _native.Config):
@@ -219,7 +226,7 @@ class _Check:
         self.engine, self.name, self.vocab, self.block, self.max_length = engine, name, vocab, block, max_length
         self.budget, self.rule_chunk, self.progress = budget, rule_chunk, progress
         self.rule = rule
-        self.decode_evidence = decode_evidence
+        self.decode_evidence, self.step_tokens = decode_evidence, step_tokens
         # vLLM resumes only at block bounds: the grids are the block size and its doublings up to the
         # budget's max grid (at least the block), and the rule chunk.
         budget["max_grid"] = max(budget["max_grid"], block)
@@ -379,10 +386,13 @@ class _Check:
             if n + 2 * self.block - 1 + extra + GENERATED > self.max_length:
                 break  # the model holds no such prompt and its output
             prompt = self.tokens(n)
-            held = self.held_after_decode(prompt)
+            warm, rows = self.decoded(prompt)
+            held = prompt + list(warm.tokens[:-1])
             resumed_prompt = held + self.tokens(extra)
             resumed = self.serve(resumed_prompt, cached=len(held) // self.block * self.block)
-            if self.compared_from_decode_rows(finding, n, held, resumed_prompt, resumed):
+            differs = self.compared_from_decode_rows(finding, n, held, resumed_prompt, resumed)
+            self.rows_compared(finding, n, held, rows)
+            if differs:
                 break
         return finding
 
@@ -390,7 +400,8 @@ class _Check:
         """decode_rows() as a certificate needs it: `decode_evidence`'s prompts (draws of their own), each
         resumed its count of times, each run's first new token its own so that no resume finds another's
         block: the resumes first, on the held run's rows, served as serve_resumes() serves them, then
-        their cold runs, each alone."""
+        their cold runs, each alone; then the held run's rows and logprobs against a cold prefill's
+        (rows_compared(), rescored()). It stops after the prompt of the first resume that differs."""
         finding = self.decode_finding()
         prompts, each = self.decode_evidence
         draw = random.Random(f"{self.budget['seed']}:decode rows")
@@ -398,20 +409,38 @@ class _Check:
         sizes = list(_premises.DECODE_ROWS_BATCH_SIZES)[:prompts]
         sizes += [draw.choice(_premises.DECODE_ROWS_BATCH_SIZES) for _ in range(prompts - len(sizes))]
         draw.shuffle(sizes)
-        for size in sizes:
-            n = self.block * draw.randrange(1, 4) + draw.randrange(1, self.block)
-            if n + 2 * self.block - 1 + self.block + GENERATED > self.max_length or each > self.vocab:
-                break  # the model holds no such prompt and its output, or no token to start each run
+        if each > self.vocab:
+            return finding  # no token to start each run with a token of its own
+        for size, n in zip(sizes, self.evidence_lengths(prompts, draw)):
             prompt = self.tokens(n, draw)
-            warm = self.decoded(prompt)
+            warm, rows = self.decoded(prompt)
             held = prompt + list(warm.tokens[:-1])
             resumed = [held + [start] + self.tokens(draw.randrange(0, self.block), draw)
                        for start in draw.sample(range(self.vocab), each)]
             for resumed_prompt, served, kind in self.serve_resumes(resumed, held, size, draw, finding):
                 if self.compared_from_decode_rows(finding, n, held, resumed_prompt, served, kind):
-                    return finding
+                    break  # the first mismatch is named; the held run's rows and logprobs still say why
+            self.rows_compared(finding, n, held, rows)
             self.rescored(finding, prompt, warm)
+            if finding["mismatch"]:
+                return finding
         return finding
+
+    def evidence_lengths(self, prompts, draw):
+        """The lengths of the decode evidence's `prompts` prompts, shortest first: whole blocks spread evenly
+        on a log scale from 1 to the most the longest may have, each with a part block of 1 to block - 1
+        tokens (its run's decode then starts inside a block). The longest is EVIDENCE_LONGEST tokens, or
+        twice the engine's prefill step and two blocks where that is longer, as far as the model holds it
+        with its output and a resume: the evidence crosses every power of two of the block, the prefill
+        step (a cold prefill of a held run chunked) and the kernels' tiles between. Empty where the model
+        holds no such prompt."""
+        room = self.max_length - 3 * self.block - GENERATED  # a held run: the prompt and 2 blocks less one; a resume: a block more
+        longest = min(room, max(EVIDENCE_LONGEST, 2 * (self.step_tokens or 0) + 2 * self.block))
+        most = longest // self.block - 1
+        if most < 1:
+            return []
+        return [self.block * max(1, round(most ** (i / max(prompts - 1, 1)))) + draw.randrange(1, self.block)
+                for i in range(prompts)]
 
     def rescored(self, finding, prompt, warm):
         """The logprobs decode computed in `warm` (`prompt` served cold: each generated token's logprob but
@@ -453,18 +482,40 @@ class _Check:
     @staticmethod
     def decode_finding() -> dict:
         """The decode rows' finding before any resume: how many were compared, how they were served (alone,
-        batched with others, joining another mid-decode; the sizes of the batches), the first mismatch."""
+        batched with others, joining another mid-decode; the sizes of the batches), the first mismatch; the
+        logprobs rescored, and the K and V blocks compared byte for byte, and how many of each differed."""
         return {"resumes": 0, "mismatch": None, "canonical_end": 0, "alone": 0, "batched": 0, "joining": 0,
-                "batch_sizes": [], "rescored": 0, "rescoring_differs": 0}
+                "batch_sizes": [], "rescored": 0, "rescoring_differs": 0, "kv_blocks": 0, "kv_blocks_differ": 0}
 
     def decoded(self, prompt):
-        """`prompt` served cold, two blocks of tokens generated (decode writes a row for each but the last)."""
-        return self.cold(prompt, max_tokens=2 * self.block)
+        """`prompt` served cold, two blocks of tokens generated (decode writes a row for each but the last):
+        (Served, its K and V rows as the engine held them after decoding, serve_reading_rows(); None where
+        the engine cannot read them)."""
+        if not hasattr(self.engine, "serve_reading_rows"):
+            return self.cold(prompt, max_tokens=2 * self.block), None
+        self.engine.reset()
+        served, rows = self.engine.serve_reading_rows(prompt, 2 * self.block)
+        return self.took(prompt, served, 0), rows
 
-    def held_after_decode(self, prompt):
-        """`prompt` served cold, two blocks of tokens generated: the tokens whose rows the cache then holds
-        (the last generated token has none)."""
-        return prompt + list(self.decoded(prompt).tokens[:-1])
+    def rows_compared(self, finding, n, held, rows):
+        """The K and V rows of `held` (a prompt of `n` tokens and the tokens decode wrote rows for), `rows`
+        as the engine held them after decoding, against a cold prefill's of `held` (chunked as the engine
+        chunks it), byte for byte: every whole block (the most a prefix cache reuses) that holds a row
+        decode wrote, of every layer, counted in `finding` (kv_blocks; kv_blocks_differ, a block missing on
+        either side counted as differing). Nothing where the engine could not read its rows. The cold
+        prefill resets the cache: it comes after the resumes from the rows decode wrote."""
+        if rows is None:
+            return
+        self.engine.reset()
+        served, prefilled = self.engine.serve_reading_rows(held, 1)
+        self.took(held, served, 0)
+        whole = len(held) // self.block
+        for layer in sorted(set(rows) | set(prefilled)):
+            blocks, cold = rows.get(layer, []), prefilled.get(layer, [])
+            for block in range(n // self.block, whole):
+                finding["kv_blocks"] += 1
+                if block >= len(blocks) or block >= len(cold) or blocks[block] != cold[block]:
+                    finding["kv_blocks_differ"] += 1
 
     def compared_from_decode_rows(self, finding, n, held, resumed_prompt, resumed, served="alone") -> bool:
         """`resumed` (served on the rows of `held`, from a prompt of `n` tokens; `served` alone, batched or
@@ -517,6 +568,8 @@ def main(argv=None) -> int:
                              "size, kernel settings, the model's identity), which the plugin takes as "
                              "PFX_VLLM_CERTIFICATE=FILE; none is written otherwise (default: none)")
     arguments = parser.parse_args(argv)
+    # vLLM's engine core in this process, so that its KV cache can be read (Engine.serve_reading_rows).
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     engine_args = {name: value for name, value in (("max_model_len", arguments.max_model_len),
                                                    ("max_num_scheduled_tokens", arguments.max_num_scheduled_tokens),
                                                    ("long_prefill_token_threshold",

@@ -52,6 +52,11 @@ DECODE_ROWS_RESCORED = 100
 """The fewest logprobs decode computed, each equal bit for bit to a cold prefill's rescoring of the same
 tokens, from which a certificate says decode rows are exact (conform --certify rescores its 20 prompts'
 decoded runs, 2 blocks less one logprob each: 1260 at block 32, 5100 at block 128)."""
+DECODE_ROWS_KV_BLOCKS = 40
+"""The fewest blocks of K and V rows holding a row decode wrote, each byte-equal to a cold prefill's of the
+same tokens, from which a certificate says decode rows are exact (conform --certify compares every whole
+block of its 20 prompts' decoded runs that decode wrote into: 2 a prompt and layer, 80 for a two-layer
+model)."""
 DECODE_ROWS_BATCH_SIZES = tuple(range(2, 9))
 """The batch sizes of resumes from rows decode wrote a certificate needs besides resumes served alone and
 resumes joining another mid-decode: each resume beside 1 to 7 others (conform.DECODE_EVIDENCE serves them)."""
@@ -123,6 +128,7 @@ def configuration(vllm_config, batch_invariant: bool) -> dict:
     on_cpu = current_platform.is_cpu()
     kernels = {"pfx batch invariant": bool(batch_invariant),
                "linear rows": linear.ROWS if batch_invariant and on_cpu else None,
+               "attention": "per token" if batch_invariant and on_cpu else None,
                "VLLM_CPU_ATTN_SPLIT_KV": os.environ.get("VLLM_CPU_ATTN_SPLIT_KV", "1") if on_cpu else None,
                ONEDNN_ISA_VARIABLE: os.environ.get(ONEDNN_ISA_VARIABLE),
                "threads": os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "auto"),
@@ -151,8 +157,9 @@ def decode_rows_unproved(decode_rows: Optional[dict]) -> list:
     """What the decode rows' finding of a report lacks for a certificate to say decode rows are exact, in
     words (none: it proves them): DECODE_ROWS_RESUMES resumes, none differing, served alone, in batches
     of every size of DECODE_ROWS_BATCH_SIZES and joining another mid-decode, for a row decode wrote
-    must equal a prefill's however the request that reads it is served; and DECODE_ROWS_RESCORED
-    logprobs decode computed, each equal bit for bit to a prefill's rescoring of the same tokens."""
+    must equal a prefill's however the request that reads it is served; DECODE_ROWS_RESCORED logprobs
+    decode computed, each equal bit for bit to a prefill's rescoring of the same tokens; and
+    DECODE_ROWS_KV_BLOCKS blocks of K and V rows decode wrote, each byte-equal to a cold prefill's."""
     decode_rows = decode_rows or {}
     resumes = decode_rows.get("resumes", 0)
     lacking = []
@@ -173,6 +180,12 @@ def decode_rows_unproved(decode_rows: Optional[dict]) -> list:
                        f"{DECODE_ROWS_RESCORED}")
     if differs:
         lacking.append(f"{differs} decode logprobs differed from a prefill's rescoring of the same tokens")
+    blocks, differ = decode_rows.get("kv_blocks", 0), decode_rows.get("kv_blocks_differ", 0)
+    if blocks < DECODE_ROWS_KV_BLOCKS:
+        lacking.append(f"{blocks} blocks of K and V rows decode wrote compared byte for byte with a prefill's, "
+                       f"fewer than {DECODE_ROWS_KV_BLOCKS}")
+    if differ:
+        lacking.append(f"{differ} blocks of K and V rows decode wrote differed from a prefill's, byte for byte")
     return lacking
 
 

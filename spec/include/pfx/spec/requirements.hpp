@@ -134,7 +134,8 @@ inline constexpr std::array requirements = {
                 "a row that decode wrote is never offered to a later request, unless a certificate of the "
                 "configuration served proves such rows exact (conform --certify: 200 resumes from them, served "
                 "alone, beside 1 to 7 others and joining another mid-decode, none differing, and decode's "
-                "logprobs equal to a prefill's rescoring bit for bit; never with speculative decoding), and "
+                "logprobs equal to a prefill's rescoring bit for bit, and the K and V rows decode wrote equal "
+                "to a cold prefill's byte for byte; never with speculative decoding), and "
                 "every resumed response equals its cold run, "
                 "tokens and logprobs, where stock vLLM's differ"},
     Requirement{"VLLM-2",
@@ -180,8 +181,9 @@ inline constexpr std::array requirements = {
                 "with the plugin on, a request's answer equals its cold run served alone whatever vLLM batches "
                 "beside it (requests sharing prefill steps, a request joining while another decodes, clients in "
                 "flight at once through the OpenAI server), in float32 and bfloat16: the plugin makes vLLM compute "
-                "batch invariantly (the CPU build's linear layers in calls of a fixed row count and its attention "
-                "KV split off; vLLM's batch-invariant mode on CUDA) and says at start what it set and why; "
+                "batch invariantly (the CPU build's linear layers in calls of a fixed row count, its attention "
+                "KV split off and every query token attended as a decode step attends it, at any context length; "
+                "vLLM's batch-invariant mode on CUDA) and says at start what it set and why; "
                 "PFX_VLLM_BATCH_INVARIANT=0 keeps vLLM's kernels and says the guarantee is then for a "
                 "request served alone; a vLLM variable set otherwise is refused by name; "
                 "pfx.integrations.vllm.conform's batching finding says whether an answer depends on its batch, with "
