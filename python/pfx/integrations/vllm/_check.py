@@ -109,6 +109,7 @@ class Engine:
         manager = core.scheduler.kv_cache_manager
         if getattr(manager, "_pfx_reads", None) is self._read:
             return
+        import torch
         layers = core.vllm_config.compilation_config.static_forward_context
         groups = [group.layer_names for group in manager.kv_cache_config.kv_cache_groups]
         free = manager.free
@@ -123,7 +124,6 @@ class Engine:
                     for group, names in enumerate(groups) for layer in names}
             return free(request)
 
-        import torch
         manager.free = reading_free
         manager._pfx_reads = self._read
 

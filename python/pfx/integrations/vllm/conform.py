@@ -23,11 +23,11 @@ same C++ code (pfx::conform::decide, to_text, to_json).
         [--budget quick|default|thorough] [--seed N] [--rule-chunk N] [--max-model-len N] [--vllm-kernels] [--json]
         [--certify FILE]
 
-The check starts its own vLLM engine, in this process (the command sets VLLM_ENABLE_V1_MULTIPROCESSING=0
-unless it is set: the decode rows' K and V bytes are read from vLLM's cache), with pfx's plugin off: it checks stock vLLM's
-cache, rows decode wrote included, and refuses to run with PFX_VLLM set. vLLM computes as the plugin
-makes it compute, batch invariantly (``pfx.integrations.vllm.batch_invariance()``: on the CPU build its
-attention's KV split off), so that the batching finding and the resumes that end with a one-token
+The check starts its own vLLM engine, in this process (the command sets
+VLLM_ENABLE_V1_MULTIPROCESSING=0 unless it is set: the decode rows' K and V bytes are read from vLLM's
+cache), with pfx's plugin off: it checks stock vLLM's cache, rows decode wrote included, and refuses
+to run with PFX_VLLM set. vLLM computes as the plugin makes it compute, batch invariantly
+(``pfx.integrations.vllm.batch_invariance()``: on the CPU build its attention's KV split off), so that the batching finding and the resumes that end with a one-token
 prefill step are judged as the plugin serves them; ``--vllm-kernels`` keeps vLLM's own kernels, as
 ``PFX_VLLM_BATCH_INVARIANT=0`` does for the plugin, and then the check resumes only where the rule
 with vLLM's prefill step would. Exit status: 0 safe, 1
@@ -493,8 +493,12 @@ class _Check:
         the engine cannot read them)."""
         if not hasattr(self.engine, "serve_reading_rows"):
             return self.cold(prompt, max_tokens=2 * self.block), None
+        return self.cold_reading_rows(prompt, 2 * self.block)
+
+    def cold_reading_rows(self, prompt, max_tokens):
+        """cold() with the rows the engine held for `prompt` after it (serve_reading_rows()): (Served, rows)."""
         self.engine.reset()
-        served, rows = self.engine.serve_reading_rows(prompt, 2 * self.block)
+        served, rows = self.engine.serve_reading_rows(prompt, max_tokens)
         return self.took(prompt, served, 0), rows
 
     def rows_compared(self, finding, n, held, rows):
@@ -506,9 +510,7 @@ class _Check:
         prefill resets the cache: it comes after the resumes from the rows decode wrote."""
         if rows is None:
             return
-        self.engine.reset()
-        served, prefilled = self.engine.serve_reading_rows(held, 1)
-        self.took(held, served, 0)
+        _, prefilled = self.cold_reading_rows(held, 1)
         whole = len(held) // self.block
         for layer in sorted(set(rows) | set(prefilled)):
             blocks, cold = rows.get(layer, []), prefilled.get(layer, [])
