@@ -7,6 +7,7 @@
 #include <pfx/driver/kv_state.hpp>
 #include <pfx/driver/lane.hpp>
 #include <pfx/offset_rule.hpp>
+#include <pfx/prefill_step.hpp>
 
 #include <algorithm>
 #include <bit>
@@ -160,6 +161,9 @@ class Checker {
     for (const GridResult& g : report_.grids) grids.push_back(g.grid);
     report_.lengths = prompt_lengths(grids);
     capacity_ = report_.lengths.back() + report_.chunk;  // the longest held: n - 1 tokens and a tail of chunk
+    // The decode rows finding's longest prompt: a length, one more where the prefill step applies, its
+    // decode steps and a tail of up to a chunk.
+    if (options_.decode_rows) capacity_ += 1 + decode_steps(report_.rule_chunk);
     random_.seed(budget.seed);
     // Two states made once: cold runs share one (each forgets it from 0), resumes the other.
     resume_kv_ = engine_.make_kv_state(capacity_);
@@ -183,6 +187,7 @@ class Checker {
     }
     if (report_.skipped() > 0) report_.skip_reason = prefill_step_skip_reason(options_.prefill_step);
     if (options_.serve_together) report_.batching = check_batching();
+    if (options_.decode_rows) report_.decode_rows = check_decode_rows();
     decide(report_);
     report_.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return std::move(report_);
@@ -359,6 +364,87 @@ class Checker {
       if (const std::optional<Difference> found = first_logit_difference(together, alone)) {
         finding.mismatch = BatchMismatch{.prompt_number = number, .prompt = prompt, .beside = beside, .difference = *found};
         break;
+      }
+    }
+    return finding;
+  }
+
+  /// A cold run of `prompt` that keeps the logits of the prefill call ending at each of `ends` too:
+  /// what a cold prefill computes for the token before each such end, for the decode logits' rescoring.
+  /// (Each end is a call's end on the engine's grid only if it lies on it, so a run per end.)
+  std::vector<std::vector<float>> rescoring(const std::vector<token>& tokens, const std::vector<std::size_t>& ends) {
+    std::vector<std::vector<float>> out;
+    for (const std::size_t end : ends) {
+      const std::vector<token> head(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(end));
+      out.push_back(cold_run(head).logits);
+    }
+    return out;
+  }
+
+  /// The decode rows finding (check()'s contract): rows decode wrote, against a cold prefill's.
+  DecodeRows check_decode_rows() {
+    DecodeRows finding;
+    const std::size_t rule_chunk = report_.rule_chunk;
+    const std::size_t steps = decode_steps(rule_chunk);
+    Run decoded{.rows = {}, .row_ends = {}, .logits = std::vector<float>(report_.vocab)};
+    Run resumed{.rows = {}, .row_ends = {}, .logits = std::vector<float>(report_.vocab)};
+    for (std::size_t number = 0; number < kDecodePrompts && !finding.mismatch; ++number) {
+      // Lengths spread over the check's, so that the prompts end across its grids' thresholds; one
+      // more where the prompt's last row would be a one-row step, which the prefill step's premise
+      // keeps apart from rows decode wrote (INV-12).
+      std::size_t n = report_.lengths[number * report_.lengths.size() / kDecodePrompts];
+      if (pfx::prefill_canonical_end(n, options_.prefill_step) < n) ++n;
+      const std::vector<token> prompt = random_tokens(n);
+      // The decoded run, on the resume state: a cold prefill of the prompt, then greedy decode steps.
+      resume_kv_->forget(0);
+      driver::prefill_on_grid(engine_, *resume_kv_, prompt, 0, decoded.logits);
+      report_.prefilled_tokens += n;
+      std::vector<token> held = prompt;
+      std::vector<std::vector<float>> step_logits;
+      for (std::size_t k = 0; k < steps; ++k) {
+        const token next = driver::argmax(decoded.logits);
+        engine_.decode(*resume_kv_, next, n + k, decoded.logits);
+        held.push_back(next);
+        step_logits.push_back(decoded.logits);
+      }
+      read_rows(*resume_kv_, n + steps, decoded);
+      // The prompt of the resumes: the held tokens and a tail of 1 .. chunk others. Its cold run holds
+      // a cold prefill's rows of every held token.
+      std::vector<token> extended = held;
+      const std::vector<token> tail = random_tokens(1 + random_() % report_.chunk);
+      extended.insert(extended.end(), tail.begin(), tail.end());
+      const Run cold = cold_run(extended);
+      for (std::size_t row = n; row < n + steps; ++row) {
+        ++finding.kv_blocks;  // an engine without blocks is reused by rows: a row of every layer is its block
+        if (row_bytes(decoded, row, n + steps, shape_) != row_bytes(cold, row, extended.size(), shape_)) {
+          ++finding.kv_blocks_differ;
+        }
+      }
+      // Rescoring: decode step k's logits are those a cold prefill of the prompt and generated tokens
+      // 0..k computes for its last token.
+      std::vector<std::size_t> ends;
+      for (std::size_t j = 1; j <= kDecodeRescored; ++j) ends.push_back(n + j * steps / kDecodeRescored);
+      const std::vector<std::vector<float>> rescored = rescoring(held, ends);
+      for (std::size_t j = 0; j < ends.size(); ++j) {
+        ++finding.rescored;
+        if (first_logit_difference(step_logits[ends[j] - n - 1], rescored[j])) ++finding.rescoring_differs;
+      }
+      // Resumes from the decoded run, largest offset first: each resume rewrites rows from its offset
+      // on, and every smaller offset's rows below it are still those decode wrote.
+      for (std::size_t offset = (n + steps) / rule_chunk * rule_chunk; offset > n; offset -= rule_chunk) {
+        resume_kv_->forget(offset);
+        driver::prefill_on_grid(engine_, *resume_kv_, extended, offset, resumed.logits);
+        read_rows(*resume_kv_, extended.size(), resumed);
+        report_.prefilled_tokens += extended.size() - offset;
+        ++finding.resumes;
+        ++finding.alone;
+        if (const std::optional<Difference> found = compare(resumed, cold, extended.size(), shape_)) {
+          const std::vector<token> held_part(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(offset));
+          finding.mismatch = Mismatch{.prompt_number = number, .prompt = extended, .held = held_part,
+                                      .offset = offset, .difference = *found};
+          finding.canonical_end = n;
+          break;
+        }
       }
     }
     return finding;

@@ -17,6 +17,7 @@
 #include <pfx/engines/drifting_engine.hpp>
 #include <pfx/engines/host_reference_engine.hpp>
 #include <pfx/engines/nondeterministic_engine.hpp>
+#include <pfx/engines/wrapped_engine.hpp>
 
 #include <gtest/gtest.h>
 
@@ -236,6 +237,70 @@ class LogitsBlindEngine final : public pfx::driver::Engine {
  private:
   std::size_t chunk_;
 };
+
+/// An engine whose decode step is a one-token prefill (as an engine whose prefill computes each token as
+/// decode does: vLLM under pfx's plugin, llama.cpp's reference paths), over a reference engine of chunk
+/// 1: a row decode wrote is then the row a cold prefill of the same tokens writes.
+class DecodeAsPrefillEngine final : public pfx::engines::WrappedEngine {
+ public:
+  using WrappedEngine::WrappedEngine;
+  void prefill(KvState& kv, std::span<const token> tokens, std::size_t position, std::span<float> logits) override {
+    inner_.prefill(kv, tokens, position, logits);
+  }
+  void decode(KvState& kv, token next, std::size_t position, std::span<float> logits) override {
+    inner_.prefill(kv, std::span(&next, 1), position, logits);
+  }
+};
+
+// The decode rows finding on an engine that writes a decode row as a prefill does: every row decode
+// wrote compared and equal, every rescored step equal, kDecodeResumes resumes a prompt, each reaching
+// into rows decode wrote, all equal to their cold runs. The verdict is the check's own.
+TEST(Conform, RowsDecodeWroteAsAPrefillDoesAreFoundReusable) {
+  pfx::test::verifies("CONF-1 INV-2");
+  pfx::engines::HostReferenceEngine inner(model(1));
+  DecodeAsPrefillEngine engine(inner);
+  CheckOptions options{.budget = quick(), .rule_chunk = std::nullopt, .engine_name = "test", .progress = {}};
+  EXPECT_EQ(pfx::conform::check(engine, options).decode_rows, std::nullopt);  // only when asked
+  options.decode_rows = true;
+  const Report report = pfx::conform::check(engine, options);
+  ASSERT_TRUE(report.decode_rows.has_value());
+  const pfx::conform::DecodeRows& d = *report.decode_rows;
+  EXPECT_TRUE(d.reusable());
+  EXPECT_EQ(d.resumes, pfx::conform::kDecodePrompts * pfx::conform::kDecodeResumes);
+  EXPECT_EQ(d.alone, d.resumes);
+  EXPECT_EQ(d.rescored, pfx::conform::kDecodePrompts * pfx::conform::kDecodeRescored);
+  EXPECT_EQ(d.rescoring_differs, 0U);
+  EXPECT_EQ(d.kv_blocks, pfx::conform::kDecodePrompts * pfx::conform::decode_steps(1));
+  EXPECT_EQ(d.kv_blocks_differ, 0U);
+  EXPECT_EQ(report.verdict, Verdict::safe);
+  EXPECT_NE(pfx::conform::to_text(report).find("decode rows: reusable as measured (200 resumes"), std::string::npos)
+      << pfx::conform::to_text(report);
+}
+
+// The reference engine's decode reduces attention in one online pass, its prefill in two merged parts:
+// its decode rows differ from a prefill's (from layer 2 up), and so do the logits decode computes. The
+// finding says so, names the first resume that differs and stops after its prompt; the verdict on
+// resumes of prefill rows stays safe (INV-2: the rule never reuses them).
+TEST(Conform, RowsDecodeWroteOtherwiseThanAPrefillAreFoundAndNamed) {
+  pfx::test::verifies("CONF-1 INV-2");
+  for (const std::size_t chunk : {1U, 4U}) {
+    SCOPED_TRACE("chunk " + std::to_string(chunk));
+    pfx::engines::HostReferenceEngine engine(model(chunk));
+    CheckOptions options{.budget = quick(), .rule_chunk = std::nullopt, .engine_name = "test", .progress = {}};
+    options.decode_rows = true;
+    const Report report = pfx::conform::check(engine, options);
+    ASSERT_TRUE(report.decode_rows.has_value());
+    const pfx::conform::DecodeRows& d = *report.decode_rows;
+    EXPECT_FALSE(d.reusable());
+    ASSERT_TRUE(d.mismatch.has_value());
+    EXPECT_GT(d.mismatch->offset, d.canonical_end);  // the resume took rows decode wrote
+    EXPECT_EQ(d.mismatch->prompt_number + 1, d.kv_blocks / pfx::conform::decode_steps(chunk));  // stopped there
+    EXPECT_GT(d.kv_blocks_differ, 0U);
+    EXPECT_GT(d.rescoring_differs, 0U);
+    EXPECT_EQ(report.verdict, Verdict::safe);
+    EXPECT_NE(pfx::conform::to_text(report).find("decode rows: DIFFER at resume"), std::string::npos);
+  }
+}
 
 TEST(Conform, RowsThatDifferAreCaughtWhenTheLogitsAgree) {
   pfx::test::verifies("CONF-1");

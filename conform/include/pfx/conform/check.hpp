@@ -33,7 +33,25 @@ struct CheckOptions {
   /// bit). Given, the check adds the batching finding (Report::batching): each of budget.prompts
   /// prompts served alone (a batch of one) and beside kBeside others, compared.
   std::function<std::vector<std::vector<float>>(const std::vector<std::vector<token>>&)> serve_together{};
+  /// Adds the decode rows finding (Report::decode_rows): whether rows the engine's decode wrote equal the
+  /// rows a cold prefill of the same tokens writes, so that a rule told so (Config::decode_rows_exact)
+  /// may reuse them. It needs an engine that decodes; it leaves the verdict as it is.
+  bool decode_rows = false;
 };
+
+/// The decode rows finding's prompts: each decoded, its rows compared, its decode logits rescored and
+/// its decode rows resumed from.
+inline constexpr std::size_t kDecodePrompts = 20;
+/// Resumes from the rows one prompt's decode wrote: one at each multiple of the rule chunk among them.
+inline constexpr std::size_t kDecodeResumes = 10;
+/// Decode steps of one prompt rescored by a cold prefill of the same tokens.
+inline constexpr std::size_t kDecodeRescored = 5;
+
+/// The decode steps of each prompt of the decode rows finding for a rule chunk of `rule_chunk`: enough to
+/// hold kDecodeResumes multiples of it, so that a resume reaches into rows decode wrote at each.
+[[nodiscard]] constexpr std::size_t decode_steps(std::size_t rule_chunk) noexcept {
+  return kDecodeResumes * rule_chunk;
+}
 
 /// Prompts served beside each prompt of the batching finding.
 inline constexpr std::size_t kBeside = 3;
@@ -57,6 +75,14 @@ inline constexpr std::size_t kBeside = 3;
 ///    (GridResult::skipped, Report::skip_reason): the rule never makes that resume.
 ///  - with serve_together, the batching finding: prompts of the check's lengths, each served alone and
 ///    at a random place among kBeside others; the first answer that differs stops it.
+///  - with decode_rows, the decode rows finding (docs/conform.md, "Rows decode wrote"): kDecodePrompts
+///    prompts of the check's lengths, each prefilled cold on the engine's grid and then decoded greedily
+///    for decode_steps(rule chunk) steps, one engine.decode each. Every row decode wrote is compared byte
+///    for byte with the same row of a cold prefill of the prompt and its generated tokens; kDecodeRescored
+///    decode steps' logits with a cold prefill's of the same tokens, bit for bit; and the prompt with its
+///    generated tokens and a random tail is resumed from the decoded run at each multiple of the rule
+///    chunk past the prompt (rows decode wrote below it), largest first, each compared with its cold
+///    run. The first resume that differs stops the finding after its prompt's comparisons.
 /// Effect: only on KV states the check makes itself; the engine is driven directly, never through a
 /// Lane, so that a bug in the lane cannot hide in the check.
 /// Throws: std::invalid_argument for a bad budget, an engine whose chunk or vocabulary is 0, or a
