@@ -114,6 +114,27 @@ class ConformProtocol(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "pfx.conform: prefill_step must be an integer, not str"):
             pfx.conform(OneTokenStep(4, 4), budget="quick", prefill_step="4")
 
+    @verifies("CONF-3 INV-2")
+    def test_decode_rows_are_found_reusable_or_named_where_they_differ(self):
+        # Without a decode of its own an engine decodes by a one-token prefill: over chunk 1 its decode
+        # rows are a prefill's. One whose decode writes its row otherwise is caught at its first resume.
+        report = json.loads(pfx.conform(ChunkShaped(1), budget="quick", decode_rows=True).to_json())
+        decode = report["decode_rows"]
+        self.assertTrue(decode["reusable"], decode)
+        self.assertEqual((decode["resumes"], decode["rescored"], decode["kv_blocks"]), (200, 100, 200))
+        self.assertNotIn("decode_rows", json.loads(pfx.conform(ChunkShaped(1), budget="quick").to_json()))
+
+        class DecodesOtherwise(ChunkShaped):
+            def decode(self, token, position, kv):
+                logits = self.prefill([token], position, kv)
+                kv[0, 1, position, 1] = 0.5  # a value row a prefill leaves 0
+                return logits
+
+        differing = pfx.conform(DecodesOtherwise(1), budget="quick", decode_rows=True)
+        self.assertEqual(differing.verdict, "safe")  # the finding leaves the verdict (INV-2)
+        self.assertIn("decode rows: DIFFER at resume 1", str(differing))
+        self.assertFalse(json.loads(differing.to_json())["decode_rows"]["reusable"])
+
     @verifies("CONF-3")
     def test_a_non_deterministic_engine_is_flagged(self):
         report = pfx.conform(Noisy(2), budget="quick")

@@ -275,7 +275,7 @@ class ConformReport:
 
 def conform(engine: AnyEngine, *, chunk: int | None = None, rule_chunk: int | None = None, prefill_step: int = 0,
             budget: Literal["quick", "default", "thorough"] = "default", seed: int | None = None,
-            max_grid: int | None = None, prompts: int | None = None, name: str = "",
+            max_grid: int | None = None, prompts: int | None = None, decode_rows: bool = False, name: str = "",
             progress: None | Literal[False] | Callable[[int, int], object] = None) -> ConformReport: ...
 
 # A report from what a check written in Python observed (python/src/conform_observed.cpp; used by

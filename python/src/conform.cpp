@@ -108,7 +108,7 @@ void add_conform(py::module_& m) {
       "conform",
       [](py::object engine, std::optional<std::size_t> chunk, std::optional<std::size_t> rule_chunk,
          py::handle prefill_step, const std::string& budget, std::optional<std::uint64_t> seed, std::optional<std::size_t> max_grid,
-         std::optional<std::size_t> prompts, const std::string& name, const py::object& progress) {
+         std::optional<std::size_t> prompts, bool decode_rows, const std::string& name, const py::object& progress) {
         if (chunk && *chunk == 0) throw py::value_error("pfx.conform: chunk must be at least 1");
         if (rule_chunk && *rule_chunk == 0) {  // one meaning everywhere: None is the engine's chunk (pfx.Lane, pfx.verify)
           throw py::value_error("pfx.conform: rule_chunk must be at least 1 (None: the engine's chunk), not 0");
@@ -124,6 +124,7 @@ void add_conform(py::module_& m) {
         if (prompts) options.budget.prompts = *prompts;
         options.rule_chunk = rule_chunk;
         options.prefill_step = count(prefill_step, "pfx.conform: prefill_step");
+        options.decode_rows = decode_rows;
         options.engine_name = name.empty() ? std::string(py::str(py::type::of(engine).attr("__name__"))) : name;
         const ProgressArgument told(progress, "prompts", "pfx.conform");
         options.progress = told.callback();
@@ -132,10 +133,12 @@ void add_conform(py::module_& m) {
       },
       py::arg("engine"), py::kw_only(), py::arg("chunk") = py::none(), py::arg("rule_chunk") = py::none(),
       py::arg("prefill_step") = 0, py::arg("budget") = "default", py::arg("seed") = py::none(), py::arg("max_grid") = py::none(),
-      py::arg("prompts") = py::none(), py::arg("name") = "", py::arg("progress") = py::none(),
+      py::arg("prompts") = py::none(), py::arg("decode_rows") = false, py::arg("name") = "",
+      py::arg("progress") = py::none(),
       "Checks a Python engine (docs/python.md, \"Checking an engine\"): on which chunk grid a resume equals a "
       "cold run bit for bit; prefill_step (the rule's, INV-12; 0: none) skips the offsets the rule never resumes "
-      "at under it. Returns a ConformReport.");
+      "at under it; decode_rows adds the finding whether rows the engine's decode wrote equal a cold prefill's "
+      "(docs/conform.md, \"Rows decode wrote\"). Returns a ConformReport.");
 }
 
 }  // namespace pfx::python

@@ -32,6 +32,7 @@ struct ConformOptions {
   std::optional<std::size_t> max_grid;
   std::size_t dcp = 1;         ///< ranks of the decode-context-parallel form (1: none)
   std::size_t interleave = 1;
+  bool decode_rows = false;    ///< the decode rows finding (conform::CheckOptions::decode_rows)
   bool json = false;
   bool no_progress = false;
 };
@@ -57,6 +58,7 @@ int run_conform(const ConformOptions& o, const Streams& streams) {
   if (o.max_grid) check.budget.max_grid = *o.max_grid;
   check.rule_chunk = o.rule_chunk;
   check.prefill_step = o.prefill_step;
+  check.decode_rows = o.decode_rows;
   const ChosenEngine engine = o.dcp > 1 ? make_engine(o.engine, {.chunk = o.chunk}, Dcp{{o.dcp, o.interleave}, nullptr})
                                         : make_engine(o.engine, {.chunk = o.chunk});
   check.engine_name = engine.description;
@@ -64,11 +66,16 @@ int run_conform(const ConformOptions& o, const Streams& streams) {
   const conform::Budget& b = check.budget;
   const std::vector<std::size_t> lengths =
       conform::prompt_lengths(conform::candidate_grids(b, o.chunk, driver::resolved_rule_chunk(o.rule_chunk, o.chunk)));
-  // The check's KV states hold its longest prompt and a chunk past it: a model's context must hold them.
-  if (engine.context != 0 && lengths.back() + o.chunk > engine.context) {
-    throw InputError(fmt::format("the check's longest prompt, {} tokens, and a chunk of {} past it need {} KV rows, "
-                                 "more than the model's trained context, {} (lower --max-grid or --chunk)",
-                                 lengths.back(), o.chunk, lengths.back() + o.chunk, engine.context));
+  // The check's KV states hold its longest prompt and a chunk past it, and with --decode-rows a row
+  // more and the decode steps: a model's context must hold them.
+  const std::size_t decoded =
+      o.decode_rows ? 1 + conform::decode_steps(driver::resolved_rule_chunk(o.rule_chunk, o.chunk)) : 0;
+  if (engine.context != 0 && lengths.back() + o.chunk + decoded > engine.context) {
+    throw InputError(fmt::format("the check's longest prompt, {} tokens, {}and a chunk of {} past it need {} KV rows, "
+                                 "more than the model's trained context, {} (lower --max-grid or --chunk{})",
+                                 lengths.back(), decoded ? fmt::format("{} rows of decode, ", decoded) : "", o.chunk,
+                                 lengths.back() + o.chunk + decoded, engine.context,
+                                 decoded ? ", or --rule-chunk" : ""));
   }
   const std::size_t prompts = lengths.size() * b.prompts;
   ProgressBar progress(streams.err, streams.err_is_terminal && !o.no_progress && !o.json, prompts, "prompts");
@@ -130,6 +137,10 @@ void add_conform_command(CLI::App& app, const Streams& streams, int& status) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{1024}))->capture_default_str();
   command->add_option("--interleave", options->interleave, "With --dcp: consecutive positions per rank")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20))->capture_default_str();
+  command->add_flag("--decode-rows", options->decode_rows,
+                    "Also find whether rows the engine's decode wrote equal a cold prefill's of the same tokens "
+                    "(compared byte for byte, rescored and resumed from): what --decode-rows-exact in the rule "
+                    "would lean on");
   command->add_flag("--json", options->json, "Write the report as one JSON object");
   command->add_flag("--no-progress", options->no_progress, "Draw no progress bar");
   command->callback([&streams, &status, options, command] {
