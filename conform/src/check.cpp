@@ -160,10 +160,7 @@ class Checker {
     std::vector<std::size_t> grids;
     for (const GridResult& g : report_.grids) grids.push_back(g.grid);
     report_.lengths = prompt_lengths(grids);
-    capacity_ = report_.lengths.back() + report_.chunk;  // the longest held: n - 1 tokens and a tail of chunk
-    // The decode rows finding's longest prompt: a length, one more where the prefill step applies, its
-    // decode steps and a tail of up to a chunk.
-    if (options_.decode_rows) capacity_ += 1 + decode_steps(report_.rule_chunk);
+    capacity_ = check_capacity(report_.lengths, report_.chunk, report_.rule_chunk, options_.decode_rows);
     random_.seed(budget.seed);
     // Two states made once: cold runs share one (each forgets it from 0), resumes the other.
     resume_kv_ = engine_.make_kv_state(capacity_);
@@ -388,11 +385,12 @@ class Checker {
     const std::size_t steps = decode_steps(rule_chunk);
     Run decoded{.rows = {}, .row_ends = {}, .logits = std::vector<float>(report_.vocab)};
     Run resumed{.rows = {}, .row_ends = {}, .logits = std::vector<float>(report_.vocab)};
+    const std::vector<std::size_t> lengths = decode_lengths(report_.lengths, rule_chunk);
     for (std::size_t number = 0; number < kDecodePrompts && !finding.mismatch; ++number) {
       // Lengths spread over the check's, so that the prompts end across its grids' thresholds; one
       // more where the prompt's last row would be a one-row step, which the prefill step's premise
       // keeps apart from rows decode wrote (INV-12).
-      std::size_t n = report_.lengths[number * report_.lengths.size() / kDecodePrompts];
+      std::size_t n = lengths[number];
       if (pfx::prefill_canonical_end(n, options_.prefill_step) < n) ++n;
       const std::vector<token> prompt = random_tokens(n);
       // The decoded run, on the resume state: a cold prefill of the prompt, then greedy decode steps.
@@ -462,6 +460,30 @@ class Checker {
 };
 
 }  // namespace
+
+std::vector<std::size_t> decode_lengths(const std::vector<std::size_t>& lengths, std::size_t rule_chunk) {
+  // A prompt of n tokens takes n + 1 + steps rows decoded (a row more under the prefill step) and a
+  // tail of up to a chunk past them; the other runs' longest takes lengths.back() and a chunk.
+  const std::size_t need = 1 + decode_steps(rule_chunk);
+  std::vector<std::size_t> fitting;
+  for (const std::size_t n : lengths) {
+    if (n + need <= lengths.back()) fitting.push_back(n);
+  }
+  if (fitting.empty()) fitting.push_back(lengths.front());
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < kDecodePrompts; ++i) out.push_back(fitting[i * fitting.size() / kDecodePrompts]);
+  return out;
+}
+
+std::size_t check_capacity(const std::vector<std::size_t>& lengths, std::size_t chunk, std::size_t rule_chunk,
+                           bool decode_rows) {
+  std::size_t capacity = lengths.back() + chunk;  // the longest held: n - 1 tokens and a tail of chunk
+  if (decode_rows) {
+    const std::vector<std::size_t> decoded = decode_lengths(lengths, rule_chunk);
+    capacity = std::max(capacity, decoded.back() + 1 + decode_steps(rule_chunk) + chunk);
+  }
+  return capacity;
+}
 
 Report check(driver::Engine& engine, const CheckOptions& options) { return Checker(engine, options).run(); }
 

@@ -53,6 +53,17 @@ inline constexpr std::size_t kDecodeRescored = 5;
   return kDecodeResumes * rule_chunk;
 }
 
+/// The prompt lengths of the decode rows finding: kDecodePrompts of the check's `lengths` (ascending),
+/// spread over those whose decoded run and resumes fit the rows the check's other runs need (its longest
+/// length and a chunk), so that the finding needs no longer context; the shortest where none does.
+[[nodiscard]] std::vector<std::size_t> decode_lengths(const std::vector<std::size_t>& lengths, std::size_t rule_chunk);
+
+/// The KV rows the check's states hold for `lengths` and a prefill chunk of `chunk`: its longest prompt
+/// and a chunk past it, or with `decode_rows` the decode rows finding's longest prompt, a row more
+/// (the prefill step's), its decode steps and a chunk, where that is more.
+[[nodiscard]] std::size_t check_capacity(const std::vector<std::size_t>& lengths, std::size_t chunk,
+                                         std::size_t rule_chunk, bool decode_rows);
+
 /// Prompts served beside each prompt of the batching finding.
 inline constexpr std::size_t kBeside = 3;
 
@@ -76,7 +87,7 @@ inline constexpr std::size_t kBeside = 3;
 ///  - with serve_together, the batching finding: prompts of the check's lengths, each served alone and
 ///    at a random place among kBeside others; the first answer that differs stops it.
 ///  - with decode_rows, the decode rows finding (docs/conform.md, "Rows decode wrote"): kDecodePrompts
-///    prompts of the check's lengths, each prefilled cold on the engine's grid and then decoded greedily
+///    prompts of decode_lengths(), each prefilled cold on the engine's grid and then decoded greedily
 ///    for decode_steps(rule chunk) steps, one engine.decode each. Every row decode wrote is compared byte
 ///    for byte with the same row of a cold prefill of the prompt and its generated tokens; kDecodeRescored
 ///    decode steps' logits with a cold prefill's of the same tokens, bit for bit; and the prompt with its
