@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake make g++ ccache librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev libboost-dev
           libcli11-dev nlohmann-json3-dev libfmt-dev pybind11-dev python3-dev
+          libssl-dev # OpenSSL's libcrypto: the SHA-256 that seals a llama.cpp certificate
           clang libclang-rt-14-dev clang-tidy libopenmpi-dev openmpi-bin
           patch) # patch: scripts/llama.sh applies integrations/llama_server/llama-server.patch
 

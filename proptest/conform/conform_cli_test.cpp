@@ -143,12 +143,16 @@ TEST(ConformCli, BadInputExits2AndSaysWhy) {
   pfx::test::verifies("CONF-2 CLI-2");
   for (const char* line : {"conform --engine nope", "conform --budget huge", "conform --chunk 0",
                            "conform --rule-chunk 0", "conform --max-grid -1", "conform --seed x", "conform --prefill-step -1",
-                           "conform --prefill-step x"}) {
+                           "conform --prefill-step x", "conform --budget quick --certify certificate.json"}) {
     const pfx::test::PfxRun ran = run_pfx(line);
     EXPECT_EQ(ran.status, 2) << line << "\n" << ran.out << ran.err;
     EXPECT_NE(ran.err.find("pfx conform: "), std::string::npos) << line << "\n" << ran.err;
     EXPECT_TRUE(ran.out.empty()) << line << "\n" << ran.out;
   }
+  // A certificate is llama.cpp's (what llama-server --pfx-certificate reads): another engine has none.
+  const pfx::test::PfxRun certify = run_pfx("conform --budget quick --certify certificate.json");
+  EXPECT_NE(certify.err.find("--certify: --engine reference has no certificate (--engine llama has"), std::string::npos)
+      << certify.err;
   if (!pfx::driver::cuda::unavailable_reason().empty()) {
     const pfx::test::PfxRun ran = run_pfx("conform --engine cuda --budget quick");
     EXPECT_EQ(ran.status, 2) << ran.out << ran.err;

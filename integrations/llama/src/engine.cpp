@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -312,6 +313,20 @@ std::vector<std::vector<float>> Engine::serve_together(const std::vector<std::ve
     run(prompts.size());
   }
   return served;
+}
+
+Served Engine::served() const {
+  // As ggml's CPU backend reads it when it starts (ggml-cpu.patch): set and not "0".
+  const char* use_ref = std::getenv("GGML_CPU_USE_REF");
+  return {.ggml = ggml_identity(ggml_version(), ggml_commit()),
+          .reference_paths = use_ref != nullptr && std::strcmp(use_ref, "0") != 0,
+          .model_path = settings_.model,
+          .n_batch = settings_.chunk,
+          .n_ubatch = settings_.ubatch,
+          .flash_attention = to_string(settings_.flash_attention),
+          .kv_type = to_string(settings_.kv_type),
+          .threads = settings_.threads,
+          .batch_threads = settings_.threads};
 }
 
 std::string Engine::describe() const {

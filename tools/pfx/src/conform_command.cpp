@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -33,6 +35,7 @@ struct ConformOptions {
   std::size_t dcp = 1;         ///< ranks of the decode-context-parallel form (1: none)
   std::size_t interleave = 1;
   bool decode_rows = false;    ///< the decode rows finding (conform::CheckOptions::decode_rows)
+  std::string certify;        ///< where to write the configuration's certificate (--engine llama); "": none
   bool json = false;
   bool no_progress = false;
 };
@@ -45,6 +48,29 @@ int report_interruption(const ConformOptions& o, const Streams& streams, std::si
                          : describe_interruption(signal, done, "prompt"))
               << "\n" << std::flush;
   return interrupted_status(signal);
+}
+
+/// Writes the certificate, then says in one line what it proves; a file that cannot be written is an
+/// error that names it (nothing half-written is left as a certificate).
+void write_certificate(const std::string& path, const std::string& text, const Streams& streams) {
+  const std::string partial = path + ".partial";
+  {
+    std::ofstream file(partial, std::ios::binary | std::ios::trunc);
+    file << text;
+    file.close();
+    if (!file) {
+      std::remove(partial.c_str());
+      throw InputError(fmt::format("--certify {}: cannot write the certificate there", path));
+    }
+  }
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    std::remove(partial.c_str());
+    throw InputError(fmt::format("--certify {}: cannot write the certificate there", path));
+  }
+  const nlohmann::json proved = nlohmann::json::parse(text).at("proved");
+  streams.err << fmt::format("pfx conform: certificate written to {}: decode rows exact: {}; exact grids: {}\n", path,
+                             proved.at("decode rows equal").get<bool>() ? "yes" : "no (llama-server refuses it)",
+                             proved.at("exact grids").dump());
 }
 
 int run_conform(const ConformOptions& o, const Streams& streams) {
@@ -63,19 +89,26 @@ int run_conform(const ConformOptions& o, const Streams& streams) {
                                         : make_engine(o.engine, {.chunk = o.chunk});
   check.engine_name = engine.description;
   check.serve_together = engine.serve_together;
+  if (!o.certify.empty()) {  // a certificate that cannot be written is said before the check runs, not after
+    const std::string partial = o.certify + ".partial";
+    if (!std::ofstream(partial, std::ios::binary | std::ios::trunc)) {
+      throw InputError(fmt::format("--certify {}: cannot write the certificate there", o.certify));
+    }
+    std::remove(partial.c_str());
+  }
   const conform::Budget& b = check.budget;
   const std::vector<std::size_t> lengths =
       conform::prompt_lengths(conform::candidate_grids(b, o.chunk, driver::resolved_rule_chunk(o.rule_chunk, o.chunk)));
-  // The check's KV states hold its longest prompt and a chunk past it, and with --decode-rows a row
-  // more and the decode steps: a model's context must hold them.
-  const std::size_t decoded =
-      o.decode_rows ? 1 + conform::decode_steps(driver::resolved_rule_chunk(o.rule_chunk, o.chunk)) : 0;
-  if (engine.context != 0 && lengths.back() + o.chunk + decoded > engine.context) {
+  // The check's KV states hold its longest prompt and a chunk past it (with --decode-rows, its decoded
+  // runs where they are longer): a model's context must hold them.
+  const std::size_t rule_chunk = driver::resolved_rule_chunk(o.rule_chunk, o.chunk);
+  const std::size_t rows = conform::check_capacity(lengths, o.chunk, rule_chunk, o.decode_rows);
+  if (engine.context != 0 && rows > engine.context) {
     throw InputError(fmt::format("the check's longest prompt, {} tokens, {}and a chunk of {} past it need {} KV rows, "
                                  "more than the model's trained context, {} (lower --max-grid or --chunk{})",
-                                 lengths.back(), decoded ? fmt::format("{} rows of decode, ", decoded) : "", o.chunk,
-                                 lengths.back() + o.chunk + decoded, engine.context,
-                                 decoded ? ", or --rule-chunk" : ""));
+                                 lengths.back(),
+                                 rows > lengths.back() + o.chunk ? "its decoded runs, " : "", o.chunk,
+                                 rows, engine.context, o.decode_rows ? ", or --rule-chunk" : ""));
   }
   const std::size_t prompts = lengths.size() * b.prompts;
   ProgressBar progress(streams.err, streams.err_is_terminal && !o.no_progress && !o.json, prompts, "prompts");
@@ -95,6 +128,7 @@ int run_conform(const ConformOptions& o, const Streams& streams) {
   }
   progress.erase();
   streams.out << (o.json ? conform::to_json(*report) + "\n" : conform::to_text(*report)) << std::flush;
+  if (!o.certify.empty()) write_certificate(o.certify, engine.certify(conform::to_json(*report)), streams);
   // A verdict that compared nothing vouches for nothing (conform::check never gives one: defence in depth).
   if (report->comparisons() == 0 && conform::exit_status(report->verdict) == exit_ok) {
     streams.err << "pfx conform: FAILED: no run was compared with a cold run: the check compared nothing\n";
@@ -141,12 +175,22 @@ void add_conform_command(CLI::App& app, const Streams& streams, int& status) {
                     "Also find whether rows the engine's decode wrote equal a cold prefill's of the same tokens "
                     "(compared byte for byte, rescored and resumed from): what --decode-rows-exact in the rule "
                     "would lean on");
+  command->add_option("--certify", options->certify,
+                      "With --engine llama: also write the certificate of this configuration to FILE, what "
+                      "llama-server --pfx-certificate takes (implies --decode-rows)");
   command->add_flag("--json", options->json, "Write the report as one JSON object");
   command->add_flag("--no-progress", options->no_progress, "Draw no progress bar");
   command->callback([&streams, &status, options, command] {
     check_llama_options_unused(*command, options->engine);
     if (options->engine.name == "none") {
       throw InputError("--engine none computes no KV row and no logit: conform compares them, so it needs a model");
+    }
+    if (!options->certify.empty()) {
+      if (options->engine.name != "llama") {
+        throw InputError(fmt::format("--certify: --engine {} has no certificate (--engine llama has: the one "
+                                     "llama-server --pfx-certificate reads)", options->engine.name));
+      }
+      options->decode_rows = true;  // a certificate says whether decode rows are exact: always measured
     }
     if (options->dcp > 1 && !has_dcp_form(options->engine.name)) {
       throw InputError(fmt::format("--dcp {}: --engine {} has no decode-context-parallel form (--engine reference "

@@ -44,7 +44,10 @@ ChosenEngine llama_engine(const EngineChoice::Llama& options, std::size_t chunk)
     auto together = [&served](const std::vector<std::vector<token>>& prompts) {
       return served.serve_together(prompts, kBatchingSteps);
     };
-    return {std::move(engine), std::move(description), context, together};
+    auto certify = [&served](const std::string& report_json) {
+      return llama::certificate(llama::configuration(served.served()), report_json);
+    };
+    return {std::move(engine), std::move(description), context, together, certify};
   } catch (const llama::ModelError& e) {
     throw InputError(e.what());
   } catch (const std::invalid_argument& e) {

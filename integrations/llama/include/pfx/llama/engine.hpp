@@ -10,6 +10,7 @@
 
 #include <pfx/driver/engine.hpp>
 #include <pfx/driver/kv_state.hpp>
+#include <pfx/llama/certificate.hpp>
 #include <pfx/token.hpp>
 
 #include <cstddef>
@@ -90,6 +91,11 @@ class Engine final : public driver::Engine {
   /// empty one or one longer than the trained context with `steps`, LlamaError when llama.cpp fails.
   [[nodiscard]] std::vector<std::vector<float>> serve_together(const std::vector<std::vector<token>>& prompts,
                                                                std::size_t steps) const;
+
+  /// What this engine computes on, as a certificate names it (pfx/llama/certificate.hpp): ggml's version,
+  /// its CPU paths (GGML_CPU_USE_REF as this process has it), the model, the chunk as n_batch, the
+  /// ubatch, flash attention, the KV type and the threads.
+  [[nodiscard]] Served served() const;
 
   /// "llama.cpp FILE (vocab V, L layers, context N, chunk C, ubatch U, T threads, flash attention X, KV f16)".
   [[nodiscard]] std::string describe() const;

@@ -58,6 +58,9 @@ struct ChosenEngine {
   /// An engine that serves several requests in one batch (llama: its slots' way, a KV stream each):
   /// conform's batching finding (conform::CheckOptions::serve_together); empty for the others.
   std::function<std::vector<std::vector<float>>(const std::vector<std::vector<token>>&)> serve_together{};
+  /// The certificate of the configuration the engine computes on, from a conform report's JSON
+  /// (llama: pfx/llama/certificate.hpp, what llama-server --pfx-certificate reads); empty for the others.
+  std::function<std::string(const std::string&)> certify{};
 };
 
 /// The KV rows a run's lane holds: --capacity on an engine without a context of its own; on one with
