@@ -4,6 +4,7 @@
 #include "pfx_server.h"
 
 #include <pfx/core.hpp>
+#include <pfx/llama/certificate.hpp>
 #include <pfx/llama/policy.hpp>
 #include <pfx/llama/record.hpp>
 
@@ -49,6 +50,19 @@ std::string count_argument(int argc, char ** argv, int i, std::string_view name,
     return "";
 }
 
+// The value of `--name FILE` or `--name=FILE` at argv[i], or an error; `used` is how many entries it took.
+std::string text_argument(int argc, char ** argv, int i, std::string_view name, std::string & value, int & used) {
+    const std::string_view word = argv[i];
+    if (word.size() > name.size() && word[name.size()] == '=') {
+        value = std::string(word.substr(name.size() + 1));
+        used = 1;
+    } else if (i + 1 < argc) {
+        value = argv[i + 1];
+        used = 2;
+    }
+    return value.empty() ? "llama-server: " + std::string(name) + ": expected a file, got nothing" : "";
+}
+
 bool is_option(std::string_view word, std::string_view name) {
     return word == name || (word.size() > name.size() && word.substr(0, name.size()) == name &&
                             word[name.size()] == '=');
@@ -67,7 +81,7 @@ int n_ctx_slot = 0;      // for describe()
 pfx::Config wanted() {
     const settings & s = current();
     return {.enabled = true, .keep_min = s.keep_min, .chunk = s.chunk == 0 ? 1 : s.chunk,
-            .prefill_step = s.prefill_step};
+            .prefill_step = s.prefill_step, .decode_rows_exact = s.decode_rows_exact};
 }
 
 }  // namespace
@@ -95,7 +109,9 @@ std::string take_arguments(int & argc, char ** argv) {
                         "(default: from flash attention, n_batch and n_ubatch)\n"
                         "--pfx-keep-min N         the fewest tokens worth reusing (default: 0)\n"
                         "--pfx-alone              keep ggml's fastest CPU paths, whose results depend on the batch: "
-                        "pfx then vouches only for a request served alone, on the grid they resume exactly on\n\n");
+                        "pfx then vouches only for a request served alone, on the grid they resume exactly on\n"
+                        "--pfx-certificate FILE   reuse rows decode wrote too, where FILE (pfx conform --engine llama "
+                        "--certify FILE) proves them exact for this very configuration\n\n");
             argv[kept++] = argv[i];
         } else if (word == "--pfx") {
             s.enabled = true;
@@ -105,6 +121,8 @@ std::string take_arguments(int & argc, char ** argv) {
         } else if (is_option(word, "--pfx-chunk")) {
             error = count_argument(argc, argv, i, "--pfx-chunk", 1, s.chunk, used);
             chunk_given = true;
+        } else if (is_option(word, "--pfx-certificate")) {
+            error = text_argument(argc, argv, i, "--pfx-certificate", s.certificate, used);
         } else if (is_option(word, "--pfx-keep-min")) {
             error = count_argument(argc, argv, i, "--pfx-keep-min", 0, s.keep_min, used);
             keep_min_given = true;
@@ -118,8 +136,9 @@ std::string take_arguments(int & argc, char ** argv) {
     }
     argc = kept;
     argv[argc] = nullptr;
-    if ((chunk_given || keep_min_given || alone_given) && !s.enabled) {
-        return std::string("llama-server: ") + (chunk_given ? "--pfx-chunk" : keep_min_given ? "--pfx-keep-min" : "--pfx-alone") +
+    if ((chunk_given || keep_min_given || alone_given || !s.certificate.empty()) && !s.enabled) {
+        return std::string("llama-server: ") +
+               (chunk_given ? "--pfx-chunk" : keep_min_given ? "--pfx-keep-min" : alone_given ? "--pfx-alone" : "--pfx-certificate") +
                " is a setting of pfx's rule, which is off: add --pfx";
     }
     if (s.batch_invariant()) {
@@ -132,6 +151,47 @@ std::string take_arguments(int & argc, char ** argv) {
 bool auto_kv_unified() {
     return !current().batch_invariant() || current().kv_unified_given;
 }
+
+namespace {
+
+// --pfx-certificate: decode rows are exact where the certificate proves them so for the configuration
+// served, and proves the rule's chunk exact there too; else the error says why, and the server stops.
+std::string certified(const server_facts & facts) {
+    settings & s = current();
+    s.decode_rows_exact = false;
+    if (s.certificate.empty()) return "";
+    const std::string refused = "llama-server --pfx --pfx-certificate ";
+    try {
+        const pfx::llama::Served served{.ggml = pfx::llama::ggml_identity(facts.ggml_version.c_str(),
+                                                                          facts.ggml_commit.c_str()),
+                                        .reference_paths = s.batch_invariant(),
+                                        .model_path = facts.model_path,
+                                        .n_batch = facts.n_batch,
+                                        .n_ubatch = facts.n_ubatch,
+                                        .flash_attention = facts.flash_attention,
+                                        .kv_type = facts.kv_type,
+                                        .threads = static_cast<std::size_t>(facts.threads),
+                                        .batch_threads = static_cast<std::size_t>(facts.batch_threads)};
+        const pfx::llama::Proved proved = pfx::llama::read_certificate(s.certificate, pfx::llama::configuration(served));
+        if (!proved.decode_rows_equal) {
+            std::string lacking;
+            for (const std::string & why : proved.decode_rows_lacking) lacking += (lacking.empty() ? "" : "; ") + why;
+            return refused + s.certificate + ": it does not prove decode rows exact for this configuration (" + lacking +
+                   "): serve without --pfx-certificate";
+        }
+        if (std::find(proved.exact_grids.begin(), proved.exact_grids.end(), s.chunk) == proved.exact_grids.end()) {
+            return refused + s.certificate + ": it proves no resume on the rule's chunk " + std::to_string(s.chunk) +
+                   " exact: give --pfx-chunk one of the grids it proves";
+        }
+    } catch (const pfx::llama::CertificateError & e) {
+        return refused + e.what();
+    }
+    s.decode_rows_exact = true;
+    facts_text += ", decode rows exact (the certificate " + s.certificate + ")";
+    return "";
+}
+
+}  // namespace
 
 std::string configure(const server_facts & facts) {
     settings & s = current();
@@ -190,8 +250,9 @@ std::string configure(const server_facts & facts) {
         facts_text = std::string("batch-invariant CPU paths, ") +
                      (facts.kv_unified ? "one KV cache" : "a KV stream per slot") + " of " +
                      std::to_string(facts.n_ctx_slot) + " tokens";
-        return "";
+        return certified(facts);
     }
+    if (!s.certificate.empty()) return certified(facts);
     facts_text = std::string("--pfx-alone: flash attention ") + (facts.flash_attention_off ? "off" : "on or auto") + ", n_batch " +
                  std::to_string(facts.n_batch) + ", n_ubatch " + std::to_string(facts.n_ubatch);
     return "";
@@ -255,7 +316,12 @@ void record::begin_cold(const std::vector<int32_t> & held, const std::vector<int
 }
 
 void record::commit() {
-    if (machine_) pfx::llama::commit(*machine_);
+    // With decode rows exact the write goes on through decode: finish publishes it with their rows.
+    if (machine_ && !machine_->config().decode_rows_exact) pfx::llama::commit(*machine_);
+}
+
+void record::finish(const std::vector<int32_t> & held) {
+    if (machine_ && machine_->config().decode_rows_exact) pfx::llama::finish(*machine_, held);
 }
 
 void record::abort() {

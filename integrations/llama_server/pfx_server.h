@@ -24,6 +24,8 @@ struct settings {
     std::size_t keep_min = 0;  // --pfx-keep-min
     std::size_t prefill_step = 0;
     bool kv_unified_given = false;  // -kvu, --kv-unified or LLAMA_ARG_KV_UNIFIED, the last one given
+    std::string certificate;   // --pfx-certificate FILE: "" none
+    bool decode_rows_exact = false;  // the certificate proves decode rows exact for the configuration served
 
     // --pfx without --pfx-alone: ggml's CPU backend on its reference paths (GGML_CPU_USE_REF, which
     // take_arguments sets before any backend starts), on which a row's bits depend neither on the rows
@@ -61,12 +63,22 @@ struct server_facts {
     int n_parallel = 1;                // --parallel: slots whose requests may share a batch
     bool kv_unified = false;           // one KV cache for every slot (--kv-unified, or auto's default)
     int n_ctx_slot = 0;                // the context each slot gets
+    // What a certificate names (--pfx-certificate; pfx/llama/certificate.hpp's Served)
+    std::string ggml_version;          // ggml_version()
+    std::string ggml_commit;           // ggml_commit()
+    std::string model_path;            // --model
+    std::string flash_attention;       // "on", "off", "auto"
+    std::string kv_type;               // "f16" where K and V are alike, else "K q8_0, V f16"
+    int threads = 0;                   // llama_n_threads
+    int batch_threads = 0;             // llama_n_threads_batch
 };
 
 // Resolves the chunk and the prefill step from the facts, or returns an error naming the option or
 // model property the rule cannot vouch for ("" when the server may start): the server's own options
 // here, the model's and the context's by pfx/llama/policy.hpp, the decision llama-cpp-python's rule
-// takes too. On success current() holds the rule's configuration.
+// takes too. With --pfx-certificate, the certificate must prove decode rows exact for the very
+// configuration served (else the error names what it lacks, or each field that differs, with both
+// values), and the rule's chunk exact. On success current() holds the rule's configuration.
 std::string configure(const server_facts & facts);
 
 // The one line the server prints at start with the rule on.
@@ -96,8 +108,15 @@ class record {
     void begin_cold(const std::vector<int32_t> & held, const std::vector<int32_t> & prompt);
 
     // The begun prompt's prefill was decoded: its rows are published, all but a last row that a
-    // one-row ubatch computed where the prefill step applies (INV-12). Nothing while not writing.
+    // one-row ubatch computed where the prefill step applies (INV-12). Nothing while not writing. With
+    // decode rows exact (a certificate), nothing yet: the write goes on through decode, and finish
+    // publishes it with the rows decode wrote.
     void commit();
+
+    // The slot is released (its request finished, stopped or was cancelled): with decode rows exact, the
+    // begun prompt is published with the rows decode wrote after it, `held` being the tokens the slot's
+    // rows hold (pfx/llama/record.hpp's finish). Nothing otherwise.
+    void finish(const std::vector<int32_t> & held);
 
     // The begun prompt's rows are being computed otherwise than a prefill of it alone would (its tokens
     // share a batch with another slot's): the write is aborted, so that only the rows before its

@@ -7,8 +7,8 @@
 # llama-server runs on. llama-server (with llama.cpp's common and mtmd libraries, about 40% of the
 # compile) is built into the same tree when first asked for, after ggml and llama, which are not
 # built again. Two stamps: the libraries' ($prefix/.complete, the hash of the patches and the build
-# scripts) and the server's ($server_root/.complete, also integrations/llama_server, pfx's core and
-# the llama.cpp policy, integrations/llama/include/pfx/llama/policy.hpp). A changed patch starts
+# scripts) and the server's ($server_root/.complete, also integrations/llama_server, pfx's core, the
+# llama.cpp headers, integrations/llama/include/pfx/llama/, and the certificate it compiles in). A changed patch starts
 # again from a fresh copy, a changed rule or setting builds again; an unchanged one returns at once.
 build_llama_cpp() {
     local want_server="${1:-}" here patch library_hash server_hash patches tools
@@ -17,7 +17,8 @@ build_llama_cpp() {
     library_hash="$(cat "${BASH_SOURCE[0]}" "$(dirname "${BASH_SOURCE[0]}")/../llama.sh" "$patch" \
         "$here"/ggml-cpu.patch | sha256sum | cut -d' ' -f1)"
     server_hash="$( (echo "$library_hash"; cat "$here"/CMakeLists.txt "$here"/pfx_server.h "$here"/pfx_server.cpp \
-        "$here"/../../core/include/pfx/*.hpp "$here"/../llama/include/pfx/llama/*.hpp) | sha256sum | cut -d' ' -f1)"
+        "$here"/../../core/include/pfx/*.hpp "$here"/../llama/include/pfx/llama/*.hpp \
+        "$here"/../llama/src/certificate.cpp) | sha256sum | cut -d' ' -f1)"
     local library_done=0 server_done=0
     [ -f "$prefix/.complete" ] && [ "$(cat "$prefix/.complete")" = "$library_hash" ] && library_done=1
     [ -f "$server_root/.complete" ] && [ "$(cat "$server_root/.complete")" = "$server_hash" ] &&

@@ -9,16 +9,25 @@
 
 #include "pfx_server.h"
 
+#include <pfx/llama/certificate.hpp>
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+#include <openssl/evp.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace {
@@ -313,3 +322,206 @@ PFX_PROPERTY(LlamaServerRecord, UnderThePrefillStepNoLastRowAOneRowUbatchCompute
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- --pfx-certificate (certified decode rows)
+
+// A report as `pfx conform --engine llama --certify` writes it, with `decode` as its decode rows
+// finding: every field the certificate derives its facts from.
+std::string report_json(const std::string& decode, bool independent = true) {
+  return std::string(R"({"type":"conform","verdict":"safe","grids":[{"grid":1,"resumes":128,"exact":true},)") +
+         R"({"grid":2,"resumes":0,"exact":false}],"batching":{"batches":4,"independent":)" +
+         (independent ? "true" : "false") + R"(},"decode_rows":)" + decode + "}";
+}
+
+const std::string kProved =
+    R"({"resumes":200,"reusable":true,"rescored":100,"rescoring_differs":0,"kv_blocks":200,"kv_blocks_differ":0})";
+
+// The served facts of a server on the batch-invariant path over the model file `model`.
+server_facts certified_facts(const std::string& model) {
+  server_facts facts = defaults();
+  facts.ggml_version = "0.25.3";
+  facts.ggml_commit = "unknown";
+  facts.model_path = model;
+  facts.flash_attention = "auto";
+  facts.kv_type = "f16";
+  facts.threads = 2;
+  facts.batch_threads = 2;
+  return facts;
+}
+
+// This program's own temporary folder, removed when it ends.
+class Scratch {
+ public:
+  Scratch() : path_(std::filesystem::temp_directory_path() / ("pfx_llama_server_decisions_" + std::to_string(::getpid()))) {}
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  Scratch(Scratch&&) = delete;
+  Scratch& operator=(Scratch&&) = delete;
+  ~Scratch() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+const std::filesystem::path& scratch() {
+  static const Scratch folder;
+  return folder.path();
+}
+
+// A file holding `text`, `name` in the folder `folder` of scratch(); its path.
+std::string write_file(const std::string& name, const std::string& text, const std::string& folder = "a") {
+  const std::filesystem::path dir = scratch() / folder;
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / name) << text;
+  return (dir / name).string();
+}
+
+// The certificate of the configuration `facts` serve (on the batch-invariant path), from `report`.
+std::string certificate_for(const server_facts& facts, const std::string& report) {
+  const pfx::llama::Served served{.ggml = pfx::llama::ggml_identity(facts.ggml_version.c_str(), facts.ggml_commit.c_str()),
+                                  .reference_paths = true,
+                                  .model_path = facts.model_path,
+                                  .n_batch = facts.n_batch,
+                                  .n_ubatch = facts.n_ubatch,
+                                  .flash_attention = facts.flash_attention,
+                                  .kv_type = facts.kv_type,
+                                  .threads = static_cast<std::size_t>(facts.threads),
+                                  .batch_threads = static_cast<std::size_t>(facts.batch_threads)};
+  return pfx::llama::certificate(pfx::llama::configuration(served), report);
+}
+
+// A certificate conform wrote on the very configuration served turns decode rows exact on, and the
+// start line says so; the option needs --pfx and a file.
+TEST(LlamaServerCertificate, OneOfTheConfigurationServedMakesDecodeRowsExact) {
+  pfx::test::verifies("LLAMA-6 INV-2");
+  const server_facts facts = certified_facts(write_file("model.gguf", "weights"));
+  const std::string path = write_file("certificate.json", certificate_for(facts, report_json(kProved)));
+  ASSERT_EQ(configured({"--pfx"}, facts), "");
+  EXPECT_FALSE(pfx_server::current().decode_rows_exact);
+  ASSERT_EQ(configured({"--pfx", "--pfx-certificate", path}, facts), "");
+  EXPECT_TRUE(pfx_server::current().decode_rows_exact);
+  EXPECT_NE(pfx_server::describe().find("decode rows exact (the certificate " + path + ")"), std::string::npos)
+      << pfx_server::describe();
+  ASSERT_EQ(configured({"--pfx", "--pfx-certificate=" + path}, facts), "");
+  EXPECT_TRUE(pfx_server::current().decode_rows_exact);
+
+  start_fresh();
+  EXPECT_EQ(take({"--pfx-certificate", path}).error,
+            "llama-server: --pfx-certificate is a setting of pfx's rule, which is off: add --pfx");
+  start_fresh();
+  EXPECT_EQ(take({"--pfx", "--pfx-certificate"}).error, "llama-server: --pfx-certificate: expected a file, got nothing");
+}
+
+// A certificate that does not cover what is served stops the start, naming why: another configuration
+// (each field with both values: the ubatch, the model's bytes, the CPU paths), one changed after conform
+// wrote it, a fact edited by hand and sealed again, evidence that does not prove decode rows exact, a
+// chunk it proves no resume on, and no certificate at all. Nothing is turned on.
+TEST(LlamaServerCertificate, OneThatDoesNotCoverWhatIsServedStopsTheStartNamingWhy) {
+  pfx::test::verifies("LLAMA-6");
+  const std::string model = write_file("model.gguf", "weights");
+  const server_facts facts = certified_facts(model);
+  const std::string text = certificate_for(facts, report_json(kProved));
+  const std::string path = write_file("certificate.json", text);
+  const auto refused = [&](const std::vector<std::string>& arguments, const server_facts& served, const std::string& why) {
+    const std::string error = configured(arguments, served);
+    EXPECT_NE(error.find(why), std::string::npos) << error;
+    EXPECT_EQ(error.rfind("llama-server --pfx --pfx-certificate ", 0), 0U) << error;
+    EXPECT_FALSE(pfx_server::current().decode_rows_exact);
+  };
+  server_facts other = facts;
+  other.n_ubatch = 256;
+  refused({"--pfx", "--pfx-certificate", path}, other,
+          "certifies another configuration than the one served: n_ubatch \"512\" certified, \"256\" served");
+  other = facts;
+  other.model_path = write_file("other.gguf", "other weights");
+  refused({"--pfx", "--pfx-certificate", path}, other, "model \"model.gguf\" certified, \"other.gguf\" served");
+  other.model_path = write_file("model.gguf", "weights, changed", "b");  // another model of the same name
+  refused({"--pfx", "--pfx-certificate", path}, other, "served: model sha256 \"");
+  refused({"--pfx", "--pfx-alone", "--pfx-certificate", path}, facts,
+          "CPU paths \"reference (GGML_CPU_USE_REF)\" certified, \"ggml's own\" served");
+  other = facts;
+  other.kv_type = "K q8_0, V f16";
+  refused({"--pfx", "--pfx-certificate", path}, other, "KV type \"f16\" certified, \"K q8_0, V f16\" served");
+
+  std::string edited = text;
+  edited.replace(edited.find("\"n_ubatch\": \"512\""), 17, "\"n_ubatch\": \"256\"");
+  refused({"--pfx", "--pfx-certificate", write_file("edited.json", edited)}, facts,
+          "was changed after pfx conform wrote it (its digest does not match what it says)");
+  // A fact edited and the digest sealed again: what it proves is derived from its report.
+  nlohmann::json forged = nlohmann::json::parse(certificate_for(facts, report_json(R"({"resumes":12})")));
+  forged["proved"]["decode rows equal"] = true;
+  forged.erase("digest");
+  forged["digest"] = [&] {  // sealed as conform seals: SHA-256 of the rest
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int length = 0;
+    const std::string body = forged.dump();
+    EVP_Digest(body.data(), body.size(), digest.data(), &length, EVP_sha256(), nullptr);
+    std::string hex;
+    static constexpr std::string_view digits = "0123456789abcdef";
+    for (unsigned int i = 0; i < length; ++i) {
+      hex += digits[digest[i] >> 4U];
+      hex += digits[digest[i] & 15U];
+    }
+    return hex;
+  }();
+  refused({"--pfx", "--pfx-certificate", write_file("forged.json", forged.dump())}, facts,
+          "which its own report does not show: certify the configuration again");
+
+  refused({"--pfx", "--pfx-certificate",
+           write_file("unproved.json", certificate_for(facts, report_json(
+               R"({"resumes":200,"rescored":100,"rescoring_differs":3,"kv_blocks":200,"kv_blocks_differ":1})", false)))},
+          facts,
+          "it does not prove decode rows exact for this configuration (3 decode steps differed from a cold prefill's "
+          "rescoring; 1 rows decode wrote differed from a cold prefill's, byte for byte; no batch of requests answered "
+          "as each request alone): serve without --pfx-certificate");
+  refused({"--pfx", "--pfx-chunk", "2", "--pfx-certificate", path}, facts,
+          "it proves no resume on the rule's chunk 2 exact");
+  refused({"--pfx", "--pfx-certificate", write_file("not.json", "{\"format\": \"something else\"}")}, facts,
+          "is not a certificate pfx conform --engine llama --certify wrote");
+  refused({"--pfx", "--pfx-certificate", "/nonexistent/certificate.json"}, facts,
+          "/nonexistent/certificate.json: cannot read a certificate there");
+}
+
+// With decode rows exact, a slot's record holds the rows decode wrote: the prompt's write goes on through
+// decode and is published when the slot is released, the generated tokens' rows with it, so the next
+// turn is offered every row the slot holds and shares with it (but its last token). Without a
+// certificate the rows decode wrote are never offered (INV-2). A write whose prefill never ended, or
+// whose slot holds other tokens, publishes nothing past its offset.
+PFX_PROPERTY(LlamaServerRecord, WithDecodeRowsExactTheRowsDecodeWroteAreOfferedAfterRelease, "LLAMA-6 INV-2", ()) {
+  static const server_facts facts = certified_facts(write_file("model.gguf", "weights"));
+  static const std::string path = write_file("certificate.json", certificate_for(facts, report_json(kProved)));
+  const bool certified = *rc::gen::arbitrary<bool>();
+  RC_ASSERT(configured(certified ? std::vector<std::string>{"--pfx", "--pfx-certificate", path}
+                                 : std::vector<std::string>{"--pfx"},
+                       facts) == "");
+  const auto gen_tokens = rc::gen::resize(30, rc::gen::nonEmpty(rc::gen::container<std::vector<int32_t>>(rc::gen::inRange<int32_t>(0, 4))));
+  const auto prompt = *gen_tokens;
+  const auto generated = *gen_tokens;
+  const auto next = *gen_tokens;
+  std::vector<int32_t> held = prompt;  // the slot's tokens after decode: the prompt and what it generated
+  held.insert(held.end(), generated.begin(), generated.end());
+  std::vector<int32_t> turn = held;  // the next turn: all of it, and more
+  turn.insert(turn.end(), next.begin(), next.end());
+
+  pfx_server::record slot;
+  std::string why;
+  RC_ASSERT(slot.begin({}, prompt, why) == 0U);
+  slot.commit();  // the prompt's last call decoded
+  slot.finish(held);  // released after decode
+  RC_ASSERT(slot.offer(held, turn) == (certified ? held.size() : prompt.size()));
+  // Rows the slot no longer holds are not offered, decode's or a prefill's.
+  const auto kept = *rc::gen::inRange<std::size_t>(0, held.size() + 1);
+  const std::vector<int32_t> part(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(kept));
+  RC_ASSERT(slot.offer(part, turn) == std::min(kept, certified ? held.size() : prompt.size()));
+
+  // Released before its prefill ended (the slot holds part of the prompt): nothing past its offset.
+  pfx_server::record cut;
+  RC_ASSERT(cut.begin({}, prompt, why) == 0U);
+  const std::vector<int32_t> partial(prompt.begin(), prompt.end() - 1);
+  cut.finish(partial);
+  RC_ASSERT(cut.offer(held, turn) == 0U);
+}

@@ -223,6 +223,16 @@ inline constexpr std::array requirements = {
                 "disconnected, on one slot or two, equals its cold run where stock llama-server's differ, keeping at "
                 "least half of stock's reuse; --cache-reuse, speculative decoding, sliding-window, recurrent and "
                 "multimodal models and LoRA adapters stop the start by name"},
+    Requirement{"LLAMA-6",
+                "llama-server --pfx --pfx-certificate FILE, FILE written by pfx conform --engine llama --certify on "
+                "the same configuration (ggml's version, its CPU paths, the model's bytes, n_batch, n_ubatch, flash "
+                "attention, the KV type, the threads), also reuses the rows decode wrote (Config::decode_rows_exact), "
+                "and only where the certificate's own report proves them equal to a cold prefill's (200 resumes "
+                "from them, 100 decode steps rescored and 40 rows compared byte for byte, none differing, and "
+                "batched requests answering as alone): through the openai client every resumed chat turn equals "
+                "its cold run; a certificate of another configuration (each field named with both values), one "
+                "changed after it was written or with a fact edited by hand, one that does not prove decode rows "
+                "exact or the rule's chunk, stops the start naming why"},
     Requirement{"SERVE-1",
                 "pfx.verify_server replays a workload through a running server, which it recognises (vLLM's "
                 "OpenAI-compatible server, llama.cpp's llama-server, pfx's llama-cpp-python server), or a vllm.LLM, "

@@ -4,9 +4,11 @@
 /// The record that follows a llama.cpp context's KV cache, kept once for every front that serves it:
 /// llama-server's slots (integrations/llama_server/pfx_server.cpp) and llama-cpp-python's `Llama`
 /// (pfx.integrations.llama_cpp.rule, through the native module). The record is a pfx::Machine whose
-/// held ids and canonical_end are the rows a prefill wrote (INV-2: never a row decode wrote). Each
+/// held ids and canonical_end are the rows a prefill wrote (INV-2: no row decode wrote, unless decode
+/// rows are exact). Each
 /// front tells it what its context did; the front itself decides when (generate, eval, a slot's
-/// launch, a context shift). Header-only, pfx's core and the standard library only, no llama.cpp.
+/// launch, a context shift). Where decode rows are exact (Config::decode_rows_exact: a certificate),
+/// the rows decode wrote are published too (finish), and the record may hold them. Header-only, pfx's core and the standard library only, no llama.cpp.
 
 #include <pfx/core.hpp>
 
@@ -24,11 +26,14 @@ namespace pfx::llama {
 inline void settle(Machine& record, std::span<const token> held) {
   if (record.phase() == Phase::writing) (void)record.abort();  // INV-8: the rows below its offset stay
   const std::span<const token> ids = record.held().ids;
-  const std::size_t end = std::min(record.held().canonical_end, held.size());
+  // The rows the rule may grant: up to canonical_end, or every row held where decode rows are exact.
+  const std::size_t claimed = record.config().decode_rows_exact ? ids.size() : record.held().canonical_end;
+  const std::size_t end = std::min(claimed, held.size());
   const std::size_t agreed = common_prefix(held.first(end), ids.first(end));
-  if (agreed < record.held().canonical_end) {
+  if (agreed < claimed) {
     const std::vector<token> kept(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(agreed));
-    (void)record.record(kept, agreed);  // a copy: the event replaces the ids it would read from
+    // a copy: the event replaces the ids it would read from
+    (void)record.record(kept, std::min(agreed, record.held().canonical_end));
   }
 }
 
@@ -57,6 +62,19 @@ inline void commit(Machine& record) {
   if (record.phase() != Phase::writing) return;
   const std::vector<token> prompt(record.begun().begin(), record.begun().end());
   (void)record.commit(prompt, prefill_canonical_end(prompt.size(), record.config().prefill_step));
+}
+
+/// The request is done and decode rows are exact (Config::decode_rows_exact): the begun prompt is
+/// published with the rows decode wrote after it, `held` being the tokens the context's rows hold, its
+/// canonical_end as commit's. A held that does not start with the whole prompt (its prefill never
+/// ended, or the rows were moved) aborts the write instead: only the rows before its offset stay.
+/// Nothing while not writing.
+inline void finish(Machine& record, std::span<const token> held) {
+  if (record.phase() != Phase::writing) return;
+  const std::size_t prompt = record.begun().size();
+  if (!record.commit(held, prefill_canonical_end(prompt, record.config().prefill_step)).accepted()) {
+    (void)record.abort();  // INV-11: ids must start with the begun prompt
+  }
 }
 
 /// The begun prompt's prefill failed, stopped short, or was computed otherwise than a prefill of it
