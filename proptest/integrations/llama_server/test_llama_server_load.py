@@ -178,9 +178,9 @@ class Load:
         return tally
 
 
-def serve_load(arguments: list, seed: int = 1, turns: int = 3) -> tuple:
+def serve_load(arguments: list, seed: int = 1, turns: int = 3, settings: list = DEFAULTS) -> tuple:
     load = Load(seed, turns)
-    with Server(arguments, DEFAULTS) as server:
+    with Server(arguments, settings) as server:
         load.run(server)
         tally = load.compare(server)
         log = server.output()
