@@ -152,6 +152,18 @@ bool auto_kv_unified() {
     return !current().batch_invariant() || current().kv_unified_given;
 }
 
+std::map<std::string, std::string> configuration_served(const server_facts & facts, bool reference_paths) {
+    return pfx::llama::configuration({.ggml = pfx::llama::ggml_identity(facts.ggml_version.c_str(), facts.ggml_commit.c_str()),
+                                      .reference_paths = reference_paths,
+                                      .model_path = facts.model_path,
+                                      .n_batch = facts.n_batch,
+                                      .n_ubatch = facts.n_ubatch,
+                                      .flash_attention = facts.flash_attention,
+                                      .kv_type = facts.kv_type,
+                                      .threads = static_cast<std::size_t>(facts.threads),
+                                      .batch_threads = static_cast<std::size_t>(facts.batch_threads)});
+}
+
 namespace {
 
 // --pfx-certificate: decode rows are exact where the certificate proves them so for the configuration
@@ -162,17 +174,8 @@ std::string certified(const server_facts & facts) {
     if (s.certificate.empty()) return "";
     const std::string refused = "llama-server --pfx --pfx-certificate ";
     try {
-        const pfx::llama::Served served{.ggml = pfx::llama::ggml_identity(facts.ggml_version.c_str(),
-                                                                          facts.ggml_commit.c_str()),
-                                        .reference_paths = s.batch_invariant(),
-                                        .model_path = facts.model_path,
-                                        .n_batch = facts.n_batch,
-                                        .n_ubatch = facts.n_ubatch,
-                                        .flash_attention = facts.flash_attention,
-                                        .kv_type = facts.kv_type,
-                                        .threads = static_cast<std::size_t>(facts.threads),
-                                        .batch_threads = static_cast<std::size_t>(facts.batch_threads)};
-        const pfx::llama::Proved proved = pfx::llama::read_certificate(s.certificate, pfx::llama::configuration(served));
+        const pfx::llama::Proved proved =
+            pfx::llama::read_certificate(s.certificate, configuration_served(facts, s.batch_invariant()));
         if (!proved.decode_rows_equal) {
             std::string lacking;
             for (const std::string & why : proved.decode_rows_lacking) lacking += (lacking.empty() ? "" : "; ") + why;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,6 +81,11 @@ struct server_facts {
 // configuration served (else the error names what it lacks, or each field that differs, with both
 // values), and the rule's chunk exact. On success current() holds the rule's configuration.
 std::string configure(const server_facts & facts);
+
+// What a certificate names of the configuration `facts` describe, on ggml's reference paths or its own
+// (pfx/llama/certificate.hpp's configuration: field name to value). Reads the whole model file (its
+// SHA-256); throws pfx::llama::CertificateError where it cannot.
+std::map<std::string, std::string> configuration_served(const server_facts & facts, bool reference_paths);
 
 // The one line the server prints at start with the rule on.
 std::string describe();

@@ -382,16 +382,7 @@ std::string write_file(const std::string& name, const std::string& text, const s
 
 // The certificate of the configuration `facts` serve (on the batch-invariant path), from `report`.
 std::string certificate_for(const server_facts& facts, const std::string& report) {
-  const pfx::llama::Served served{.ggml = pfx::llama::ggml_identity(facts.ggml_version.c_str(), facts.ggml_commit.c_str()),
-                                  .reference_paths = true,
-                                  .model_path = facts.model_path,
-                                  .n_batch = facts.n_batch,
-                                  .n_ubatch = facts.n_ubatch,
-                                  .flash_attention = facts.flash_attention,
-                                  .kv_type = facts.kv_type,
-                                  .threads = static_cast<std::size_t>(facts.threads),
-                                  .batch_threads = static_cast<std::size_t>(facts.batch_threads)};
-  return pfx::llama::certificate(pfx::llama::configuration(served), report);
+  return pfx::llama::certificate(pfx_server::configuration_served(facts, true), report);
 }
 
 // A certificate conform wrote on the very configuration served turns decode rows exact on, and the
