@@ -27,11 +27,10 @@ settings & current() {
 
 namespace {
 
-// The value of `--name N` or `--name=N` at argv[i], or an error; `used` is how many entries it took.
-std::string count_argument(int argc, char ** argv, int i, std::string_view name, std::size_t least,
-                           std::size_t & value, int & used) {
+// The text of `--name TEXT` or `--name=TEXT` at argv[i] into `text`, and how many entries it took; false
+// where nothing follows the name.
+bool option_text(int argc, char ** argv, int i, std::string_view name, std::string_view & text, int & used) {
     const std::string_view word = argv[i];
-    std::string_view text;
     if (word.size() > name.size() && word[name.size()] == '=') {
         text = word.substr(name.size() + 1);
         used = 1;
@@ -39,6 +38,16 @@ std::string count_argument(int argc, char ** argv, int i, std::string_view name,
         text = argv[i + 1];
         used = 2;
     } else {
+        return false;
+    }
+    return true;
+}
+
+// The value of `--name N` or `--name=N` at argv[i], or an error; `used` is how many entries it took.
+std::string count_argument(int argc, char ** argv, int i, std::string_view name, std::size_t least,
+                           std::size_t & value, int & used) {
+    std::string_view text;
+    if (!option_text(argc, argv, i, name, text, used)) {
         return "llama-server: " + std::string(name) + ": expected an integer >= " + std::to_string(least) +
                ", got nothing";
     }
@@ -52,15 +61,12 @@ std::string count_argument(int argc, char ** argv, int i, std::string_view name,
 
 // The value of `--name FILE` or `--name=FILE` at argv[i], or an error; `used` is how many entries it took.
 std::string text_argument(int argc, char ** argv, int i, std::string_view name, std::string & value, int & used) {
-    const std::string_view word = argv[i];
-    if (word.size() > name.size() && word[name.size()] == '=') {
-        value = std::string(word.substr(name.size() + 1));
-        used = 1;
-    } else if (i + 1 < argc) {
-        value = argv[i + 1];
-        used = 2;
+    std::string_view text;
+    if (!option_text(argc, argv, i, name, text, used) || text.empty()) {
+        return "llama-server: " + std::string(name) + ": expected a file, got nothing";
     }
-    return value.empty() ? "llama-server: " + std::string(name) + ": expected a file, got nothing" : "";
+    value = std::string(text);
+    return "";
 }
 
 bool is_option(std::string_view word, std::string_view name) {
@@ -253,12 +259,11 @@ std::string configure(const server_facts & facts) {
         facts_text = std::string("batch-invariant CPU paths, ") +
                      (facts.kv_unified ? "one KV cache" : "a KV stream per slot") + " of " +
                      std::to_string(facts.n_ctx_slot) + " tokens";
-        return certified(facts);
+    } else {
+        facts_text = std::string("--pfx-alone: flash attention ") + (facts.flash_attention_off ? "off" : "on or auto") +
+                     ", n_batch " + std::to_string(facts.n_batch) + ", n_ubatch " + std::to_string(facts.n_ubatch);
     }
-    if (!s.certificate.empty()) return certified(facts);
-    facts_text = std::string("--pfx-alone: flash attention ") + (facts.flash_attention_off ? "off" : "on or auto") + ", n_batch " +
-                 std::to_string(facts.n_batch) + ", n_ubatch " + std::to_string(facts.n_ubatch);
-    return "";
+    return certified(facts);  // after facts_text, which it extends
 }
 
 std::string describe() {

@@ -381,8 +381,8 @@ std::string write_file(const std::string& name, const std::string& text, const s
 }
 
 // The certificate of the configuration `facts` serve (on the batch-invariant path), from `report`.
-std::string certificate_for(const server_facts& facts, const std::string& report) {
-  return pfx::llama::certificate(pfx_server::configuration_served(facts, true), report);
+std::string certificate_for(const server_facts& facts, const std::string& report, bool reference_paths = true) {
+  return pfx::llama::certificate(pfx_server::configuration_served(facts, reference_paths), report);
 }
 
 // A certificate conform wrote on the very configuration served turns decode rows exact on, and the
@@ -400,11 +400,30 @@ TEST(LlamaServerCertificate, OneOfTheConfigurationServedMakesDecodeRowsExact) {
   ASSERT_EQ(configured({"--pfx", "--pfx-certificate=" + path}, facts), "");
   EXPECT_TRUE(pfx_server::current().decode_rows_exact);
 
+  // On ggml's own paths (--pfx-alone), a certificate of them: the start line keeps what it says of them.
+  server_facts alone = facts;
+  alone.flash_attention_off = true;
+  alone.flash_attention = "off";
+  alone.n_batch = 64;
+  alone.n_ubatch = 16;
+  const std::string own = write_file("own.json", certificate_for(alone, report_json(kProved), false));
+  ASSERT_EQ(configured({"--pfx", "--pfx-alone", "--pfx-certificate", own}, alone), "");
+  EXPECT_TRUE(pfx_server::current().decode_rows_exact);
+  EXPECT_NE(pfx_server::describe().find("(--pfx-alone: flash attention off, n_batch 64, n_ubatch 16, decode rows exact "
+                                        "(the certificate " + own + "))"),
+            std::string::npos)
+      << pfx_server::describe();
+
   start_fresh();
   EXPECT_EQ(take({"--pfx-certificate", path}).error,
             "llama-server: --pfx-certificate is a setting of pfx's rule, which is off: add --pfx");
   start_fresh();
   EXPECT_EQ(take({"--pfx", "--pfx-certificate"}).error, "llama-server: --pfx-certificate: expected a file, got nothing");
+  start_fresh();
+  EXPECT_EQ(take({"--pfx", "--pfx-certificate", path, "--pfx-certificate"}).error,
+            "llama-server: --pfx-certificate: expected a file, got nothing");
+  start_fresh();
+  EXPECT_EQ(take({"--pfx", "--pfx-certificate="}).error, "llama-server: --pfx-certificate: expected a file, got nothing");
 }
 
 // A certificate that does not cover what is served stops the start, naming why: another configuration
